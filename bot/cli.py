@@ -1,0 +1,248 @@
+"""`paperclub` command line: a thin click layer that builds the parts and passes them down."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from functools import cached_property
+from pathlib import Path
+
+import click
+
+from store.errors import StoreError
+
+log = logging.getLogger("paperclub")
+
+
+class Ctx:
+    """Everything a command needs, built once on first use (the model loads lazily)."""
+
+    def __init__(self, db: str | None = None):
+        self._db = db
+
+    @cached_property
+    def settings(self):
+        from .config import load_settings
+
+        settings = load_settings()
+        if self._db:
+            settings.db = self._db
+        return settings
+
+    @cached_property
+    def store(self):
+        from store.db import Store
+
+        return Store(self.settings.db)
+
+    @cached_property
+    def embedder(self):
+        from store.embed import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(self.settings.model, bf16=self.settings.embed_bf16)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
+    from .logs import configure
+
+    configure(level, fmt)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar="PAPERCLUB_DB", default=None, help="SQLite file (default ./paperclub.db).")
+@click.version_option(package_name="paperclub")
+@click.pass_context
+def cli(ctx, db):
+    """paperclub: a Slack bot that runs your ML reading group."""
+    ctx.obj = Ctx(db)
+    setup_logging(ctx.obj.settings.log_level, ctx.obj.settings.log_format)
+
+
+def _progress(total: int):
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="abstract", desc="ingest", file=sys.stderr)
+
+
+def _progress_factory():
+    return _progress if sys.stderr.isatty() else None
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--no-embed", is_flag=True, help="Store the papers now, embed later.")
+@pass_ctx
+def ingest(c: Ctx, paths, no_embed):
+    """Load abstracts from text, JSON Lines, CSV or BibTeX files (or folders of them)."""
+    from store.ingest import ingest_paths
+
+    result = ingest_paths(c.store, paths, None if no_embed else c.embedder,
+                          progress_factory=_progress_factory())
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
+    click.echo(str(result))
+
+
+def load_samples_if_empty(c: Ctx) -> None:
+    """First start: fill an empty database with the bundled ICLR 2026 abstracts."""
+    from store.ingest import bundled_sample_paths, ingest_paths
+
+    if c.store.count_papers():
+        return
+    click.echo("Loading the bundled ICLR 2026 abstracts into an empty database...", err=True)
+    result = ingest_paths(c.store, bundled_sample_paths(), c.embedder,
+                          progress_factory=_progress_factory())
+    click.echo(f"Bundled abstracts: {result}", err=True)
+
+
+def _paper_line(p) -> str:
+    return f"{p.id}  {p.short_name[:28]:<28}  {p.headline}"
+
+
+@cli.command()
+@click.option("--limit", type=int, default=None, help="At most this many.")
+@click.option("--collection", default=None, help="Only this collection/venue.")
+@click.option("--json", "as_json", is_flag=True, help="JSON Lines output.")
+@pass_ctx
+def papers(c: Ctx, limit, collection, as_json):
+    """List papers: id, short name, headline."""
+    rows = c.store.list_papers(limit=limit, collection=collection)
+    for p in rows:
+        click.echo(json.dumps({"id": p.id, "name": p.short_name, "headline": p.headline,
+                               "collection": p.collection}, ensure_ascii=False)
+                   if as_json else _paper_line(p))
+    if not rows and not as_json:
+        click.echo("No papers yet. Load some with: paperclub ingest FILE", err=True)
+
+
+def resolve_ref(c: Ctx, ref: str):
+    """A paper by id, short name, or best match for words; (paper, exact?)."""
+    from store.errors import PaperNotFound
+
+    paper = c.store.find_exact(ref)
+    if paper:
+        return paper, True
+    try:
+        from store.search import resolve_paper
+    except ImportError:
+        raise PaperNotFound(f"No paper with id or name '{ref}'.") from None
+    return resolve_paper(c.store, c.embedder, ref)
+
+
+@cli.command()
+@click.argument("ref", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def show(c: Ctx, ref, as_json):
+    """Show one paper (REF: id, short name, or words)."""
+    paper, exact = resolve_ref(c, " ".join(ref))
+    if as_json:
+        click.echo(json.dumps(paper.to_dict(), ensure_ascii=False, indent=2))
+        return
+    if not exact:
+        click.echo(f"(best match for '{' '.join(ref)}')", err=True)
+    click.echo(f"{paper.short_name}  [{paper.id}]  {paper.collection}")
+    click.echo(paper.headline)
+    if paper.title and paper.title != paper.headline:
+        click.echo(paper.title)
+    click.echo()
+    click.echo(paper.abstract)
+    for url in paper.code_urls:
+        click.echo(f"code: {url}")
+    if paper.url:
+        click.echo(f"url: {paper.url}")
+
+
+@cli.command()
+@click.option("--no-embed", is_flag=True)
+@pass_ctx
+def reparse(c: Ctx, no_embed):
+    """Re-run the abstract parser over the stored raw text."""
+    from store.ingest import reparse as do_reparse
+
+    result = do_reparse(c.store, None if no_embed else c.embedder)
+    click.echo(f"{result.updated} updated, {result.unchanged} unchanged")
+
+
+@cli.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@pass_ctx
+def backup(c: Ctx, path):
+    """Write a consistent copy of the live database to PATH (safe while the bot runs)."""
+    c.store.backup(path)
+    click.echo(f"Backed up {c.store.count_papers()} papers to {path}")
+
+
+@cli.command()
+@click.option("--load-samples", is_flag=True, help="Load the bundled abstracts if the database is empty.")
+@pass_ctx
+def run(c: Ctx, load_samples):
+    """Start the bot (Socket Mode); with no Slack tokens, the local console."""
+    if load_samples:
+        load_samples_if_empty(c)
+    if not c.settings.has_slack_tokens:
+        click.echo("SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set (environment or .env): "
+                   "starting the local console instead.", err=True)
+        return start_console(c)
+    from .runner import run_bot
+
+    run_bot(c.settings, c.store, c.embedder)
+
+
+def start_console(c: Ctx):
+    try:
+        from .console import run_console
+    except ImportError:
+        return _search_demo(c)
+    return run_console(c.settings, c.store, c.embedder)
+
+
+def _search_demo(c: Ctx):
+    """Until the console exists: a plain prompt that shows papers by reference."""
+    click.echo(f"{c.store.count_papers()} papers loaded. Type a paper id or name (Ctrl-D quits).")
+    for line in sys.stdin:
+        if line.strip():
+            try:
+                paper, _ = resolve_ref(c, line.strip())
+                click.echo(_paper_line(paper))
+            except StoreError as e:
+                click.echo(str(e))
+
+
+@cli.command()
+@click.option("--load-samples", is_flag=True, help="Load the bundled abstracts if the database is empty.")
+@pass_ctx
+def console(c: Ctx, load_samples):
+    """A local prompt that speaks the same /paper commands as Slack."""
+    if load_samples:
+        load_samples_if_empty(c)
+    start_console(c)
+
+
+def main(argv=None):
+    """Entry point: store errors become one friendly line and exit 1, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="paperclub", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except StoreError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as e:  # the last line of defence: say what broke, in one line
+        log.debug("unexpected error", exc_info=True)
+        click.echo(f"error: {type(e).__name__}: {e}", err=True)
+        sys.exit(1)
+    sys.exit(0)

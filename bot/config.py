@@ -1,0 +1,53 @@
+"""The one place that reads the environment (and `.env`)."""
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(name: str, **kw):
+    return Field(validation_alias=AliasChoices(name), **kw)
+
+
+class Settings(BaseSettings):
+    """Every setting paperclub reads; `.env.example` documents each."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
+                                      populate_by_name=True)
+
+    db: str = _env("PAPERCLUB_DB", default="./paperclub.db")
+    model: str = _env("PAPERCLUB_MODEL", default="all-MiniLM-L6-v2")
+    embed_bf16: str = _env("PAPERCLUB_EMBED_BF16", default="auto")
+    slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
+    slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
+    slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")
+    command: str = _env("PAPERCLUB_COMMAND", default="/paper")
+    timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
+    log_level: str = _env("LOG_LEVEL", default="INFO")
+    log_format: str = _env("LOG_FORMAT", default="text")
+    llm_url: str | None = _env("PAPERCLUB_LLM_URL", default=None)
+    llm_model: str | None = _env("PAPERCLUB_LLM_MODEL", default=None)
+    llm_api_key: SecretStr | None = _env("PAPERCLUB_LLM_API_KEY", default=None)
+    admins: str = _env("PAPERCLUB_ADMINS", default="")
+
+    @field_validator("slack_api_url")
+    @classmethod
+    def _slash(cls, v: str) -> str:
+        return v if v.endswith("/") else v + "/"
+
+    @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", mode="before")
+    @classmethod
+    def _blank_is_none(cls, v):
+        return v or None
+
+    @property
+    def has_slack_tokens(self) -> bool:
+        return bool(self.slack_bot_token and self.slack_app_token)
+
+    @property
+    def admin_ids(self) -> set[str]:
+        return {a.strip() for a in self.admins.replace(";", ",").split(",") if a.strip()}
+
+
+def load_settings(**overrides) -> Settings:
+    return Settings(**overrides)

@@ -1,0 +1,396 @@
+"""Store: the one place with SQL. Wraps sqlite_utils.Database; schema via Migrations.
+
+Every public method is a complete unit of work: multi-row writes run in one
+transaction, so a killed process leaves the file consistent. Each thread gets
+its own connection (the bot answers commands on worker threads).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import sqlite_utils
+from sqlite_utils.migrations import Migrations
+
+from .errors import SchemaError
+from .paper import Paper
+
+migrations = Migrations("paperclub")
+BUSY_TIMEOUT_MS = 15_000
+_JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
+
+
+@migrations()
+def m001_papers(db: sqlite_utils.Database):
+    db["papers"].create(
+        {
+            "id": str,
+            "collection": str,
+            "year": int,
+            "title": str,
+            "short_name": str,
+            "headline": str,
+            "abstract": str,
+            "raw": str,
+            "raw_title": str,
+            "url": str,
+            "authors": str,
+            "keywords": str,
+            "code_urls": str,
+            "numbers": str,
+            "content_hash": str,  # hash of the text that gets embedded
+            "source": str,
+            "created_at": float,
+            "updated_at": float,
+        },
+        pk="id",
+        not_null={"short_name", "headline", "abstract", "content_hash"},
+    )
+    db["papers"].create_index(["short_name"])
+    db["papers"].create_index(["collection", "year"])
+    # Identity keys: ext:<doi/arxiv/openreview>, title:<norm>, abs:<hash>,
+    # sent:<hash> (edit detection) and rec:<hash> (exact source record seen).
+    db["paper_keys"].create(
+        {"key": str, "paper_id": str},
+        pk=("key", "paper_id"),
+        foreign_keys=[("paper_id", "papers", "id")],
+    )
+    db["paper_keys"].create_index(["paper_id"])
+    db["papers"].enable_fts(
+        ["short_name", "headline", "title", "abstract"],
+        create_triggers=True,
+        tokenize="porter unicode61 remove_diacritics 2",
+    )
+    db["embeddings"].create(
+        {"paper_id": str, "model": str, "dim": int, "vector": bytes, "content_hash": str},
+        pk=("paper_id", "model"),
+        foreign_keys=[("paper_id", "papers", "id")],
+    )
+    db["embeddings"].create_index(["model", "content_hash"])
+    db["summaries"].create(
+        {"content_hash": str, "backend": str, "data": str, "created_at": float},
+        pk=("content_hash", "backend"),
+    )
+    db["meta"].create({"key": str, "value": str}, pk="key")
+
+
+class Store:
+    """The paperclub database. One file; safe to share across threads."""
+
+    def __init__(self, path: str | Path, *, migrate: bool = True):
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        if migrate:
+            self.migrate()
+
+    # -- connections -------------------------------------------------------
+    @property
+    def db(self) -> sqlite_utils.Database:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+            db = sqlite_utils.Database(conn)
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = NORMAL")
+            self._local.db = db
+        return db
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite_utils.Database]:
+        """One write transaction (BEGIN IMMEDIATE, so writers queue instead of failing)."""
+        db = self.db
+        with self._write_lock:
+            if db.conn.in_transaction:
+                with db.atomic():
+                    yield db
+                return
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.rollback()
+                raise
+            else:
+                db.conn.execute("COMMIT")
+
+    def migrate(self) -> None:
+        db = self.db
+        if self.path != ":memory:" and db.journal_mode != "wal":
+            db.enable_wal()
+        with self._write_lock:
+            migrations.apply(db)
+
+    def schema_version(self) -> tuple[int, int]:
+        """(applied, known) migration counts; equal when the file is current."""
+        applied = {m.name for m in migrations.applied(self.db)}
+        known = {m.name for m in migrations._migrations}
+        if applied - known:
+            raise SchemaError(
+                f"database {self.path} has migrations this version does not know: "
+                f"{', '.join(sorted(applied - known))}"
+            )
+        return len(applied & known), len(known)
+
+    # -- meta ----------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("select value from meta where key = ?", [key]).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "insert into meta(key, value) values (?, ?) "
+                "on conflict(key) do update set value = excluded.value",
+                [key, value],
+            )
+
+    def _bump_version(self, db) -> None:
+        db.execute(
+            "insert into meta(key, value) values ('papers_version', '1') "
+            "on conflict(key) do update set value = cast(value as integer) + 1"
+        )
+
+    def papers_version(self) -> int:
+        """Changes whenever papers or embeddings change; caches compare it."""
+        return int(self.get_meta("papers_version", "0"))
+
+    # -- papers --------------------------------------------------------------
+    def count_papers(self) -> int:
+        return self.db.execute("select count(*) from papers").fetchone()[0]
+
+    @staticmethod
+    def _paper(row: dict) -> Paper:
+        fields = {k: row.get(k) for k in (
+            "id", "short_name", "headline", "abstract", "collection", "year",
+            "title", "url", "raw")}
+        for k in _JSON_FIELDS:
+            fields[k] = json.loads(row.get(k) or "[]")
+        fields["collection"] = fields["collection"] or ""
+        fields["raw"] = fields["raw"] or ""
+        return Paper(**fields)
+
+    def get_paper(self, paper_id: str) -> Paper | None:
+        rows = list(self.db.query("select * from papers where id = ?", [paper_id]))
+        return self._paper(rows[0]) if rows else None
+
+    def get_papers(self, ids: Iterable[str]) -> list[Paper]:
+        """Papers in the order of ids (missing ones left out)."""
+        ids = list(ids)
+        if not ids:
+            return []
+        found: dict[str, Paper] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.query(f"select * from papers where id in ({marks})", chunk):
+                found[row["id"]] = self._paper(row)
+        return [found[i] for i in ids if i in found]
+
+    def find_exact(self, ref: str) -> Paper | None:
+        """A paper by id or short name (case-insensitive); None when neither matches."""
+        ref = (ref or "").strip()
+        if not ref:
+            return None
+        paper = self.get_paper(ref.lower())
+        if paper:
+            return paper
+        rows = list(self.db.query(
+            "select * from papers where short_name = ? collate nocase "
+            "order by updated_at desc limit 1", [ref]))
+        return self._paper(rows[0]) if rows else None
+
+    def list_papers(self, *, limit: int | None = None, offset: int = 0,
+                    collection: str | None = None) -> list[Paper]:
+        sql, args = "select * from papers", []
+        if collection:
+            sql += " where collection = ? collate nocase"
+            args.append(collection)
+        sql += " order by created_at, rowid"
+        if limit is not None:
+            sql += " limit ? offset ?"
+            args += [limit, offset]
+        return [self._paper(r) for r in self.db.query(sql, args)]
+
+    def iter_papers(self, batch: int = 1000) -> Iterator[Paper]:
+        last = -1
+        while True:
+            rows = list(self.db.query(
+                "select rowid as _rid, * from papers where rowid > ? order by rowid limit ?",
+                [last, batch]))
+            if not rows:
+                return
+            for r in rows:
+                yield self._paper(r)
+            last = rows[-1]["_rid"]
+
+    def collections(self) -> list[tuple[str, int | None, int]]:
+        """(collection, year, count) for every collection in the store."""
+        return [tuple(r) for r in self.db.execute(
+            "select collection, year, count(*) from papers group by collection, year order by collection")]
+
+    # -- identity keys (ingest) ---------------------------------------------
+    def lookup_keys(self, keys: Iterable[str]) -> dict[str, list[str]]:
+        """key -> paper ids holding it."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, list[str]] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, pid in self.db.execute(
+                f"select key, paper_id from paper_keys where key in ({marks})", chunk
+            ):
+                out.setdefault(key, []).append(pid)
+        return out
+
+    def record_keys(self) -> set[str]:
+        """Every rec:<hash> seen so far: re-ingesting an unchanged record is a set lookup."""
+        return {r[0] for r in self.db.execute("select key from paper_keys where key like 'rec:%'")}
+
+    def id_taken(self, paper_id: str) -> bool:
+        return self.db.execute("select 1 from papers where id = ?", [paper_id]).fetchone() is not None
+
+    def paper_rows(self, ids: Iterable[str]) -> dict[str, dict]:
+        """Raw rows (all columns) by id, for ingest merges."""
+        ids = list(ids)
+        out = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self.db.query(f"select * from papers where id in ({marks})", chunk):
+                out[row["id"]] = row
+        return out
+
+    def write_papers(self, rows: list[dict], keys: list[tuple[str, str]],
+                     replace_keys_for: Iterable[str] = (),
+                     embeddings: list[dict] = ()) -> None:
+        """Upsert paper rows, their identity keys and embeddings in one transaction."""
+        now = time.time()
+        with self.transaction() as db:
+            for pid in replace_keys_for:
+                db.execute(
+                    "delete from paper_keys where paper_id = ? and (key like 'abs:%' or key like 'sent:%')",
+                    [pid])
+            for row in rows:
+                row = dict(row)
+                for k in _JSON_FIELDS:
+                    if not isinstance(row.get(k), str):
+                        row[k] = json.dumps(row.get(k) or [], ensure_ascii=False)
+                row.setdefault("created_at", now)
+                row["updated_at"] = now
+                db["papers"].upsert(row, pk="id", alter=False)
+            if keys:
+                db.conn.executemany(
+                    "insert or ignore into paper_keys(key, paper_id) values (?, ?)", keys)
+            if embeddings:
+                self._put_embeddings(db, embeddings)
+            if rows or embeddings:
+                self._bump_version(db)
+
+    # -- embeddings ----------------------------------------------------------
+    @staticmethod
+    def _put_embeddings(db, embeddings: list[dict]) -> None:
+        db.conn.executemany(
+            "insert into embeddings(paper_id, model, dim, vector, content_hash) values (?,?,?,?,?) "
+            "on conflict(paper_id, model) do update set dim = excluded.dim, "
+            "vector = excluded.vector, content_hash = excluded.content_hash",
+            [(e["paper_id"], e["model"], int(len(e["vector"])),
+              np.asarray(e["vector"], dtype=np.float32).tobytes(), e["content_hash"])
+             for e in embeddings],
+        )
+
+    def put_embeddings(self, embeddings: list[dict]) -> None:
+        with self.transaction() as db:
+            self._put_embeddings(db, embeddings)
+            self._bump_version(db)
+
+    def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """Cached vectors for these content hashes under this model."""
+        hashes = list(dict.fromkeys(hashes))
+        out = {}
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for h, blob in self.db.execute(
+                f"select content_hash, vector from embeddings where model = ? and content_hash in ({marks})",
+                [model, *chunk],
+            ):
+                out[h] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
+        """(paper id, content hash) of papers with no current vector for this model."""
+        return [tuple(r) for r in self.db.execute(
+            "select p.id, p.content_hash from papers p left join embeddings e "
+            "on e.paper_id = p.id and e.model = ? "
+            "where e.paper_id is null or e.content_hash != p.content_hash order by p.rowid",
+            [model])]
+
+    def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
+        """All current vectors for a model as (ids, float32 matrix)."""
+        ids, blobs = [], []
+        for pid, blob in self.db.execute(
+            "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+            "where e.model = ? and e.content_hash = p.content_hash order by p.rowid", [model]
+        ):
+            ids.append(pid)
+            blobs.append(blob)
+        if not blobs:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+        return ids, mat
+
+    def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
+        row = self.db.execute(
+            "select vector from embeddings where paper_id = ? and model = ?", [paper_id, model]
+        ).fetchone()
+        return np.frombuffer(row[0], dtype=np.float32) if row else None
+
+    # -- summaries cache -----------------------------------------------------
+    def get_summary(self, content_hash: str, backend: str) -> dict | None:
+        row = self.db.execute(
+            "select data from summaries where content_hash = ? and backend = ?",
+            [content_hash, backend]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_summary(self, content_hash: str, backend: str, data: dict) -> None:
+        with self.transaction() as db:
+            db.execute(
+                "insert into summaries(content_hash, backend, data, created_at) values (?,?,?,?) "
+                "on conflict(content_hash, backend) do update set data = excluded.data, "
+                "created_at = excluded.created_at",
+                [content_hash, backend, json.dumps(data, ensure_ascii=False), time.time()])
+
+    # -- maintenance ---------------------------------------------------------
+    def integrity_ok(self) -> bool:
+        return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
+
+    def backup(self, target: str | Path) -> None:
+        """A consistent copy of the live database (SQLite online backup)."""
+        target = Path(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        dest = sqlite3.connect(str(target))
+        try:
+            self.db.conn.backup(dest)
+        finally:
+            dest.close()
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -1,0 +1,26 @@
+"""Named errors of the store; the CLI and the bot turn them into one friendly line."""
+
+
+class StoreError(Exception):
+    """Base class for errors a user can act on."""
+
+
+class PaperNotFound(StoreError):
+    """No paper matches the reference."""
+
+
+class IngestError(StoreError):
+    """A file could not be read; names the file and line."""
+
+    def __init__(self, path, line, message):
+        self.path, self.line, self.message = str(path), line, message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class SchemaError(StoreError):
+    """The database is at a schema this code does not know."""
+
+
+class EmptyQuery(StoreError):
+    """The query has nothing to search for."""
