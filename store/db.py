@@ -362,6 +362,32 @@ class Store:
         ).fetchone()
         return np.frombuffer(row[0], dtype=np.float32) if row else None
 
+    # -- search (used by store/search.py) -----------------------------------
+    def fts_search(self, match: str, *, weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0),
+                   limit: int = 100, collection: str | None = None,
+                   year: int | None = None) -> list[tuple[str, float]]:
+        """(paper id, bm25) for an FTS5 MATCH expression, best first (bm25 is negative; lower is better).
+
+        weights are per FTS column: short_name, headline, title, abstract.
+        """
+        sql = ("select p.id, bm25(papers_fts, ?, ?, ?, ?) as score from papers_fts "
+               "join papers p on p.rowid = papers_fts.rowid where papers_fts match ?")
+        args: list = [*weights, match]
+        if collection:
+            # 'ICLR' finds 'ICLR 2026': a venue without its year is what people type.
+            sql += " and (p.collection = ? collate nocase or p.collection like ?)"
+            args += [collection, collection + " %"]
+        if year:
+            sql += " and p.year = ?"
+            args.append(int(year))
+        sql += " order by score limit ?"
+        args.append(int(limit))
+        return [(pid, float(score)) for pid, score in self.db.execute(sql, args)]
+
+    def paper_facets(self) -> list[tuple[str, str, int | None]]:
+        """(id, collection, year) of every paper, for filtering in-memory vector search."""
+        return [tuple(r) for r in self.db.execute("select id, coalesce(collection, ''), year from papers")]
+
     # -- summaries cache -----------------------------------------------------
     def get_summary(self, content_hash: str, backend: str) -> dict | None:
         row = self.db.execute(
