@@ -37,9 +37,15 @@ class Ctx:
 
     @cached_property
     def embedder(self):
-        from store.embed import SentenceTransformerEmbedder
+        from store.embed import make_embedder
 
-        return SentenceTransformerEmbedder(self.settings.model, bf16=self.settings.embed_bf16)
+        return make_embedder(self.settings.model, bf16=self.settings.embed_bf16)
+
+    @cached_property
+    def searcher(self):
+        from store.search import Searcher
+
+        return Searcher(self.store, self.embedder)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -122,16 +128,52 @@ def papers(c: Ctx, limit, collection, as_json):
 
 def resolve_ref(c: Ctx, ref: str):
     """A paper by id, short name, or best match for words; (paper, exact?)."""
-    from store.errors import PaperNotFound
+    from store.errors import EmptyQuery, PaperNotFound
 
     paper = c.store.find_exact(ref)
     if paper:
         return paper, True
     try:
-        from store.search import resolve_paper
-    except ImportError:
-        raise PaperNotFound(f"No paper with id or name '{ref}'.") from None
-    return resolve_paper(c.store, c.embedder, ref)
+        return c.searcher.resolve(ref)
+    except EmptyQuery:
+        raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
+
+
+def _echo_hits(hits, as_json: bool, empty: str) -> None:
+    if as_json:
+        click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+    elif not hits:
+        click.echo(empty, err=True)
+    for h in [] if as_json else hits:
+        click.echo(f"{h.paper.id}  {h.paper.short_name[:28]:<28}  {h.paper.headline}")
+        click.echo(f"        {h.score:.3f}  {h.why}")
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--collection", default=None, help="Only this collection/venue (e.g. 'ICLR 2026').")
+@click.option("--year", type=int, default=None, help="Only papers from this year.")
+@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@pass_ctx
+def search(c: Ctx, query, limit, collection, year, as_json):
+    """Find papers by words, acronyms or a description of what they do."""
+    hits = c.searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
+    _echo_hits(hits, as_json, "No papers match.")
+
+
+@cli.command()
+@click.argument("ref", nargs=-1, required=True)
+@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@pass_ctx
+def similar(c: Ctx, ref, limit, as_json):
+    """Papers like REF (id, short name, or words)."""
+    paper, exact = resolve_ref(c, " ".join(ref))
+    if not exact and not as_json:
+        click.echo(f"(papers like {paper.id} {paper.short_name}, the best match for '{' '.join(ref)}')",
+                   err=True)
+    _echo_hits(c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
 
 
 @cli.command()

@@ -132,3 +132,11 @@ class HashingEmbedder:
             if norm:
                 out[i] /= norm
         return out
+
+
+def make_embedder(model: str = DEFAULT_MODEL, *, bf16: str = "auto") -> Embedder:
+    """The embedder a model setting names; `hashing-N` is the weightless one (tests, smoke runs)."""
+    m = re.fullmatch(r"hashing(?:-(\d+))?", model.strip())
+    if m:
+        return HashingEmbedder(int(m.group(1) or 256), name=model.strip())
+    return SentenceTransformerEmbedder(model, bf16=bf16)

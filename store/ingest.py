@@ -73,7 +73,7 @@ def _year_of(text: str | None) -> int | None:
 
 def _venue_of(collection: str) -> str:
     """'ICLR 2026 Papers' -> 'ICLR 2026'."""
-    return re.sub(r"\s+(papers|abstracts|accepted|submissions)\s*$", "", collection.strip(), flags=re.I)
+    return re.sub(r"(\s+(papers|abstracts|accepted|submissions|list))+\s*$", "", collection.strip(), flags=re.I)
 
 
 def _as_list(value) -> list[str]:
@@ -488,15 +488,20 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder, seen_records: set
             if hit:
                 pid = hit
                 break
-        if pid is None and sents:
-            # An edited abstract keeps most of its sentences.
+        if pid is None and sents and not (rec.id or rec.title):
+            # An edited abstract keeps most of its sentences. A record with its
+            # own id or title that matched nothing is a different paper.
             votes: dict[str, int] = {}
             for k in sents:
                 for hit in ([local_keys[k]] if k in local_keys else known.get(k, [])):
                     votes[hit] = votes.get(hit, 0) + 1
+            # Only within the same collection, and only by a majority of sentences.
+            venue = rec.venue or ""
+            votes = {p: n for p, n in votes.items()
+                     if ((rows.get(p) or old_rows.get(p) or {}).get("collection") or "") == venue}
             if votes:
                 best, n = max(votes.items(), key=lambda kv: kv[1])
-                if n >= max(2, len(sents) // 2):
+                if n >= 2 and 2 * n > len(sents):
                     pid = best
         old = rows.get(pid) or old_rows.get(pid) if pid else None
         row = _row_from(rec, old)

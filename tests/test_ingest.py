@@ -1,0 +1,287 @@
+"""Ingest: formats, dedupe across them, updates on edit, bad files, a killed ingest."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from store.db import Store
+from store.embed import HashingEmbedder
+from store.errors import IngestError
+from store.ingest import bundled_sample_paths, ingest_paths, read_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+ABSTRACT_A = (
+    "Large language models often hallucinate when asked about rare entities. "
+    "We introduce RareQA, a benchmark of 12,000 questions about long-tail entities drawn from Wikidata. "
+    "Retrieval augmentation improves accuracy by 14.2% on RareQA but still lags far behind head entities. "
+    "Code is available at https://github.com/example/rareqa."
+)
+ABSTRACT_B = (
+    "Diffusion models generate images by iteratively denoising Gaussian noise. "
+    "We propose FastDiff, a distillation scheme that reduces sampling to four steps. "
+    "FastDiff matches the FID of the teacher on ImageNet 256 while being 12 times faster. "
+    "We analyse why consistency losses fail at high guidance scales."
+)
+
+
+class CountingEmbedder(HashingEmbedder):
+    """A weightless embedder that remembers how many texts it was asked to encode."""
+
+    def __init__(self):
+        super().__init__(dim=64, name="hashing-64")
+        self.encoded = 0
+
+    def encode(self, texts, *, progress=False):
+        self.encoded += len(texts)
+        return super().encode(texts)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "pc.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def emb():
+    return CountingEmbedder()
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_bundled_seed_corpus_loads_38_abstracts_with_vectors(store, emb):
+    result = ingest_paths(store, bundled_sample_paths(), emb)
+    assert (result.added, result.skipped) == (38, 0)
+    assert store.count_papers() == 38
+    ids, mat = store.load_vectors(emb.name)
+    assert len(ids) == 38 and mat.shape == (38, 64)
+    assert np.allclose(np.linalg.norm(mat, axis=1), 1, atol=1e-5)
+    papers = store.list_papers()
+    assert {p.collection for p in papers} == {"ICLR 2026"}
+    assert {p.year for p in papers} == {2026}
+    # Ids are short, lowercase and unique: safe to type in Slack.
+    assert len({p.id for p in papers}) == 38
+    assert all(p.id.isalnum() and p.id.islower() and len(p.id) == 6 for p in papers)
+
+
+def test_reingest_changes_nothing_and_encodes_nothing(store, emb):
+    ingest_paths(store, bundled_sample_paths(), emb)
+    before = emb.encoded
+    version = store.papers_version()
+    result = ingest_paths(store, bundled_sample_paths(), emb)
+    assert (result.added, result.updated, result.unchanged) == (0, 0, 38)
+    assert emb.encoded == before
+    assert store.papers_version() == version
+
+
+def test_other_collection_names_and_any_count(store, emb, tmp_path):
+    f = write(tmp_path / "neurips.txt", f"NeurIPS 2025 Accepted Papers\n\n{ABSTRACT_A}\n\n\n{ABSTRACT_B}\n")
+    assert ingest_paths(store, [f], emb).added == 2
+    assert {(p.collection, p.year) for p in store.list_papers()} == {("NeurIPS 2025", 2025)}
+    one = write(tmp_path / "one.txt", "Workshop on Odd Ideas\n" + ABSTRACT_A.replace("RareQA", "OddQA") + "\n")
+    assert ingest_paths(store, [one], emb).added == 1
+    assert store.list_papers(collection="Workshop on Odd Ideas")[0].year is None
+
+
+def test_jsonl_csv_and_bibtex_load_with_metadata(store, emb, tmp_path):
+    jl = write(tmp_path / "a.jsonl", json.dumps({
+        "id": "https://openreview.net/forum?id=AbC123", "title": "RareQA: Questions about Rare Entities",
+        "abstract": ABSTRACT_A, "authors": ["Ada Lovelace", "Alan Turing"], "venue": "ICLR 2024",
+        "year": 2024, "keywords": ["benchmarks", "hallucination"]}) + "\n")
+    csv_file = write(tmp_path / "b.csv", 'title,abstract,url,authors,year\n"FastDiff: Four-Step Diffusion",'
+                     f'"{ABSTRACT_B}",https://arxiv.org/abs/2401.01234,"Grace Hopper; Edsger Dijkstra",2024\n')
+    bib = write(tmp_path / "c.bib", """@inproceedings{kern2026,
+  title = {{KERN}: Kernel Regression Networks},
+  author = {Emmy Noether and Sofia Kovalevskaya},
+  booktitle = {ICLR 2026},
+  year = {2026},
+  abstract = {Kernel methods are rarely used inside deep networks. We present KERN, a layer that performs
+    kernel regression over learned prototypes, with 3.1\\% better accuracy on CIFAR-100 than a linear head.},
+}
+@article{noabstract, title={Plain reference}, year={1999}}
+""")
+    result = ingest_paths(store, [jl, csv_file, bib], emb)
+    assert result.added == 3
+    by_title = {p.title: p for p in store.list_papers()}
+    rare = by_title["RareQA: Questions about Rare Entities"]
+    assert rare.authors == ["Ada Lovelace", "Alan Turing"]
+    assert rare.keywords == ["benchmarks", "hallucination"]
+    assert (rare.collection, rare.year) == ("ICLR 2024", 2024)
+    assert "https://github.com/example/rareqa" in rare.code_urls
+    fast = by_title["FastDiff: Four-Step Diffusion"]
+    assert fast.authors == ["Grace Hopper", "Edsger Dijkstra"]
+    assert fast.url == "https://arxiv.org/abs/2401.01234"
+    kern = next(p for p in store.list_papers() if "KERN" in (p.title or ""))
+    assert kern.authors == ["Emmy Noether", "Sofia Kovalevskaya"]
+    assert "\\" not in kern.abstract and "3.1%" in kern.abstract
+
+
+def test_same_paper_across_formats_is_one_paper(store, emb, tmp_path):
+    txt = write(tmp_path / "seed.txt", f"ICLR 2024 Papers\n\n{ABSTRACT_A}\n")
+    ingest_paths(store, [txt], emb)
+    (only,) = store.list_papers()
+    # The same abstract from a richer export: merged into the same row, which gains a title.
+    jl = write(tmp_path / "rich.jsonl", json.dumps({
+        "title": "RareQA: Questions about Rare Entities", "abstract": "  " + ABSTRACT_A + " ",
+        "url": "https://arxiv.org/abs/2402.00001"}) + "\n")
+    result = ingest_paths(store, [jl], emb)
+    assert (result.added, result.updated) == (0, 1)
+    (merged,) = store.list_papers()
+    assert merged.id == only.id
+    assert merged.title == "RareQA: Questions about Rare Entities"
+    assert merged.collection == "ICLR 2024"  # kept from the first source
+    # Same arXiv id with a reworded abstract, and same title with other text: still one paper.
+    csv_file = write(tmp_path / "arxiv.csv", "id,title,abstract\n"
+                     f'2402.00001,"Something else entirely","{ABSTRACT_A.upper()} Extra sentence here."\n')
+    ingest_paths(store, [csv_file], emb)
+    jl2 = write(tmp_path / "title.jsonl", json.dumps({
+        "title": "rareqa:  questions about RARE entities!", "abstract": ABSTRACT_B}) + "\n")
+    ingest_paths(store, [jl2], emb)
+    assert store.count_papers() == 1
+
+
+def test_duplicates_inside_one_file_are_one_paper(store, emb, tmp_path):
+    f = write(tmp_path / "dup.txt", f"Dups\n\n{ABSTRACT_A}\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
+    result = ingest_paths(store, [f], emb)
+    assert store.count_papers() == 2
+    assert result.added == 2
+
+
+def test_edited_abstract_updates_its_row_and_reembeds(store, emb, tmp_path):
+    f = write(tmp_path / "v1.txt", f"ICLR 2026 Papers\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
+    ingest_paths(store, [f], emb)
+    (old,) = [p for p in store.list_papers() if p.abstract.startswith("Large language models often")]
+    old_vec = store.get_vector(old.id, emb.name).copy()
+    edited = ABSTRACT_A.replace("by 14.2% on RareQA", "by 17.5% on RareQA-v2")
+    write(f, f"ICLR 2026 Papers\n\n{edited}\n\n{ABSTRACT_B}\n")
+    before = emb.encoded
+    result = ingest_paths(store, [f], emb)
+    assert (result.added, result.updated, result.unchanged) == (0, 1, 1)
+    assert emb.encoded - before == 1  # only the edited text is re-encoded
+    new = store.get_paper(old.id)
+    assert "17.5%" in new.abstract and "14.2%" not in new.abstract
+    assert not np.allclose(store.get_vector(old.id, emb.name), old_vec)
+    assert store.count_papers() == 2
+    assert store.papers_missing_embeddings(emb.name) == []
+
+
+def test_changing_the_model_reencodes_once(store, tmp_path):
+    f = write(tmp_path / "x.txt", f"C\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
+    ingest_paths(store, [f], CountingEmbedder())
+    other = HashingEmbedder(dim=32, name="hashing-32")
+    ingest_paths(store, [f], other)
+    assert store.load_vectors("hashing-32")[1].shape == (2, 32)
+    assert store.load_vectors("hashing-64")[1].shape == (2, 64)
+
+
+@pytest.mark.parametrize("name,content,where", [
+    ("bad.jsonl", json.dumps({"title": "t", "abstract": ABSTRACT_A}) + "\n{not json\n", "bad.jsonl:2"),
+    ("noabs.jsonl", json.dumps({"title": "t", "abstract": ABSTRACT_A}) + "\n" + json.dumps({"title": "x"}) + "\n",
+     "noabs.jsonl:2"),
+    ("nocol.csv", "title,summary_text\nx,y\n", "nocol.csv:1"),
+    ("bad.bib", "@article{x, title={T}, abstract={unclosed \n", "bad.bib"),
+    ("notes.docx", "whatever", "unknown format"),
+    ("empty.txt", "", "empty.txt:1"),
+    ("year.csv", f'title,abstract,year\nA,"{ABSTRACT_A}",soon\n', "year.csv:2"),
+])
+def test_bad_files_name_file_and_line_and_write_nothing(store, emb, tmp_path, name, content, where):
+    good = write(tmp_path / "good.txt", f"Good\n\n{ABSTRACT_B}\n")
+    bad = write(tmp_path / name, content)
+    with pytest.raises(IngestError) as err:
+        ingest_paths(store, [good, bad], emb)
+    assert where in str(err.value)
+    assert store.count_papers() == 0
+
+
+def test_binary_and_non_utf8_files_are_refused(tmp_path):
+    (tmp_path / "x.txt").write_bytes(b"Title\n\n\x00\x01\x02")
+    with pytest.raises(IngestError, match="binary"):
+        read_file(tmp_path / "x.txt")
+    (tmp_path / "y.txt").write_bytes("Title\n\ncaf\xe9".encode("latin-1"))
+    with pytest.raises(IngestError, match="y.txt:3: is not UTF-8"):
+        read_file(tmp_path / "y.txt")
+
+
+def run_cli(*args, env=None, **kw):
+    full_env = {**os.environ, "PAPERCLUB_MODEL": "hashing-64", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True,
+                          env=full_env, cwd=kw.pop("cwd", ROOT), timeout=kw.pop("timeout", 120), **kw)
+
+
+def test_cli_ingest_prints_counts_and_errors_in_one_line(tmp_path):
+    db = str(tmp_path / "cli.db")
+    out = run_cli("--db", db, "ingest", *map(str, bundled_sample_paths()))
+    assert out.returncode == 0, out.stderr
+    assert "38 added, 0 updated, 0 unchanged, 0 skipped" in out.stdout
+    out = run_cli("--db", db, "ingest", str(tmp_path / "missing.jsonl"))
+    assert out.returncode != 0
+    assert "missing.jsonl: no such file" in out.stderr
+    assert "Traceback" not in out.stderr
+    listing = run_cli("--db", db, "papers")
+    assert len(listing.stdout.strip().splitlines()) == 38
+    first_id = listing.stdout.split()[0]
+    shown = run_cli("--db", db, "show", first_id)
+    assert shown.returncode == 0 and first_id in shown.stdout
+
+
+def synthetic_jsonl(path: Path, n: int, seed: int = 0) -> Path:
+    """n distinct abstracts recombined from the seed sentences."""
+    rng = random.Random(seed)
+    sents = []
+    for p in bundled_sample_paths():
+        for block in p.read_text().split("\n\n")[1:]:
+            sents += [s.strip() + "." for s in block.split(". ") if len(s) > 40]
+    with path.open("w") as f:
+        for i in range(n):
+            body = " ".join(rng.sample(sents, 5))
+            f.write(json.dumps({"id": f"syn-{i}", "title": f"Synthetic paper {i}", "abstract": body}) + "\n")
+    return path
+
+
+def test_killed_ingest_leaves_a_consistent_db_that_a_rerun_completes(tmp_path):
+    data = synthetic_jsonl(tmp_path / "big.jsonl", 6000)
+    db = tmp_path / "crash.db"
+    env = {**os.environ, "PAPERCLUB_MODEL": "hashing-64"}
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "--db", str(db), "ingest", str(data)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    count = 0
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        try:
+            with sqlite3.connect(db, timeout=5) as conn:
+                count = conn.execute("select count(*) from papers").fetchone()[0]
+        except sqlite3.OperationalError:
+            continue  # not created yet
+        if count > 0:
+            break
+    assert proc.poll() is None, "ingest finished before it could be killed: make the file bigger"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    s = Store(db)
+    assert s.integrity_ok()
+    killed_at = s.count_papers()
+    assert 0 < killed_at < 6000
+    # Every stored paper has its vector: chunks are all-or-nothing.
+    assert s.papers_missing_embeddings("hashing-64") == []
+    assert len(s.load_vectors("hashing-64")[0]) == killed_at
+    out = run_cli("--db", str(db), "ingest", str(data))
+    assert out.returncode == 0, out.stderr
+    assert f"{6000 - killed_at} added, 0 updated, {killed_at} unchanged" in out.stdout
+    assert s.count_papers() == 6000
+    assert s.integrity_ok()
