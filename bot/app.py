@@ -1,0 +1,286 @@
+"""The Bolt app: every Slack listener, wired to the /paper grammar in bot/commands.py.
+
+Listeners call `ack()` first and hand the slow part (search, summaries, Web
+API calls) to a small work pool, so Slack hears back within milliseconds even
+when every worker is busy. With `process_before_response=True` (tests) the
+work runs inline and `app.dispatch` returns only when the reply has been sent.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections import OrderedDict
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Callable
+
+from slack_bolt import App, BoltResponse
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import (
+    ConnectionErrorRetryHandler,
+    RateLimitErrorRetryHandler,
+    ServerErrorRetryHandler,
+)
+from slack_sdk.models.blocks import Block, DividerBlock
+
+from . import blocks as bk
+from .commands import SUBCOMMANDS, Deps, Reply, code, run_command, share_reply, similar_reply, summary_reply
+
+log = logging.getLogger(__name__)
+
+# Modules that add subcommands (via @subcommand at import) or listeners (a `register(app, deps)`
+# function). Later features append their module here: "bot.interests", "bot.daily", ...
+EXTENSIONS: list[str] = []
+
+# App Home hooks: functions (deps, user_id) -> extra blocks (schedules, interests, saved papers).
+HomeSection = Callable[[Deps, str], list[Block]]
+HOME_SECTIONS: list[HomeSection] = []
+
+SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
+         "please try again in a minute.")
+WORK_THREADS = 4  # the box has 2 cores; more threads only queue inside torch and SQLite
+SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at least once)
+
+
+def home_section(fn: HomeSection) -> HomeSection:
+    """Register an App Home hook (decorator)."""
+    HOME_SECTIONS.append(fn)
+    return fn
+
+
+def make_client(settings) -> WebClient:
+    """A WebClient for SLACK_API_URL that retries rate limits, dropped connections and 5xx."""
+    token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
+    return WebClient(
+        token=token,
+        base_url=settings.slack_api_url,
+        timeout=15,
+        retry_handlers=[
+            ConnectionErrorRetryHandler(max_retry_count=2),
+            RateLimitErrorRetryHandler(max_retry_count=3),
+            ServerErrorRetryHandler(max_retry_count=2),
+        ],
+    )
+
+
+def make_llm(settings):
+    """The optional LLM config for summaries (None when unset or store.llm is absent)."""
+    if not getattr(settings, "llm_url", None):
+        return None
+    try:
+        from store.llm import LLMConfig
+    except ImportError:
+        return None
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    return LLMConfig(url=settings.llm_url, model=settings.llm_model, api_key=key)
+
+
+def load_extensions(app: App | None, deps: Deps) -> None:
+    """Import every extension module; call its `register(app, deps)` when there is an app."""
+    for name in EXTENSIONS:
+        module = importlib.import_module(name)
+        if app is not None and hasattr(module, "register"):
+            module.register(app, deps)
+
+
+# -- App Home ---------------------------------------------------------------------------
+def home_blocks(deps: Deps, user_id: str) -> list[Block]:
+    """What the bot is, how to use it, then whatever the registered hooks add for this user."""
+    cmd = deps.command
+    stats = ", ".join(f"{c or 'uncategorised'} ({n})" for c, _, n in deps.store.collections()[:8])
+    entries = [(s.usage, s.help, s.example) for s in SUBCOMMANDS.values() if not s.hidden]
+    blocks: list[Block] = [
+        bk.header("paperclub: the reading group's paper finder"),
+        bk.section("Find papers by meaning or keyword, read a short summary, see related work, "
+                   "and share the good ones with the channel. Type "
+                   f"{code(cmd + ' search <words>')} in any channel; only you see the answer "
+                   "until you press *Share to channel*."),
+        bk.context(f"{deps.store.count_papers():,} papers", bk.esc(stats)),
+        DividerBlock(),
+    ]
+    blocks += bk.help_blocks(cmd, entries, title="How to use")
+    for hook in HOME_SECTIONS:
+        try:
+            extra = hook(deps, user_id)
+        except Exception:  # one broken section must not blank the whole Home tab
+            log.warning("home section %s failed", getattr(hook, "__name__", hook), exc_info=True)
+            continue
+        if extra:
+            blocks += [DividerBlock(), *extra]
+    return blocks[: bk.MAX_VIEW_BLOCKS]
+
+
+# -- helpers ----------------------------------------------------------------------------
+def _channel_of(body: dict) -> str | None:
+    """The conversation a button was clicked in (None in App Home)."""
+    channel = body.get("channel") or {}
+    return channel.get("id") or (body.get("container") or {}).get("channel_id")
+
+
+def _user_of(body: dict) -> str:
+    return (body.get("user") or {}).get("id") or body.get("user_id") or ""
+
+
+def _gone(respond) -> None:
+    respond(text="That paper is no longer in the library.", response_type="ephemeral",
+            replace_original=False)
+
+
+def report_error(error: BaseException, respond, logger: logging.Logger | None = None) -> None:
+    """Log the failure (tokens are scrubbed by the log formatter) and say sorry, briefly."""
+    (logger or log).error("listener failed: %s: %s", type(error).__name__, error,
+                          exc_info=(type(error), error, error.__traceback__))
+    if respond is None:
+        return
+    try:
+        respond(text=SORRY, response_type="ephemeral", replace_original=False)
+    except Exception as e:  # the apology itself failed (response_url expired): logging is all we can do
+        log.warning("could not tell the user about the error: %s", e)
+
+
+class _EventDeduper:
+    """Drop events whose event_id was already handled (retries after a slow ack)."""
+
+    def __init__(self, size: int = SEEN_EVENTS):
+        self.size = size
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def __call__(self, body, next, logger):
+        event_id = body.get("event_id") if body.get("type") == "event_callback" else None
+        if event_id:
+            with self.lock:
+                if event_id in self.seen:
+                    logger.debug("duplicate event %s dropped", event_id)
+                    return BoltResponse(status=200, body="")  # acked, not handled twice
+                self.seen[event_id] = None
+                while len(self.seen) > self.size:
+                    self.seen.popitem(last=False)
+        return next()
+
+
+# -- the app ------------------------------------------------------------------------------
+def create_app(settings, store, searcher, *, client: WebClient | None = None,
+               process_before_response: bool = False, llm=None,
+               executor: Executor | None = None) -> App:
+    """The Bolt app with every listener registered (auth.test runs here, so Slack must answer)."""
+    client = client or make_client(settings)
+    app = App(
+        client=client,
+        process_before_response=process_before_response,
+        logger=logging.getLogger("paperclub.slack"),
+        # Listener threads only ack and hand off, so a few are plenty.
+        listener_executor=ThreadPoolExecutor(max_workers=8, thread_name_prefix="listener"),
+    )
+    deps = Deps(settings=settings, store=store, searcher=searcher, llm=llm)
+    if executor is None and not process_before_response:
+        executor = ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
+
+    def later(job: Callable[[], None], respond) -> None:
+        """Run the slow part after the ack; failures get the same apology as @app.error."""
+        def run():
+            try:
+                job()
+            except Exception as e:
+                report_error(e, respond)
+        if process_before_response:
+            run()
+        else:
+            executor.submit(run)
+
+    def send(respond, reply: Reply) -> None:
+        respond(**reply.to_message(), replace_original=False)
+
+    app.middleware(_EventDeduper())
+
+    # -- /paper ---------------------------------------------------------------------------
+    @app.command(deps.command)
+    def handle_paper_command(ack, command, respond):
+        ack()
+        later(lambda: send(respond, run_command(deps, command.get("user_id", ""), command.get("text"),
+                                                channel_id=command.get("channel_id", ""))), respond)
+
+    # -- buttons ----------------------------------------------------------------------------
+    def paper_from(action: dict):
+        return store.get_paper((action.get("value") or "").strip())
+
+    @app.action(bk.ACTION_SUMMARY)
+    def handle_summary_button(ack, action, respond):
+        ack()
+
+        def job():
+            paper = paper_from(action)
+            if paper is None:
+                return _gone(respond)
+            send(respond, summary_reply(deps, paper))
+        later(job, respond)
+
+    @app.action(bk.ACTION_SIMILAR)
+    def handle_similar_button(ack, action, respond):
+        ack()
+
+        def job():
+            paper = paper_from(action)
+            if paper is None:
+                return _gone(respond)
+            send(respond, similar_reply(deps, paper))
+        later(job, respond)
+
+    @app.action(bk.ACTION_SHARE)
+    def handle_share_button(ack, action, body, respond, client):
+        ack()
+        later(lambda: share_paper(deps, client, respond, paper_from(action), _user_of(body),
+                                  _channel_of(body)), respond)
+
+    # -- events (every subscribed one has a listener, so every envelope is acked) ------------
+    @app.event("app_home_opened")
+    def handle_app_home_opened(event, client):
+        if event.get("tab", "home") != "home":
+            return
+        user = event.get("user", "")
+        later(lambda: client.views_publish(user_id=user, view=bk.home_view(home_blocks(deps, user))),
+              None)
+
+    @app.event("reaction_added")
+    def handle_reaction_added(event, logger):
+        logger.debug("reaction %s added", event.get("reaction"))
+
+    @app.event("reaction_removed")
+    def handle_reaction_removed(event, logger):
+        logger.debug("reaction %s removed", event.get("reaction"))
+
+    @app.event("member_joined_channel")
+    def handle_member_joined_channel(event, logger):
+        logger.debug("member joined %s", event.get("channel"))
+
+    @app.error
+    def handle_errors(error, context, logger):
+        report_error(error, context.respond, logger)
+
+    load_extensions(app, deps)
+    app.paperclub_deps = deps  # for extensions and tests that need the same wiring
+    return app
+
+
+def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, channel: str | None) -> None:
+    """Post a paper in the channel (crediting the sharer), then confirm privately."""
+    if paper is None:
+        return _gone(respond)
+    reply = share_reply(deps, paper, user_id)
+    message = reply.to_message()
+    if not channel:
+        respond(text="I can only share into a channel.", response_type="ephemeral", replace_original=False)
+        return
+    try:
+        client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
+                                unfurl_links=False, unfurl_media=False)
+    except SlackApiError as e:
+        # Not a member (or a DM between people): the command's response_url can still post here.
+        if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:
+            respond(**message, replace_original=False)
+            return
+        raise
+    respond(text=f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>.", response_type="ephemeral",
+            replace_original=False)
+

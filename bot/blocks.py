@@ -1,0 +1,268 @@
+"""Pure Block Kit builders: papers, hits and summaries -> slack_sdk block objects.
+
+Everything here is built with `slack_sdk.models.blocks`, so the SDK checks
+Slack's limits when a message is serialised; the helpers below cut text to
+fit first (at sentence boundaries) so those checks never fire.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    DividerBlock,
+    HeaderBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
+from slack_sdk.models.views import View
+
+# Action ids of the paper buttons; the app routes clicks on these.
+ACTION_SUMMARY = "paper_summary"
+ACTION_SIMILAR = "paper_similar"
+ACTION_SHARE = "paper_share"
+PAPER_ACTIONS = (ACTION_SUMMARY, ACTION_SIMILAR, ACTION_SHARE)
+
+# Slack's limits (see shared/slack-protocol.md section 5).
+MAX_MESSAGE_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
+SECTION_TEXT = 3000
+FIELD_TEXT = 2000
+HEADER_TEXT = 150
+CONTEXT_TEXT = 2000  # a context element may hold more; a long footnote reads badly
+FALLBACK_TEXT = 3000  # the top-level `text` (notifications, screen readers)
+ABSTRACT_TEXT = 2400  # leaves room in the section for a label
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'“])")
+
+
+def esc(text: str | None) -> str:
+    """Escape the three characters Slack treats as markup in mrkdwn text."""
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def cut_words(text: str, limit: int) -> str:
+    """Cut plain text to at most `limit` characters at a word boundary, with an ellipsis."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def cut_sentences(text: str, limit: int) -> str:
+    """Whole sentences of `text` whose escaped form fits in `limit` characters.
+
+    When even the first sentence is too long, it is cut at a word boundary.
+    The limit counts escaped characters because Slack counts what it receives.
+    """
+    text = " ".join((text or "").split())
+    if len(esc(text)) <= limit:
+        return text
+    out = ""
+    for sentence in _SENTENCE_END.split(text):
+        candidate = f"{out} {sentence}".strip()
+        if len(esc(candidate)) > limit - 1:
+            break
+        out = candidate
+    if out:
+        return out + " …" if len(esc(out)) + 2 <= limit else out
+    # One huge sentence: cut on words, leaving room for the escapes.
+    budget = limit
+    while budget > 1:
+        cut = cut_words(text, budget)
+        if len(esc(cut)) <= limit:
+            return cut
+        budget -= max(1, len(esc(cut)) - limit)
+    return "…"
+
+
+def venue(paper) -> str:
+    """'ICLR 2026' from the collection, adding the year when the collection lacks it."""
+    name = (paper.collection or "").strip()
+    if paper.year and str(paper.year) not in name:
+        name = f"{name} {paper.year}".strip()
+    return name
+
+
+def link(url: str | None, label: str) -> str:
+    """A mrkdwn link, or just the label when there is no usable URL."""
+    if not url or not re.match(r"https?://", url) or len(url) > 1500:
+        return esc(label)
+    return f"<{esc(url)}|{esc(label)}>"
+
+
+def section(text: str, *, block_id: str | None = None, limit: int = SECTION_TEXT) -> SectionBlock:
+    """A mrkdwn section; `text` is already mrkdwn (escaped) and is cut to fit."""
+    if len(text) > limit:
+        text = text[: limit - 1].rsplit(" ", 1)[0] + "…"
+    return SectionBlock(text=MarkdownTextObject(text=text or " "), block_id=block_id)
+
+
+def context(*parts: str) -> ContextBlock:
+    """A small grey line (mrkdwn parts joined with a middle dot)."""
+    text = "  ·  ".join(p for p in parts if p) or " "
+    if len(text) > CONTEXT_TEXT:
+        text = text[: CONTEXT_TEXT - 1] + "…"
+    return ContextBlock(elements=[MarkdownTextObject(text=text)])
+
+
+def header(text: str) -> HeaderBlock:
+    """A header; plain text, so nothing needs escaping, only cutting to 150 characters."""
+    return HeaderBlock(text=PlainTextObject(text=cut_words(text, HEADER_TEXT) or " ", emoji=True))
+
+
+def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
+                  summary: bool = True) -> ActionsBlock:
+    """Summary / More like this / Share to channel, each carrying the paper id."""
+    buttons = []
+    if summary:
+        buttons.append(ButtonElement(text="Summary", action_id=ACTION_SUMMARY, value=paper.id))
+    buttons.append(ButtonElement(text="More like this", action_id=ACTION_SIMILAR, value=paper.id))
+    if share:
+        buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id,
+                                     style="primary"))
+    return ActionsBlock(elements=buttons, block_id=block_id)
+
+
+def _name_line(paper, *, number: int | None = None) -> str:
+    prefix = f"{number}. " if number else ""
+    line = f"*{prefix}{esc(cut_words(paper.short_name, 120))}*"
+    where = venue(paper)
+    if where:
+        line += f"  ·  {esc(where)}"
+    return line
+
+
+def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
+    """One search result: bold name and venue, headline (or TL;DR), why it matched, buttons."""
+    paper = hit.paper
+    lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or paper.headline, 600))]
+    why = f"_why:_ {esc(cut_words(hit.why, 200))}" if getattr(hit, "why", "") else ""
+    return [
+        section("\n".join(lines), block_id=f"hit-{number}-{paper.id}"[:255]),
+        context(why, f"id `{esc(paper.id)}`"),
+        paper_buttons(paper, block_id=f"act-{number}-{paper.id}"[:255]),
+    ]
+
+
+def results_blocks(title: str, hits: Sequence, *, note: str | None = None,
+                   empty: str = "No papers matched.", footer: str | None = None) -> list[Block]:
+    """A header, an optional note, then each hit; never more blocks than a message may hold."""
+    blocks: list[Block] = [header(title)]
+    if note:
+        blocks.append(context(note))
+    if not hits:
+        blocks.append(section(empty))
+    for i, hit in enumerate(hits, start=1):
+        part = hit_blocks(hit, i)
+        if len(blocks) + len(part) + (2 if footer else 0) > MAX_MESSAGE_BLOCKS:
+            break
+        blocks.extend(part)
+    if footer:
+        blocks += [DividerBlock(), context(footer)]
+    return blocks
+
+
+def _points_fields(points: dict | None) -> list[MarkdownTextObject]:
+    labels = (("problem", "Problem"), ("approach", "Approach"), ("results", "Results"), ("code", "Code"))
+    fields = []
+    for key, label in labels:
+        value = (points or {}).get(key)
+        if not value:
+            continue
+        if isinstance(value, (list, tuple)):
+            value = " ".join(str(v) for v in value)
+        body = esc(cut_sentences(str(value), FIELD_TEXT - len(label) - 8))
+        fields.append(MarkdownTextObject(text=f"*{label}*\n{body}"))
+    return fields
+
+
+def paper_links(paper) -> str:
+    """'paper · code' links for the context line ('' when the paper has none)."""
+    parts = []
+    if paper.url:
+        parts.append(link(paper.url, "paper"))
+    for i, url in enumerate(paper.code_urls[:2]):
+        parts.append(link(url, "code" if i == 0 else f"code {i + 1}"))
+    return "  ·  ".join(p for p in parts if p)
+
+
+def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None,
+                   note: str | None = None, show_abstract: bool = True) -> list[Block]:
+    """One paper in full: name and headline, TL;DR and key points when known, the abstract."""
+    blocks: list[Block] = [header(f"{paper.short_name}: {paper.headline}")]
+    if note:
+        blocks.append(context(note))
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    fields = _points_fields(points)
+    if fields:
+        blocks.append(SectionBlock(fields=fields))
+    if show_abstract and paper.abstract:
+        label = "*Abstract*\n" if tldr or fields else ""
+        blocks.append(section(label + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT))))
+    if paper.title and paper.title != paper.headline:
+        blocks.append(context(f"_{esc(cut_words(paper.title, 300))}_"))
+    blocks.append(context(esc(venue(paper)), f"id `{esc(paper.id)}`", paper_links(paper)))
+    blocks.append(paper_buttons(paper, summary=False, block_id=f"act-{paper.id}"[:255]))
+    return blocks
+
+
+def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block]:
+    """The in-channel post of a shared paper, crediting who shared it."""
+    text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 1200))])
+    return [
+        context(f":pushpin: shared by <@{esc(user_id)}>"),
+        section(text, block_id=f"shared-{paper.id}"[:255]),
+        context(f"id `{esc(paper.id)}`", paper_links(paper)),
+        paper_buttons(paper, share=False, block_id=f"act-{paper.id}"[:255]),
+    ]
+
+
+def message_blocks(text: str, *, title: str | None = None, footer: str | None = None) -> list[Block]:
+    """A short mrkdwn note (already escaped), with an optional header and footer."""
+    blocks: list[Block] = [header(title)] if title else []
+    blocks.append(section(text))
+    if footer:
+        blocks.append(context(footer))
+    return blocks
+
+
+def help_blocks(command: str, entries: Iterable[tuple[str, str, str]], *, intro: str | None = None,
+                title: str = "paperclub: your reading group's paper finder") -> list[Block]:
+    """Help: what the bot does, then each subcommand (usage, help line, example)."""
+    blocks: list[Block] = [header(title)]
+    if intro:
+        blocks.append(section(intro))
+    lines = []
+    for usage, help_line, example in entries:
+        lines.append(f"*`{esc(command)} {esc(usage)}`*\n{esc(help_line)}  e.g. `{esc(command)} {esc(example)}`")
+    # Several commands per section keeps long tables well under the block limit.
+    chunk: list[str] = []
+    for line in lines:
+        if sum(len(x) + 2 for x in chunk) + len(line) > SECTION_TEXT - 10:
+            blocks.append(section("\n\n".join(chunk)))
+            chunk = []
+        chunk.append(line)
+    if chunk:
+        blocks.append(section("\n\n".join(chunk)))
+    return blocks[:MAX_MESSAGE_BLOCKS]
+
+
+def home_view(blocks: list[Block]) -> View:
+    """The App Home tab, trimmed to the 100 blocks a view may hold."""
+    return View(type="home", blocks=list(blocks)[:MAX_VIEW_BLOCKS])
+
+
+def fallback_text(text: str) -> str:
+    """The top-level `text` of a message (mrkdwn, already escaped), cut to a safe length."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= FALLBACK_TEXT else text[: FALLBACK_TEXT - 1].rsplit(" ", 1)[0] + "…"

@@ -1,0 +1,353 @@
+"""The /paper grammar: a table of subcommands, each a plain function (deps, call) -> Reply.
+
+Slack (bot/app.py) and the local console (bot/console.py) both go through
+`run_command`, so they answer the same way. To add a subcommand elsewhere:
+
+    from bot.commands import Reply, subcommand
+
+    @subcommand("interests", usage="interests [add|remove] <topic>",
+                example="interests add diffusion", help="Topics this channel cares about.")
+    def handle_interests(deps, call):
+        return Reply("...")
+
+and import the module from `bot.app.EXTENSIONS` so it registers at start-up.
+"""
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from slack_sdk.models.blocks import Block
+
+from store.errors import EmptyQuery, PaperNotFound, StoreError
+
+from . import blocks as bk
+
+log = logging.getLogger(__name__)
+
+MAX_INPUT_CHARS = 1000  # longer text is cut (a pasted abstract still finds its neighbours)
+RESULTS = 5
+
+
+@dataclass
+class Deps:
+    """What handlers need, built once at start-up and passed down (no globals)."""
+
+    settings: Any
+    store: Any
+    searcher: Any
+    llm: Any = None
+
+    @property
+    def command(self) -> str:
+        return getattr(self.settings, "command", None) or "/paper"
+
+
+@dataclass
+class Call:
+    """One invocation: who asked, where, and the (cleaned) words after the subcommand."""
+
+    user_id: str
+    args: str = ""
+    channel_id: str = ""
+    name: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reply:
+    """What a handler answers: fallback text (mrkdwn, escaped) plus blocks; ephemeral unless in_channel."""
+
+    text: str
+    blocks: list[Block] = field(default_factory=list)
+    in_channel: bool = False
+
+    def to_message(self) -> dict:
+        """Keyword arguments for `respond()` (and, minus response_type, chat.postMessage)."""
+        return {
+            "text": bk.fallback_text(self.text),
+            "blocks": [b.to_dict() for b in self.blocks] or None,
+            "response_type": "in_channel" if self.in_channel else "ephemeral",
+        }
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    handler: Callable[[Deps, Call], Reply]
+    usage: str
+    example: str
+    help: str
+    aliases: tuple[str, ...] = ()
+    hidden: bool = False
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+
+
+def register(sub: Subcommand) -> Subcommand:
+    """Add (or replace) a subcommand in the table."""
+    SUBCOMMANDS[sub.name] = sub
+    return sub
+
+
+def subcommand(name: str, *, usage: str, example: str, help: str, aliases: tuple[str, ...] = (),
+               hidden: bool = False):
+    """Decorator form of `register`."""
+    def deco(fn: Callable[[Deps, Call], Reply]):
+        register(Subcommand(name, fn, usage, example, help, tuple(aliases), hidden))
+        return fn
+    return deco
+
+
+def lookup(word: str) -> Subcommand | None:
+    """The subcommand for a name or alias (case-insensitive)."""
+    word = word.lower()
+    if word in SUBCOMMANDS:
+        return SUBCOMMANDS[word]
+    for sub in SUBCOMMANDS.values():
+        if word in sub.aliases:
+            return sub
+    return None
+
+
+# -- input cleaning ---------------------------------------------------------------
+# Slack markup in command text: <@U123>, <@U123|name>, <#C1|general>, <!here>, <!subteam^S1|@team>,
+# and links <https://x|label>. Mentions are noise for a search, links keep their text.
+_LINK = re.compile(r"<((?:https?|mailto):[^<>|\s]+)(?:\|([^<>]*))?>")
+_MARKUP = re.compile(r"<[@#!][^<>]*>")
+_SHORTCODE = re.compile(r"(?<![\w:]):[a-z0-9][a-z0-9_+'-]*:(?:skin-tone-\d:)?(?![\w])", re.I)
+_WORDLIKE = re.compile(r"[^\W_]", re.UNICODE)
+
+
+def _keep_char(ch: str) -> bool:
+    if ch in "\t\n\r":
+        return True
+    cat = unicodedata.category(ch)
+    if cat in ("Cc", "Cf", "Cs", "Co", "Cn", "So"):  # control, format (ZWJ), emoji and symbols
+        return False
+    return not ("\U0001F3FB" <= ch <= "\U0001F3FF" or "\ufe00" <= ch <= "\ufe0f")  # skin tones, VS
+
+
+def clean_input(text: str | None) -> str:
+    """Slack's escaped command text -> plain words: links kept, mentions/emoji/control chars dropped."""
+    text = text or ""
+    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    text = _MARKUP.sub(" ", text)
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    text = _SHORTCODE.sub(" ", text)
+    text = "".join(ch if _keep_char(ch) else " " for ch in text)
+    return " ".join(text.split())
+
+
+def has_words(text: str) -> bool:
+    return bool(_WORDLIKE.search(text or ""))
+
+
+def quoted(text: str, limit: int = 60) -> str:
+    """User text for a message: cut, escaped, in curly quotes."""
+    return f"“{bk.esc(bk.cut_words(text, limit))}”"
+
+
+def code(text: str) -> str:
+    """Inline code for a command example (backticks inside would break the span)."""
+    return f"`{bk.esc(text.replace('`', chr(39)))}`"
+
+
+# -- the dispatcher -------------------------------------------------------------------
+def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str = "") -> Reply:
+    """Answer one `/paper ...` line; store errors become a friendly reply, never an exception."""
+    started = time.perf_counter()
+    line = clean_input(text)
+    notes = []
+    if len(line) > MAX_INPUT_CHARS:
+        line = bk.cut_words(line, MAX_INPUT_CHARS).rstrip("…")
+        notes.append(f"That was long, so I used the first {MAX_INPUT_CHARS:,} characters.")
+    word, _, rest = line.partition(" ")
+    sub = lookup(word) if word else SUBCOMMANDS.get("help")
+    call = Call(user_id=user_id, args=rest.strip(), channel_id=channel_id,
+                name=sub.name if sub else "", notes=notes)
+    try:
+        if sub is None:
+            reply = handle_unknown(deps, call, word, rest.strip())
+        else:
+            reply = sub.handler(deps, call)
+    except StoreError as e:
+        reply = problem_reply(deps, str(e))
+    _add_notes(reply, notes)
+    log.info("%s %s by %s in %.0f ms", deps.command, call.name or "?", user_id,
+             (time.perf_counter() - started) * 1000)
+    return reply
+
+
+def _add_notes(reply: Reply, notes: list[str]) -> None:
+    if not notes:
+        return
+    at = 1 if reply.blocks and reply.blocks[0].type == "header" else 0
+    if len(reply.blocks) < bk.MAX_MESSAGE_BLOCKS:
+        reply.blocks.insert(at, bk.context(*(bk.esc(n) for n in notes)))
+
+
+def problem_reply(deps: Deps, message: str, *, hint: str | None = None) -> Reply:
+    """A short friendly answer to something we could not do."""
+    hint = hint or f"Try {code(deps.command + ' help')} to see what I can do."
+    return Reply(bk.esc(message), bk.message_blocks(bk.esc(message), footer=hint))
+
+
+def handle_unknown(deps: Deps, call: Call, word: str, rest: str) -> Reply:
+    """Not a subcommand: a close name gets 'did you mean', anything else is searched for."""
+    names = [n for s in SUBCOMMANDS.values() if not s.hidden for n in (s.name, *s.aliases)]
+    close = difflib.get_close_matches(word.lower(), names, n=1, cutoff=0.7)
+    if close:
+        sub = lookup(close[0])
+        suggestion = f"{deps.command} {sub.name} {rest}".strip()
+        text = (f"I don't know {code(word)}. Did you mean {code(suggestion)}?\n"
+                f"_{bk.esc(sub.help)}_")
+        return Reply(f"Did you mean {bk.esc(suggestion)}?",
+                     bk.message_blocks(text, footer=_short_help(deps)))
+    whole = f"{word} {rest}".strip()
+    paper = deps.store.find_exact(whole)
+    if paper is not None:
+        return summary_reply(deps, paper)
+    if not has_words(whole):
+        return help_reply(deps)
+    note = (f"{code(word)} isn't one of my commands, so I searched for it. "
+            f"See {code(deps.command + ' help')}.")
+    return search_reply(deps, whole, note=note)
+
+
+def _short_help(deps: Deps) -> str:
+    names = ", ".join(code(s.name) for s in SUBCOMMANDS.values() if not s.hidden)
+    return f"Commands: {names}. {code(deps.command + ' help')} explains each."
+
+
+# -- replies shared by commands and buttons ----------------------------------------------
+def get_summary(deps: Deps, paper):
+    """The paper's Summary (tldr, points) when store.summary can give one, else None."""
+    try:
+        from store import summary as summary_mod
+    except ImportError:
+        return None
+    summary_for = getattr(summary_mod, "summary_for", None)
+    if summary_for is None:
+        return None
+    try:
+        return summary_for(deps.store, paper, llm=deps.llm)
+    except StoreError:
+        raise
+    except Exception:  # a broken summariser must not hide the paper: show the abstract instead
+        log.warning("summary failed for %s; showing the abstract", paper.id, exc_info=True)
+        return None
+
+
+def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
+    """Top papers for free text as result blocks with buttons."""
+    if not has_words(query):
+        raise EmptyQuery("I need some words to search for.")
+    hits = deps.searcher.search(query, limit=RESULTS)
+    title = f"Top {len(hits)} for “{bk.cut_words(query, 80)}”" if hits else f"Search: “{bk.cut_words(query, 80)}”"
+    empty = (f"No papers match {quoted(query)}. Try other words, or "
+             f"{code(deps.command + ' help')}.")
+    names = bk.esc(", ".join(h.paper.short_name for h in hits))
+    text = f"Papers for {quoted(query)}: {names}" if hits else f"No papers match {quoted(query)}."
+    return Reply(text, bk.results_blocks(title, hits, note=note, empty=empty))
+
+
+def _guess_note(deps: Deps, ref: str, paper) -> str:
+    """Say a paper was a best guess, and name the runners-up."""
+    note = f"Best match for {quoted(ref)}."
+    try:
+        others = [h.paper for h in deps.searcher.search(ref, limit=3) if h.paper.id != paper.id][:2]
+    except StoreError:
+        others = []
+    if others:
+        alts = ", ".join(f"*{bk.esc(p.short_name)}* ({code(p.id)})" for p in others)
+        note += f" Not it? Also close: {alts}."
+    return note
+
+
+def resolve(deps: Deps, ref: str) -> tuple[Any, str | None]:
+    """(paper, note): the note says which paper was picked when it was a best guess."""
+    if not has_words(ref):
+        raise PaperNotFound("Which paper? Give its id, short name, or a few words from it.")
+    paper, exact = deps.searcher.resolve(ref)
+    return paper, None if exact else _guess_note(deps, ref, paper)
+
+
+def summary_reply(deps: Deps, paper, *, note: str | None = None) -> Reply:
+    """One paper: TL;DR and key points when a summariser exists, else headline and abstract."""
+    summary = get_summary(deps, paper)
+    tldr = getattr(summary, "tldr", None)
+    points = getattr(summary, "points", None)
+    return Reply(bk.esc(f"{paper.short_name}: {tldr or paper.headline}"),
+                 bk.summary_blocks(paper, tldr=tldr, points=points, note=note))
+
+
+def similar_reply(deps: Deps, paper, *, note: str | None = None) -> Reply:
+    """Papers closest to this one."""
+    hits = deps.searcher.similar(paper.id, limit=RESULTS)
+    names = ", ".join(h.paper.short_name for h in hits)
+    return Reply(bk.esc(f"More like {paper.short_name}: {names}"),
+                 bk.results_blocks(f"More like {paper.short_name}", hits, note=note,
+                                   empty="No other papers yet."))
+
+
+def share_reply(deps: Deps, paper, user_id: str) -> Reply:
+    """The in-channel post of a paper, crediting who shared it."""
+    summary = get_summary(deps, paper)
+    tldr = getattr(summary, "tldr", None)
+    return Reply(f"<@{bk.esc(user_id)}> shared " + bk.esc(f"{paper.short_name}: {tldr or paper.headline}"),
+                 bk.shared_blocks(paper, user_id, tldr=tldr), in_channel=True)
+
+
+def help_reply(deps: Deps) -> Reply:
+    """What the bot does and every subcommand with an example."""
+    entries = [(s.usage, s.help, s.example) for s in SUBCOMMANDS.values() if not s.hidden]
+    intro = (f"I search the reading group's {deps.store.count_papers():,} paper abstracts by meaning "
+             "and by keyword, summarise them, and find related work. Replies are only visible "
+             "to you until you share them. `<paper>` is an id, a short name, or a few words.")
+    return Reply(bk.esc(f"{deps.command} help"), bk.help_blocks(deps.command, entries, intro=intro))
+
+
+# -- the built-in subcommands -----------------------------------------------------------
+@subcommand("help", usage="help", example="help", help="This list.", aliases=("?", "h"))
+def handle_help(deps: Deps, call: Call) -> Reply:
+    return help_reply(deps)
+
+
+@subcommand("search", usage="search <words>", example="search video grounding with actions",
+            help="The 5 papers that best match, by meaning and keywords.", aliases=("find", "s"))
+def handle_search(deps: Deps, call: Call) -> Reply:
+    if not has_words(call.args):
+        return problem_reply(deps, "What should I search for?",
+                             hint=f"For example {code(deps.command + ' search diffusion for video')}.")
+    return search_reply(deps, call.args)
+
+
+@subcommand("summary", usage="summary <paper>", example="summary temporal video grounding",
+            help="A paper's TL;DR, key points and abstract.", aliases=("show", "tldr", "sum"))
+def handle_summary(deps: Deps, call: Call) -> Reply:
+    paper, note = resolve(deps, call.args)
+    return summary_reply(deps, paper, note=note)
+
+
+@subcommand("similar", usage="similar <paper>", example="similar temporal video grounding",
+            help="Papers closest to that one.", aliases=("like", "related", "more"))
+def handle_similar(deps: Deps, call: Call) -> Reply:
+    paper, note = resolve(deps, call.args)
+    return similar_reply(deps, paper, note=note)
+
+
+@subcommand("share", usage="share <paper>", example="share temporal video grounding",
+            help="Post a paper in this channel for everyone, with your name on it.")
+def handle_share(deps: Deps, call: Call) -> Reply:
+    paper, note = resolve(deps, call.args)
+    if note:  # never post a guess for everyone to see: show it privately first
+        reply = summary_reply(deps, paper, note=note + " Press *Share to channel* if it's the one.")
+        return reply
+    return share_reply(deps, paper, call.user_id)

@@ -1,0 +1,193 @@
+"""`paperclub console`: type `/paper ...` lines locally and read the replies in the terminal.
+
+It runs the same `run_command` as Slack and renders the same Block Kit, so
+what you see here is what the channel would see. Works with piped stdin too.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Iterable, Iterator, TextIO
+
+from rich.console import Console
+from rich.emoji import Emoji
+from rich.rule import Rule
+from rich.text import Text
+
+from . import blocks as bk
+from .commands import Deps, Reply, run_command
+
+log = logging.getLogger(__name__)
+
+CONSOLE_USER = "you"
+# Buttons become the command a person types here instead of clicking.
+BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share"}
+QUIT = {"quit", "exit", ":q", "q"}
+
+_MRKDWN = re.compile(
+    r"<(?P<target>[^<>|]+)(?:\|(?P<label>[^<>]*))?>"  # links, <@U1>, <#C1|name>
+    r"|`(?P<code>[^`\n]+)`"
+    r"|(?<![\w*])\*(?P<bold>[^*\n]+)\*(?![\w*])"
+    r"|(?<![\w_])_(?P<italic>[^_\n]+)_(?![\w_])"
+)
+
+
+def unescape(text: str) -> str:
+    """Slack entities back to characters, and :shortcodes: to emoji where rich knows them."""
+    return Emoji.replace(text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
+
+
+def _target(target: str, label: str | None) -> Text:
+    if target.startswith("@"):
+        who = target[1:]
+        return Text("@" + (label or ("you" if who == CONSOLE_USER else who)), style="bold cyan")
+    if target.startswith("#"):
+        return Text("#" + (label or target[1:]), style="cyan")
+    if target.startswith("!"):
+        return Text("@" + (label or target[1:].split("^")[0]), style="bold")
+    url = unescape(target)
+    if label and unescape(label) != url:
+        return Text(f"{unescape(label)} ({url})", style="blue")
+    return Text(url, style="blue underline")
+
+
+def mrkdwn(text: str, style: str = "") -> Text:
+    """Slack mrkdwn -> rich Text (bold, italic, code, links, mentions; entities unescaped)."""
+    out = Text(style=style)
+    pos = 0
+    for m in _MRKDWN.finditer(text):
+        out.append(unescape(text[pos : m.start()]))
+        if m.group("target") is not None:
+            out.append_text(_target(m.group("target"), m.group("label")))
+        elif m.group("code") is not None:
+            out.append(unescape(m.group("code")), style="bold magenta")
+        elif m.group("bold") is not None:
+            out.append_text(mrkdwn(m.group("bold"), "bold"))
+        else:
+            out.append_text(mrkdwn(m.group("italic"), "italic"))
+        pos = m.end()
+    out.append(unescape(text[pos:]))
+    return out
+
+
+def _text_of(obj: dict | None) -> str:
+    return (obj or {}).get("text") or ""
+
+
+def render_block(block: dict) -> Iterator:
+    """One Block Kit dict -> rich renderables."""
+    kind = block.get("type")
+    if kind == "header":
+        yield Text(_text_of(block.get("text")), style="bold underline")
+    elif kind == "section":
+        if str(block.get("block_id", "")).startswith(("hit-", "shared-")):
+            yield Text()  # a gap between results, as Slack leaves one
+        if block.get("text"):
+            yield mrkdwn(_text_of(block["text"]))
+        for f in block.get("fields") or []:
+            yield mrkdwn(_text_of(f))
+    elif kind == "context":
+        line = Text(style="dim")
+        for i, el in enumerate(block.get("elements") or []):
+            if i:
+                line.append("  ")
+            line.append_text(mrkdwn(_text_of(el)))
+        yield line
+    elif kind == "divider":
+        yield Rule(style="dim")
+    elif kind == "actions":
+        line = Text()
+        hints = []
+        for el in block.get("elements") or []:
+            line.append(f"[{_text_of(el.get('text'))}] ", style="bold green")
+            cmd = BUTTON_COMMANDS.get(el.get("action_id"))
+            if cmd and el.get("value"):
+                hints.append(f"{cmd} {el['value']}")
+        if hints:
+            line.append("→ type: " + " | ".join(hints), style="dim")
+        yield line
+    else:
+        yield Text(_text_of(block.get("text")) or f"({kind} block)")
+
+
+def render_reply(console: Console, reply: Reply) -> None:
+    """Print a reply as Slack would show it, one block after another."""
+    message = reply.to_message()
+    if reply.in_channel:
+        console.print(Text("(posted to the channel for everyone)", style="bold yellow"))
+    for block in message["blocks"] or []:
+        for item in render_block(block):
+            console.print(item)
+    if not message["blocks"]:
+        console.print(mrkdwn(message["text"]))
+    console.print()
+
+
+def strip_command(line: str, command: str) -> str:
+    """'/paper search x' and 'search x' mean the same here."""
+    line = line.strip()
+    for prefix in (command, "/" + command.lstrip("/"), command.lstrip("/")):
+        if prefix and (line == prefix or line.startswith(prefix + " ")):
+            return line[len(prefix) :].strip()
+    return line
+
+
+def answer(deps: Deps, console: Console, line: str) -> None:
+    """Run one line through the same handlers as Slack and print the reply."""
+    try:
+        reply = run_command(deps, CONSOLE_USER, strip_command(line, deps.command))
+    except Exception as e:  # as in Slack: log it, apologise, keep the prompt alive
+        log.error("command failed: %s: %s", type(e).__name__, e, exc_info=True)
+        console.print(Text("Sorry, something went wrong answering that (see the log).", style="red"))
+        return
+    render_reply(console, reply)
+
+
+def _lines(stdin: TextIO, console: Console, prompt: str, interactive: bool) -> Iterable[str]:
+    if not interactive:
+        yield from stdin
+        return
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    while True:
+        try:
+            yield console.input(prompt)
+        except EOFError:
+            console.print()
+            return
+
+
+def run_console(settings, store, embedder, *, stdin: TextIO | None = None,
+                out: TextIO | None = None) -> None:
+    """The local prompt: the same /paper commands as Slack, rendered with rich."""
+    from store.search import Searcher
+
+    from .app import load_extensions, make_llm
+
+    stdin = stdin or sys.stdin
+    console = Console(file=out, highlight=False, soft_wrap=False)
+    interactive = stdin.isatty()
+    searcher = Searcher(store, embedder)
+    deps = Deps(settings=settings, store=store, searcher=searcher, llm=make_llm(settings))
+    load_extensions(None, deps)
+    if interactive:
+        with console.status("Loading the model and the papers…"):
+            searcher.warm()
+        console.print(Text.assemble(
+            ("paperclub console", "bold"),
+            f"  {store.count_papers():,} papers. Type what you would after {deps.command} "
+            f"(try 'help' or 'search video grounding'); Ctrl-D quits."))
+    else:
+        searcher.warm()
+    prompt = f"[bold cyan]{deps.command}[/] "
+    try:
+        for line in _lines(stdin, console, prompt, interactive):
+            if line.strip().lower() in QUIT:
+                break
+            if line.strip():
+                answer(deps, console, line)
+    except KeyboardInterrupt:
+        console.print()
