@@ -213,11 +213,34 @@ def reparse(c: Ctx, no_embed):
 
 @cli.command()
 @click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
 @pass_ctx
-def backup(c: Ctx, path):
-    """Write a consistent copy of the live database to PATH (safe while the bot runs)."""
-    c.store.backup(path)
-    click.echo(f"Backed up {c.store.count_papers()} papers to {path}")
+def backup(c: Ctx, path, force):
+    """Write a consistent, verified copy of the live database to PATH (safe while the bot runs).
+
+    Restore: stop the bot, copy the backup over PAPERCLUB_DB, delete PAPERCLUB_DB-wal and
+    PAPERCLUB_DB-shm if present, start the bot.
+    """
+    from .health import backup_database
+
+    click.echo(str(backup_database(c.settings.db, path, force=force)))
+
+
+@cli.command()
+@click.option("--max-age", type=click.FloatRange(min=1), default=180, show_default=True,
+              help="Seconds since the bot's last heartbeat before it counts as disconnected.")
+@pass_ctx
+def health(c: Ctx, max_age):
+    """Exit 0 if the database is at the current schema and the bot is connected to Slack."""
+    import time
+
+    from .health import check_health
+
+    result = check_health(c.settings.db, time.time(), max_age)
+    if not result.ok:
+        click.echo(f"unhealthy: {result.message}", err=True)
+        sys.exit(1)
+    click.echo(result.message)
 
 
 @cli.command()
