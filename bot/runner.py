@@ -1,0 +1,92 @@
+"""`paperclub run`: warm the model, connect over Socket Mode, heartbeat, stop cleanly on a signal."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import click
+
+from .logs import redact
+
+log = logging.getLogger("paperclub.runner")
+
+HEARTBEAT_SECONDS = 30.0
+DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
+
+
+class StartupError(click.ClickException):
+    """Slack refused us at start (bad token, unreachable API): one line, no traceback."""
+
+
+def write_heartbeat(store, now: float | None = None) -> None:
+    """Record that the bot is alive and connected (`paperclub health` reads it)."""
+    store.set_meta("heartbeat", str(time.time() if now is None else now))
+
+
+def _install_signal_handlers(stop: threading.Event) -> None:
+    def on_signal(signum, _frame):
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+
+def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> None:
+    """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close."""
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_bolt.error import BoltError
+    from slack_sdk.errors import SlackClientError
+
+    from store.search import Searcher
+
+    from .app import create_app, make_llm
+
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        _install_signal_handlers(stop)
+
+    started = time.perf_counter()
+    searcher = Searcher(store, embedder)
+    searcher.warm()  # before connecting, so the first command is as fast as the rest
+    log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
+
+    work = ThreadPoolExecutor(max_workers=4, thread_name_prefix="work")
+    try:
+        app = create_app(settings, store, searcher, llm=make_llm(settings), executor=work)
+    except (BoltError, SlackClientError, OSError) as e:
+        work.shutdown(wait=False)
+        raise StartupError(redact(f"Slack at {settings.slack_api_url} refused the bot token "
+                                  f"or could not be reached: {e}")) from None
+
+    handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
+    try:
+        try:
+            handler.connect()
+        except (SlackClientError, OSError) as e:
+            raise StartupError(redact(f"could not open the Socket Mode connection "
+                                      f"(check SLACK_APP_TOKEN): {e}")) from None
+        log.info("connected to Slack (Socket Mode); answering %s", settings.command)
+        while not stop.is_set():
+            if handler.client.is_connected():
+                try:
+                    write_heartbeat(store)
+                except Exception as e:  # a locked or full disk must not stop the bot answering
+                    log.warning("heartbeat not written: %s", e)
+            stop.wait(HEARTBEAT_SECONDS)
+    finally:
+        log.info("closing the Slack connection")
+        handler.close()
+        _drain(work)
+        log.info("stopped")
+
+
+def _drain(work: ThreadPoolExecutor) -> None:
+    """Let replies already being computed go out, for at most DRAIN_SECONDS."""
+    waiter = threading.Thread(target=work.shutdown, daemon=True)
+    waiter.start()
+    waiter.join(DRAIN_SECONDS)
+    if waiter.is_alive():
+        log.warning("gave up waiting for replies in flight after %.0f s", DRAIN_SECONDS)
