@@ -1,0 +1,499 @@
+"""Shipping: health, backups while the bot writes, clean SIGTERM, and what the image would run.
+
+No Docker engine runs here, so the container is tested by what it does: the
+Dockerfile, compose file and Slack manifest are checked against the code, and
+the wheel is built from exactly the files the Dockerfile copies, installed in a
+clean venv and run against the fake Slack.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot import blocks as bk
+from bot.health import DEFAULT_MAX_AGE, backup_database, check_health
+from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_settings
+from store.db import Store
+from store.errors import StoreError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+MODEL = "hashing-256"  # the weightless embedder the hashing_db fixture was built with
+START_TIMEOUT = 60
+
+
+def paperclub(*args: str, db: Path | None = None, cwd: Path, exe: str | None = None,
+              timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run the CLI as a person would (a fresh process; cwd chosen so no .env is read)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
+    cmd = [exe] if exe else [sys.executable, "-m", "bot"]
+    if db is not None:
+        cmd += ["--db", str(db)]
+    return subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- health ---------------------------------------------------------------------------------
+@pytest.fixture
+def live_db(tmp_path) -> Path:
+    store = Store(tmp_path / "live.db")
+    store.close()
+    return tmp_path / "live.db"
+
+
+def beat(db: Path, at: float) -> None:
+    store = Store(db, migrate=False)
+    store.set_meta("heartbeat", str(at))
+    store.close()
+
+
+def test_healthy_with_current_schema_and_a_recent_heartbeat(live_db):
+    beat(live_db, 1_000_000.0)
+    result = check_health(live_db, now=1_000_030.0)
+    assert result.ok, result.message
+    assert "heartbeat 30 s ago" in result.message
+
+
+def test_stale_heartbeat_is_unhealthy_and_says_how_stale(live_db):
+    beat(live_db, 1_000_000.0)
+    assert check_health(live_db, now=1_000_000.0 + DEFAULT_MAX_AGE - 1).ok
+    result = check_health(live_db, now=1_000_000.0 + 600)
+    assert not result.ok
+    assert "600 s ago" in result.message and "not connected" in result.message
+
+
+def test_no_heartbeat_yet_is_unhealthy(live_db):
+    result = check_health(live_db, now=time.time())
+    assert not result.ok and "never connected" in result.message
+
+
+def _migrations(db: Path, sql: str, *args) -> None:
+    # Test setup only: fake what another paperclub version would leave in the file.
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(sql, args)
+    conn.close()
+
+
+def test_a_newer_schema_is_unhealthy(live_db):
+    beat(live_db, time.time())
+    _migrations(live_db, "insert into _sqlite_migrations(migration_set, name, applied_at) "
+                         "values ('paperclub', 'm999_from_the_future', 'now')")
+    result = check_health(live_db, now=time.time())
+    assert not result.ok
+    assert "m999_from_the_future" in result.message and "newer paperclub" in result.message
+
+
+def test_an_unmigrated_schema_is_unhealthy(live_db):
+    beat(live_db, time.time())
+    _migrations(live_db, "delete from _sqlite_migrations where rowid = (select max(rowid) from "
+                         "_sqlite_migrations)")
+    result = check_health(live_db, now=time.time())
+    assert not result.ok and "schema" in result.message
+
+
+def test_not_a_database_is_unhealthy(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    result = check_health(junk, now=time.time())
+    assert not result.ok and "cannot read database" in result.message
+
+
+def test_health_cli_exit_codes_one_line_no_db_created_and_no_torch(tmp_path, live_db):
+    missing = tmp_path / "missing.db"
+    out = paperclub("health", db=missing, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.strip() == f"unhealthy: no database at {missing}"
+    assert not missing.exists()
+
+    out = paperclub("health", db=live_db, cwd=tmp_path)
+    assert out.returncode == 1 and "never connected" in out.stderr
+
+    beat(live_db, time.time() - 20)
+    out = paperclub("health", db=live_db, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok:")
+    out = paperclub("health", "--max-age", "10", db=live_db, cwd=tmp_path)
+    assert out.returncode == 1 and "limit 10 s" in out.stderr
+
+    # A HEALTHCHECK runs every minute: it must not pay for importing torch.
+    probe = ("import sys, time; t = time.perf_counter(); from bot.cli import main\n"
+             "try:\n    main(['--db', sys.argv[1], 'health'])\nexcept SystemExit as e:\n    code = e.code\n"
+             "print(code, 'torch' in sys.modules, round(time.perf_counter() - t, 2))")
+    code, torch_loaded, seconds = subprocess.run(
+        [sys.executable, "-c", probe, str(live_db)], cwd=tmp_path, capture_output=True, text=True,
+        timeout=60).stdout.split()[-3:]
+    assert (code, torch_loaded) == ("0", "False")
+    assert float(seconds) < 3.0  # about 0.5 s here; generous for a busy CI box
+
+
+# -- backup ---------------------------------------------------------------------------------
+BATCH = 10  # the writer adds papers ten at a time, one transaction each
+
+
+def _paper_rows(start: int) -> list[dict]:
+    return [{"id": f"w{i:05d}", "short_name": f"W{i}", "headline": f"Paper {i}",
+             "abstract": f"Abstract of paper {i}.", "content_hash": f"h{i}", "collection": "test"}
+            for i in range(start, start + BATCH)]
+
+
+def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, tmp_path):
+    live = Path(hashing_store.path)
+    base = hashing_store.count_papers()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer():
+        store = Store(live, migrate=False)  # its own connection, as the bot's threads have
+        i = 0
+        try:
+            while not stop.is_set() and i < 5000:
+                store.write_papers(_paper_rows(i), [])
+                i += BATCH
+        except BaseException as e:  # surfaced below: a backup must never break the writer
+            errors.append(e)
+        finally:
+            store.close()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    results = []
+    try:
+        for n in range(5):
+            time.sleep(0.05)
+            results.append(backup_database(live, tmp_path / f"copy{n}.db"))
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not errors, errors
+    counts = [r.papers for r in results]
+    assert counts == sorted(counts) and counts[-1] > counts[0] >= base, counts  # the writer really ran
+    for r in results:
+        assert (r.papers - base) % BATCH == 0, "a copy caught half a transaction"
+        copy = Store(r.path, migrate=False)
+        assert copy.integrity_ok() and copy.count_papers() == r.papers
+        copy.close()
+    assert not list(tmp_path.glob(".copy*"))  # no partial files left beside the copies
+
+    # The documented restore: stop the bot, copy over PAPERCLUB_DB, delete -wal/-shm, start.
+    hashing_store.close()
+    shutil.copyfile(results[0].path, live)
+    for side in ("-wal", "-shm"):
+        Path(f"{live}{side}").unlink(missing_ok=True)
+    restored = Store(live)
+    assert restored.count_papers() == results[0].papers and restored.integrity_ok()
+    restored.close()
+
+
+def test_backup_cli_refuses_to_overwrite_without_force(hashing_db, tmp_path):
+    live = copy_db(hashing_db, tmp_path / "live.db")
+    target = tmp_path / "backup.db"
+    target.write_text("an older backup")
+    out = paperclub("backup", str(target), db=live, cwd=tmp_path)
+    assert out.returncode == 1 and "--force" in out.stderr
+    assert target.read_text() == "an older backup"
+
+    out = paperclub("backup", "--force", str(target), db=live, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert re.match(r"Backed up 38 papers to .*backup\.db \(.* MB, schema \d+/\d+, integrity ok\)",
+                    out.stdout), out.stdout
+    copy = Store(target, migrate=False)
+    assert copy.count_papers() == 38
+    copy.close()
+
+
+def test_backup_of_a_missing_database_creates_nothing(tmp_path):
+    with pytest.raises(StoreError, match="no database at"):
+        backup_database(tmp_path / "nope.db", tmp_path / "b.db")
+    assert not (tmp_path / "nope.db").exists() and not (tmp_path / "b.db").exists()
+
+
+def test_backup_never_overwrites_the_live_database(hashing_store):
+    with pytest.raises(StoreError, match="live database"):
+        backup_database(hashing_store.path, hashing_store.path, force=True)
+    assert hashing_store.count_papers() == 38
+
+
+# -- Dockerfile, .dockerignore, compose -----------------------------------------------------
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    out = []
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            word, _, rest = line.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def copy_sources() -> list[str]:
+    """What the Dockerfile COPYs from the build context (the repo root)."""
+    sources = []
+    for word, args in dockerfile():
+        if word == "COPY":
+            parts = [p for p in args.split() if not p.startswith("--")]
+            sources += parts[:-1]
+    return sources
+
+
+def dockerignored(path: str) -> bool:
+    """.dockerignore semantics for top-level paths: the last matching pattern wins."""
+    ignored = False
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        pattern = line.lstrip("!").rstrip("/")
+        if fnmatch(path, pattern) or fnmatch(path, pattern.removeprefix("**/")):
+            ignored = not negate
+    return ignored
+
+
+def test_dockerfile_runs_real_commands_as_a_non_root_user():
+    from bot.cli import cli
+
+    steps = dict(dockerfile())  # last one wins, as in Docker
+    assert json.loads(steps["ENTRYPOINT"]) == ["paperclub"]
+    cmd = json.loads(steps["CMD"])
+    assert cmd[0] in cli.commands
+    assert {o for p in cli.commands[cmd[0]].params for o in p.opts} >= set(cmd[1:])
+    health = steps["HEALTHCHECK"].split("CMD", 1)[1].strip()
+    assert json.loads(health) == ["paperclub", "health"] and "health" in cli.commands
+    assert steps["USER"].split(":")[0] not in ("0", "root")
+    assert steps["STOPSIGNAL"] == "SIGTERM"
+    env = steps["ENV"]
+    for setting in ("HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "PAPERCLUB_DB=/data/"):
+        assert setting in env
+    torch_step = next(a for w, a in dockerfile() if w == "RUN" and "torch" in a)
+    assert "download.pytorch.org/whl/cpu" in torch_step  # never the CUDA build from PyPI
+
+
+def test_build_context_holds_what_the_dockerfile_copies_and_no_secrets():
+    sources = copy_sources()
+    assert {"pyproject.toml", "bot", "store"} <= set(sources)
+    for src in sources:
+        assert (ROOT / src).exists(), src
+        assert not dockerignored(src), f".dockerignore drops {src}, which the Dockerfile copies"
+    for secret in (".env", ".venv", "paperclub.db", ".git", "tests"):
+        assert dockerignored(secret), f"{secret} would be sent to the Docker daemon"
+
+
+def test_compose_keeps_data_restarts_and_allows_a_clean_stop():
+    from bot import runner
+
+    service = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]["bot"]
+    assert service["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert (DEPLOY / service["build"]["context"] / "pyproject.toml").exists()
+    assert service["env_file"] and service["restart"] == "unless-stopped"
+    volume = next(v for v in service["volumes"] if v.endswith(":/data"))
+    assert volume.split(":")[0] in yaml.safe_load((DEPLOY / "compose.yaml").read_text())["volumes"]
+    grace = float(service["stop_grace_period"].rstrip("s"))
+    assert grace >= runner.DRAIN_SECONDS + 10  # drain plus closing the socket, with room to spare
+
+
+# -- the Slack manifest ---------------------------------------------------------------------
+# Bot scopes each Web API method needs (slack_sdk WebClient method names) and each event.
+METHOD_SCOPES = {
+    "auth_test": set(), "views_publish": set(), "apps_connections_open": set(),
+    "chat_postMessage": {"chat:write"}, "chat_postEphemeral": {"chat:write"},
+    "chat_update": {"chat:write"}, "chat_delete": {"chat:write"}, "chat_getPermalink": set(),
+    "conversations_history": {"channels:history", "groups:history"},
+    "conversations_replies": {"channels:history", "groups:history"},
+    "conversations_info": {"channels:read", "groups:read"},
+    "conversations_members": {"channels:read", "groups:read"},
+    "reactions_get": {"reactions:read"}, "reactions_add": {"reactions:write"},
+    "users_info": {"users:read"},
+}
+EVENT_SCOPES = {
+    "app_home_opened": set(),
+    "reaction_added": {"reactions:read"}, "reaction_removed": {"reactions:read"},
+    "member_joined_channel": {"channels:read", "groups:read"},
+}
+SAMPLE_EVENTS = {
+    "reaction_added": {"type": "reaction_added", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
+                       "item": {"type": "message", "channel": "C1", "ts": "1.1"}, "event_ts": "1.2"},
+    "reaction_removed": {"type": "reaction_removed", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
+                         "item": {"type": "message", "channel": "C1", "ts": "1.1"}, "event_ts": "1.3"},
+    "member_joined_channel": {"type": "member_joined_channel", "user": "W1", "channel": "C1",
+                              "channel_type": "C", "team": "T1", "event_ts": "1.4"},
+    "app_home_opened": {"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9",
+                        "event_ts": "1.5"},
+}
+
+
+@pytest.fixture(scope="module")
+def manifest() -> dict:
+    return yaml.safe_load((DEPLOY / "manifest.yml").read_text())
+
+
+def web_api_calls() -> set[str]:
+    """slack_sdk WebClient methods called anywhere in bot/ (store/ never talks to Slack)."""
+    from slack_sdk import WebClient
+
+    called = set()
+    for path in (ROOT / "bot").glob("*.py"):
+        for name in re.findall(r"\bclient\.(\w+)\(", path.read_text()):
+            if callable(getattr(WebClient, name, None)) and name not in ("api_call",):
+                called.add(name)
+    return called
+
+
+def test_manifest_is_socket_mode_with_the_default_command(manifest):
+    features, settings = manifest["features"], manifest["settings"]
+    assert settings["socket_mode_enabled"] is True and settings["interactivity"]["is_enabled"] is True
+    assert features["app_home"]["home_tab_enabled"] is True
+    assert features["app_home"]["messages_tab_enabled"] is False
+    assert features["bot_user"]["display_name"]
+    [command] = features["slash_commands"]
+    assert command["command"] == make_settings().command == "/paper"
+    assert command["should_escape"] is True and command["usage_hint"] and command["description"]
+    assert "url" not in command  # Socket Mode: commands arrive over the socket
+    # Limits from Slack's manifest schema (manifest.schema.1.0.0.json).
+    assert 2 <= len(command["command"]) <= 32 and len(manifest["display_information"]["name"]) <= 35
+    assert len(manifest["display_information"].get("description", "")) <= 140
+    assert set(manifest) <= {"_metadata", "display_information", "features", "oauth_config", "settings"}
+
+
+def test_manifest_asks_for_exactly_the_scopes_the_code_needs(manifest):
+    called = web_api_calls()
+    unknown = called - METHOD_SCOPES.keys()
+    assert not unknown, f"add the scopes these Web API methods need to METHOD_SCOPES and the manifest: {unknown}"
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    needed = {"commands"}.union(*(METHOD_SCOPES[m] for m in called), *(EVENT_SCOPES[e] for e in events))
+    assert set(manifest["oauth_config"]["scopes"]["bot"]) == needed
+    assert "user" not in manifest["oauth_config"]["scopes"]  # a bot token only
+
+
+def test_every_subscribed_event_has_a_listener_and_every_listener_is_subscribed(
+        manifest, hashing_store, fake_slack):
+    from slack_bolt.request import BoltRequest
+    from slack_sdk import WebClient
+
+    from bot.app import create_app
+    from store.embed import HashingEmbedder
+    from store.search import Searcher
+
+    events = manifest["settings"]["event_subscriptions"]["bot_events"]
+    app = create_app(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()),
+                     client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+    for i, name in enumerate(events):
+        body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1",
+                "event_id": f"Ev{i}", "event_time": 1, "event": SAMPLE_EVENTS[name],
+                "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+        response = app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+        assert response.status == 200, f"no listener for subscribed event {name}"
+    listened = set()
+    for path in (ROOT / "bot").glob("*.py"):
+        listened |= set(re.findall(r"""\.event\(\s*["'](\w+)["']""", path.read_text()))
+    assert listened <= set(events), f"listeners for events Slack will never send: {listened - set(events)}"
+
+
+# -- the running bot: SIGTERM mid-command, heartbeat, JSON logs -----------------------------
+class BotProcess:
+    """`paperclub run` in its own process against the fake Slack; logs go to a file."""
+
+    def __init__(self, fake, db: Path, cwd: Path, exe: list[str], args=("run",), **env):
+        self.fake, self.db, self.log = fake, db, cwd / "bot.log"
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
+        environ.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
+                       PAPERCLUB_DB=str(db), PAPERCLUB_MODEL=MODEL, LOG_FORMAT="json",
+                       PYTHONUNBUFFERED="1", **env)
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([*exe, *args], cwd=cwd, env=environ, stdout=out,
+                                         stderr=subprocess.STDOUT)
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_connected(self) -> None:
+        self.fake.wait_for(lambda: "connected to Slack" in self.logs() or self.proc.poll() is not None,
+                           timeout=START_TIMEOUT)
+        assert self.proc.poll() is None, self.logs()[-3000:]
+        self.fake.wait_connected(timeout=10)
+
+    def stop(self, timeout: float = 30) -> tuple[int, float]:
+        """SIGTERM, then (exit code, seconds it took to exit)."""
+        started = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout)
+        return code, time.monotonic() - started
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextmanager
+def running_bot(fake, db: Path, cwd: Path, exe: list[str] | None = None, **kw):
+    bot = BotProcess(fake, db, cwd, exe or [sys.executable, "-m", "bot"], **kw)
+    try:
+        bot.wait_connected()
+        yield bot
+    finally:
+        bot.kill()
+
+
+def command(fake, text: str, timeout: float = 10) -> dict:
+    """`/paper <text>` from U1 in C1; the first reply to its response_url."""
+    url = fake.new_response_url(channel="C1", user="U1")
+    fake.wait_ack(fake.slash_command(text, response_url=url), timeout=5)
+    return fake.wait_for(lambda: fake.responses(url), timeout=timeout)[0]
+
+
+def share(fake, paper_id: str) -> str:
+    """Click "Share to channel" on an ephemeral reply; returns the click's response_url."""
+    url = fake.new_response_url(channel="C1", user="U1")
+    fake.wait_ack(fake.block_action(bk.ACTION_SHARE, paper_id, response_url=url, is_ephemeral=True),
+                  timeout=5)
+    return url
+
+
+def assert_json_lines_without_tokens(logs: str) -> list[dict]:
+    records = [json.loads(line) for line in logs.splitlines() if line.strip()]
+    assert all({"ts", "level", "logger", "msg"} <= r.keys() for r in records)
+    assert not [s for s in TOKEN_SECRETS if s in logs], "a token reached the log"
+    return records
+
+
+@pytest.mark.slow
+def test_sigterm_during_a_command_finishes_it_then_exits(hashing_db, fake_slack, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "bot.db")
+    with running_bot(fake_slack, db, tmp_path) as bot:
+        out = paperclub("health", db=db, cwd=tmp_path)
+        assert out.returncode == 0 and "heartbeat" in out.stdout, out.stderr
+
+        paper = Store(db, migrate=False).list_papers(limit=1)[0]
+        fake_slack.delay("chat.postMessage", 3, times=1)
+        url = share(fake_slack, paper.id)
+        fake_slack.wait_for(lambda: fake_slack.calls("chat.postMessage"), timeout=10)
+        code, seconds = bot.stop()  # while Slack is still holding the post
+
+    assert code == 0, bot.logs()[-3000:]
+    posts = fake_slack.messages("C1")
+    assert len(posts) == 1 and paper.short_name in json.dumps(posts[0])
+    assert "Shared" in fake_slack.responses(url)[-1]["text"]  # the user was told, too
+    assert fake_slack.connections_open == 0
+    records = assert_json_lines_without_tokens(bot.logs())
+    messages = [r["msg"] for r in records]
+    assert "received SIGTERM, shutting down" in messages and messages[-1] == "stopped"
+    assert not [r for r in records if r["level"] == "error"]
+    store = Store(db, migrate=False)
+    assert store.integrity_ok() and store.count_papers() == 38
+    store.close()
