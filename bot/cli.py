@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from functools import cached_property
 from pathlib import Path
@@ -256,7 +257,12 @@ def run(c: Ctx, load_samples):
         return start_console(c)
     from .runner import run_bot
 
-    run_bot(c.settings, c.store, c.embedder)
+    if not run_bot(c.settings, c.store, c.embedder):
+        # Work still in flight after the drain would hold the exit (Python joins pool threads
+        # at exit) past Docker's stop grace period. Abandon it: every store write is a single
+        # transaction, so an unfinished one simply never happened.
+        logging.shutdown()
+        os._exit(0)
 
 
 def start_console(c: Ctx):

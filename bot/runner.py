@@ -34,8 +34,11 @@ def _install_signal_handlers(stop: threading.Event) -> None:
         signal.signal(sig, on_signal)
 
 
-def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> None:
-    """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close."""
+def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> bool:
+    """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
+
+    True when all work in flight finished; False when the drain gave up on some.
+    """
     from slack_bolt.adapter.socket_mode import SocketModeHandler
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackClientError
@@ -79,14 +82,17 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
     finally:
         log.info("closing the Slack connection")
         handler.close()
-        _drain(work)
+        drained = _drain(work)
         log.info("stopped")
+    return drained
 
 
-def _drain(work: ThreadPoolExecutor) -> None:
-    """Let replies already being computed go out, for at most DRAIN_SECONDS."""
+def _drain(work: ThreadPoolExecutor) -> bool:
+    """Let replies already being computed go out, for at most DRAIN_SECONDS; False if some did not."""
     waiter = threading.Thread(target=work.shutdown, daemon=True)
     waiter.start()
     waiter.join(DRAIN_SECONDS)
     if waiter.is_alive():
         log.warning("gave up waiting for replies in flight after %.0f s", DRAIN_SECONDS)
+        return False
+    return True

@@ -497,3 +497,27 @@ def test_sigterm_during_a_command_finishes_it_then_exits(hashing_db, fake_slack,
     store = Store(db, migrate=False)
     assert store.integrity_ok() and store.count_papers() == 38
     store.close()
+
+
+@pytest.mark.slow
+def test_sigterm_abandons_work_that_outlasts_the_drain_and_still_exits_in_time(
+        hashing_db, fake_slack, tmp_path):
+    from bot import runner
+
+    db = copy_db(hashing_db, tmp_path / "bot.db")
+    with running_bot(fake_slack, db, tmp_path) as bot:
+        paper = Store(db, migrate=False).list_papers(limit=1)[0]
+        # Slack says "retry in 60 s": the share would sit in its retry sleep far past any grace period.
+        fake_slack.fail("chat.postMessage", status=429, retry_after=60, times=1)
+        share(fake_slack, paper.id)
+        fake_slack.wait_for(lambda: fake_slack.calls("chat.postMessage"), timeout=10)
+        code, seconds = bot.stop(timeout=90)
+
+    assert code == 0, bot.logs()[-3000:]
+    # Inside compose's 30 s stop_grace_period, so Docker never has to SIGKILL the bot.
+    assert seconds < runner.DRAIN_SECONDS + 10, f"took {seconds:.1f} s to exit"
+    records = assert_json_lines_without_tokens(bot.logs())
+    assert any("gave up waiting" in r["msg"] for r in records)
+    store = Store(db, migrate=False)
+    assert store.integrity_ok()
+    store.close()
