@@ -1,0 +1,120 @@
+"""Shared fixtures: seed-corpus stores (real model and weightless), settings, and the fake Slack.
+
+The real-model store is built once per session (model load plus 38 abstracts,
+about 10 s) and copied per test, so tests may write to their copy freely.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+# slack_sdk honours HTTP(S)_PROXY but ignores NO_PROXY, and its Socket Mode client
+# then forces TLS through the proxy: a proxy in the environment breaks the fake Slack.
+for _var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Recognisable fake tokens: a test can search logs for the secret parts.
+BOT_TOKEN = "xoxb-1111-2222-SECRETBOTTOKEN"
+APP_TOKEN = "xapp-1-A1-3333-SECRETAPPTOKEN"
+TOKEN_SECRETS = ("SECRETBOTTOKEN", "SECRETAPPTOKEN", BOT_TOKEN, APP_TOKEN)
+
+
+def _seed(path: Path, embedder) -> Path:
+    from store.db import Store
+    from store.ingest import bundled_sample_paths, ingest_paths
+
+    store = Store(path)
+    ingest_paths(store, bundled_sample_paths(), embedder)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    return path
+
+
+def copy_db(source: Path, target: Path) -> Path:
+    """A private copy of a seeded database file (checkpointed, so the .db file is complete)."""
+    shutil.copyfile(source, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    """all-MiniLM-L6-v2, loaded once for the session."""
+    from store.embed import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.load()
+    # As in the bot (bot/runner.py): on a shared 2-core box a second torch thread made
+    # each query encode 50x slower. Tests run beside other developers' work.
+    import torch
+
+    torch.set_num_threads(1)
+    return embedder
+
+
+@pytest.fixture(scope="session")
+def seed_db(tmp_path_factory, real_embedder) -> Path:
+    """A database file holding the bundled ICLR 2026 abstracts embedded with the real model."""
+    return _seed(tmp_path_factory.mktemp("seed") / "seed.db", real_embedder)
+
+
+@pytest.fixture(scope="session")
+def hashing_db(tmp_path_factory) -> Path:
+    """The same abstracts embedded with the weightless HashingEmbedder (fast, no model)."""
+    from store.embed import HashingEmbedder
+
+    return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
+
+
+@pytest.fixture
+def seed_store(seed_db, tmp_path):
+    """A private, writable copy of the real-model seed store."""
+    from store.db import Store
+
+    store = Store(copy_db(seed_db, tmp_path / "seed.db"))
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def hashing_store(hashing_db, tmp_path):
+    """A private, writable copy of the HashingEmbedder seed store."""
+    from store.db import Store
+
+    store = Store(copy_db(hashing_db, tmp_path / "hashing.db"))
+    yield store
+    store.close()
+
+
+def make_settings(**overrides):
+    """Settings that never read the developer's .env or environment tokens."""
+    from bot.config import Settings
+
+    values = dict(slack_bot_token=BOT_TOKEN, slack_app_token=APP_TOKEN, command="/paper",
+                  llm_url=None, db=":memory:")
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@pytest.fixture
+def fake_slack():
+    """A fresh fake Slack (Web API, response_url, Socket Mode) on 127.0.0.1."""
+    from fake_slack import start_fake_slack
+
+    with start_fake_slack() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def module_fake_slack():
+    """One fake Slack shared by a module's tests (call .reset() between tests if needed)."""
+    from fake_slack import start_fake_slack
+
+    with start_fake_slack() as fake:
+        yield fake

@@ -1,0 +1,419 @@
+"""The Slack layer through `app.dispatch` (process_before_response=True), against the fake Slack.
+
+Each test sends what Slack would send (a slash command, a button click, an
+event) and checks what reached the fake: the reply a person would read.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+from slack_bolt import BoltRequest
+
+from bot import blocks as bk
+from bot.app import HOME_SECTIONS, create_app, home_section
+from bot.commands import SUBCOMMANDS, Reply, clean_input, subcommand
+from bot.console import run_console
+from conftest import BOT_TOKEN, TOKEN_SECRETS, make_settings
+from store.paper import Paper
+
+pytestmark = pytest.mark.slow  # the real model decides which paper a query finds
+
+GENE = "Gene expression prediction"
+WORDS = "Humans invent new words"
+SPEC = "Speculative Decoding (SD)"
+TVG = "Temporal Video Grounding (TVG)"
+
+
+@pytest.fixture(scope="module")
+def module_store(seed_db, tmp_path_factory):
+    from conftest import copy_db
+    from store.db import Store
+
+    store = Store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def searcher(module_store, real_embedder):
+    from store.search import Searcher
+
+    s = Searcher(module_store, real_embedder)
+    s.warm()
+    return s
+
+
+@pytest.fixture
+def slack(module_fake_slack):
+    module_fake_slack.reset()
+    return module_fake_slack
+
+
+@pytest.fixture
+def app(slack, module_store, searcher):
+    settings = make_settings(slack_api_url=slack.api_url)
+    # no client passed: create_app builds the production one, retry handlers included
+    return create_app(settings, module_store, searcher, process_before_response=True)
+
+
+def paper_with(store, start: str) -> Paper:
+    return next(p for p in store.iter_papers() if p.abstract.startswith(start))
+
+
+def dispatch(app, body: dict):
+    return app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+
+
+def command(app, slack, text: str, *, user: str = "U1", channel: str = "C1") -> list[dict]:
+    """Run `/paper <text>`; return what was posted to its response_url."""
+    url = slack.new_response_url(channel=channel, user=user)
+    body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
+            "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+            "response_url": url, "trigger_id": "1.2.3"}
+    resp = dispatch(app, body)
+    assert resp.status == 200
+    return slack.responses(url)
+
+
+def click(app, slack, action_id: str, value: str, *, user: str = "U1", channel: str = "C1") -> list[dict]:
+    """Click a paper button on an ephemeral message; return what went to its response_url."""
+    url = slack.new_response_url(channel=channel, user=user)
+    body = {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",
+            "team": {"id": "T1"}, "channel": {"id": channel, "name": "general"},
+            "container": {"type": "message", "channel_id": channel, "is_ephemeral": True,
+                          "message_ts": "1.000001"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+    assert dispatch(app, body).status == 200
+    return slack.responses(url)
+
+
+def event(app, ev: dict, event_id: str = "Ev0001"):
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
+            "event_time": 1, "event": ev}
+    return dispatch(app, body)
+
+
+def all_text(message: dict) -> str:
+    """Every piece of text in a message, as one string (mrkdwn as Slack receives it)."""
+    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
+
+
+def buttons(message: dict) -> list[tuple[str, str]]:
+    return [(e["action_id"], e.get("value")) for b in message.get("blocks") or [] if b["type"] == "actions"
+            for e in b["elements"]]
+
+
+def one(responses: list[dict]) -> dict:
+    assert len(responses) == 1, responses
+    return responses[0]
+
+
+# -- /paper search ---------------------------------------------------------------------------
+def test_search_names_the_right_paper_first_with_buttons(app, slack, module_store):
+    reply = one(command(app, slack, "search predicting mRNA levels from DNA sequence"))
+    gene = paper_with(module_store, GENE)
+    assert reply["response_type"] == "ephemeral"
+    first_hit = next(b for b in reply["blocks"] if b.get("block_id", "").startswith("hit-1-"))
+    assert first_hit["block_id"] == f"hit-1-{gene.id}"
+    assert f"*1. {bk.esc(gene.short_name)}" in first_hit["text"]["text"]
+    hits = [b for b in reply["blocks"] if b.get("block_id", "").startswith("hit-")]
+    assert len(hits) == 5
+    # every result says why it matched and carries the three buttons for its own paper
+    assert sum("_why:_" in json.dumps(b) for b in reply["blocks"] if b["type"] == "context") == 5
+    assert buttons(reply)[:3] == [(bk.ACTION_SUMMARY, gene.id), (bk.ACTION_SIMILAR, gene.id),
+                                  (bk.ACTION_SHARE, gene.id)]
+
+
+def test_search_understands_meaning_not_just_words(app, slack, module_store):
+    reply = one(command(app, slack, "search people coining fresh vocabulary like doomscrolling"))
+    assert reply["blocks"][1]["block_id"].endswith(paper_with(module_store, WORDS).id)
+
+
+def test_slack_markup_in_the_query_is_cleaned_before_searching(app, slack, module_store):
+    reply = one(command(app, slack, "search <@U123> speculative decoding &amp; draft models <#C9|ml> :rocket:"))
+    assert f"hit-1-{paper_with(module_store, SPEC).id}" == reply["blocks"][1]["block_id"]
+    header = reply["blocks"][0]["text"]["text"]
+    assert "speculative decoding & draft models" in header
+    assert "U123" not in header and "rocket" not in header
+
+
+def test_free_text_without_a_subcommand_is_searched_with_a_note(app, slack, module_store):
+    reply = one(command(app, slack, "temporal video grounding"))
+    assert f"hit-1-{paper_with(module_store, TVG).id}" in json.dumps(reply["blocks"])
+    assert "isn't one of my commands" in all_text(reply)
+
+
+# -- help and unknown subcommands -------------------------------------------------------------
+@pytest.mark.parametrize("text", ["", "help", "  HELP  "])
+def test_help_lists_every_subcommand_with_an_example(app, slack, text):
+    reply = one(command(app, slack, text))
+    body = all_text(reply)
+    for sub in SUBCOMMANDS.values():
+        if not sub.hidden:
+            assert f"/paper {bk.esc(sub.usage)}" in body
+            assert f"/paper {bk.esc(sub.example)}" in body
+
+
+def test_a_typo_gets_did_you_mean_not_an_error(app, slack):
+    reply = one(command(app, slack, "serch diffusion models"))
+    assert "Did you mean" in all_text(reply)
+    assert "/paper search diffusion models" in all_text(reply)
+    assert reply["response_type"] == "ephemeral"
+
+
+# -- summary / similar ------------------------------------------------------------------------
+def test_summary_by_id_shows_that_paper_without_a_guess_note(app, slack, module_store):
+    gene = paper_with(module_store, GENE)
+    reply = one(command(app, slack, f"summary {gene.id}"))
+    body = all_text(reply)
+    assert reply["blocks"][0]["type"] == "header" and gene.short_name[:40] in reply["blocks"][0]["text"]["text"]
+    assert "Best match" not in body
+    assert (bk.ACTION_SIMILAR, gene.id) in buttons(reply) and (bk.ACTION_SHARE, gene.id) in buttons(reply)
+
+
+def test_summary_by_words_says_which_paper_it_picked(app, slack, module_store):
+    reply = one(command(app, slack, "summary the paper about draft models accelerating LLM inference"))
+    spec = paper_with(module_store, SPEC)
+    body = all_text(reply)
+    assert "Best match for" in body
+    assert (bk.ACTION_SIMILAR, spec.id) in buttons(reply)
+
+
+def test_summary_by_short_name_is_exact(app, slack, module_store):
+    spec = paper_with(module_store, SPEC)
+    reply = one(command(app, slack, f"summary {spec.short_name}"))
+    assert "Best match" not in all_text(reply)
+    assert (bk.ACTION_SIMILAR, spec.id) in buttons(reply)
+
+
+def test_similar_lists_five_other_papers(app, slack, module_store):
+    tvg = paper_with(module_store, TVG)
+    reply = one(command(app, slack, f"similar {tvg.id}"))
+    ids = [b["block_id"].split("-", 2)[2] for b in reply["blocks"] if b.get("block_id", "").startswith("hit-")]
+    assert len(ids) == 5 and tvg.id not in ids
+    # the neighbours of a video-grounding paper are video papers
+    videos = [p for p in module_store.get_papers(ids) if "video" in p.abstract.lower()]
+    assert len(videos) >= 3
+
+
+# -- bad input never reaches the user as an exception ----------------------------------------------
+BAD_INPUTS = [
+    "search",
+    "search    ",
+    "search " + "attention " * 1250,  # 10,000 characters
+    "x" * 10_000,
+    'search "unbalanced NEAR( title: * ^ -',
+    "search '); DROP TABLE papers; --",
+    "search \x00\x01\x02\x1b[31m",
+    "search 🎉🔥 :tada: :skin-tone-2:",
+    "search <@U123> <#C1|general> <!here>",
+    "summary",
+    "summary 🙂",
+    "similar <@U123>",
+    "share",
+    "&lt;script&gt;alert(1)&lt;/script&gt;",
+]
+
+
+@pytest.mark.parametrize("text", BAD_INPUTS, ids=lambda t: repr(t[:30]))
+def test_bad_input_gets_one_friendly_ephemeral_reply(app, slack, module_store, text):
+    before = module_store.count_papers()
+    reply = one(command(app, slack, text))
+    body = all_text(reply)
+    assert reply["response_type"] == "ephemeral"
+    assert "Traceback" not in body and "Error" not in body and "Sorry, something went wrong" not in body
+    assert len(reply["text"]) < 4000
+    assert module_store.count_papers() == before
+
+
+def test_an_unexpected_failure_gets_a_short_apology_and_is_logged(app, slack, caplog):
+    @subcommand("explode", usage="explode", example="explode", help="test only", hidden=True)
+    def handle_explode(deps, call):
+        raise RuntimeError("boom " + BOT_TOKEN)
+
+    try:
+        with caplog.at_level(logging.ERROR):
+            reply = one(command(app, slack, "explode"))
+    finally:
+        SUBCOMMANDS.pop("explode")
+    assert "Sorry, something went wrong" in reply["text"]
+    assert "boom" not in all_text(reply) and "Traceback" not in all_text(reply)
+    assert reply["response_type"] == "ephemeral"
+    assert any("boom" in r.getMessage() for r in caplog.records)
+
+
+# -- buttons ------------------------------------------------------------------------------------
+def test_summary_and_more_like_this_buttons_answer_like_the_commands(app, slack, module_store):
+    gene = paper_with(module_store, GENE)
+    summary = one(click(app, slack, bk.ACTION_SUMMARY, gene.id))
+    assert summary["replace_original"] is False and summary["response_type"] == "ephemeral"
+    assert summary["blocks"] == one(command(app, slack, f"summary {gene.id}"))["blocks"]
+    similar = one(click(app, slack, bk.ACTION_SIMILAR, gene.id))
+    assert similar["blocks"] == one(command(app, slack, f"similar {gene.id}"))["blocks"]
+
+
+def test_share_posts_in_the_channel_crediting_the_sharer(app, slack, module_store):
+    gene = paper_with(module_store, GENE)
+    confirm = one(click(app, slack, bk.ACTION_SHARE, gene.id, user="U7", channel="C5"))
+    posted = slack.messages("C5")
+    assert len(posted) == 1
+    assert "shared by <@U7>" in all_text(posted[0])
+    assert bk.esc(gene.short_name) in all_text(posted[0])
+    # teammates can open the summary from the shared post; sharing again is not offered
+    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR]
+    assert confirm["response_type"] == "ephemeral" and "Shared" in confirm["text"]
+
+
+def test_share_is_retried_after_a_rate_limit(app, slack, module_store):
+    slack.fail("chat.postMessage", status=429, retry_after=1)
+    click(app, slack, bk.ACTION_SHARE, paper_with(module_store, SPEC).id, channel="C6")
+    assert len(slack.calls("chat.postMessage")) == 2
+    assert len(slack.messages("C6")) == 1
+
+
+def test_share_falls_back_to_the_response_url_when_the_bot_is_not_in_the_channel(app, slack, module_store):
+    slack.fail("chat.postMessage", error="not_in_channel")
+    spec = paper_with(module_store, SPEC)
+    reply = one(click(app, slack, bk.ACTION_SHARE, spec.id, user="U8", channel="C7"))
+    assert reply["response_type"] == "in_channel" and "shared by <@U8>" in all_text(reply)
+    assert len(slack.messages("C7")) == 1  # Slack posts it through the response_url
+
+
+def test_a_button_for_a_deleted_paper_says_so(app, slack):
+    reply = one(click(app, slack, bk.ACTION_SUMMARY, "nosuchid"))
+    assert "no longer in the library" in reply["text"]
+
+
+# -- events -------------------------------------------------------------------------------------
+def test_app_home_explains_the_bot_and_shows_hooks(app, slack, module_store):
+    @home_section
+    def saved_papers(deps, user_id):
+        return [bk.section(f"Saved papers of <@{user_id}>: none yet")]
+
+    try:
+        assert event(app, {"type": "app_home_opened", "user": "U3", "tab": "home", "channel": "D1"}).status == 200
+    finally:
+        HOME_SECTIONS.remove(saved_papers)
+    view = slack.home_view("U3")
+    text = json.dumps(view)
+    assert view["type"] == "home"
+    assert "/paper search" in text and f"{module_store.count_papers()} papers" in text
+    assert "Saved papers of <@U3>" in text
+
+
+def test_a_broken_home_hook_does_not_blank_the_home_tab(app, slack):
+    def broken(deps, user_id):
+        raise ValueError("no table yet")
+
+    HOME_SECTIONS.append(broken)
+    try:
+        event(app, {"type": "app_home_opened", "user": "U4", "tab": "home", "channel": "D1"})
+    finally:
+        HOME_SECTIONS.remove(broken)
+    assert "/paper search" in json.dumps(slack.home_view("U4"))
+
+
+def test_a_redelivered_event_is_handled_once(app, slack):
+    ev = {"type": "app_home_opened", "user": "U5", "tab": "home", "channel": "D1"}
+    assert event(app, ev, event_id="EvDUP").status == 200
+    assert event(app, ev, event_id="EvDUP").status == 200
+    assert len(slack.calls("views.publish")) == 1
+
+
+@pytest.mark.parametrize("ev", [
+    {"type": "reaction_added", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
+     "item": {"type": "message", "channel": "C1", "ts": "1.1"}},
+    {"type": "reaction_removed", "user": "U1", "reaction": "thumbsup",
+     "item": {"type": "message", "channel": "C1", "ts": "1.1"}},
+    {"type": "member_joined_channel", "user": "W1", "channel": "C1", "channel_type": "C", "team": "T1"},
+], ids=lambda e: e["type"])
+def test_every_subscribed_event_has_a_listener(app, ev):
+    assert event(app, ev, event_id="Ev" + ev["type"]).status == 200
+
+
+# -- input cleaning and Block Kit limits (pure) -------------------------------------------------------
+@pytest.mark.parametrize("raw, clean", [
+    ("video &amp; audio &lt;b&gt;", "video & audio <b>"),
+    ("<@U123> diffusion <@U9|ann>", "diffusion"),
+    ("graphs <#C1|general> <!here> <!subteam^S1|@ml>", "graphs"),
+    ("see <https://arxiv.org/abs/1|arxiv> now", "see arxiv now"),
+    ("<https://x.org/a?b=1&amp;c=2>", "https://x.org/a?b=1&c=2"),
+    ("fast :rocket: models 🚀👍🏽", "fast models"),
+    ("tab\tand\x00null\x1b", "tab and null"),
+    ("time 10:30:00", "time 10:30:00"),
+])
+def test_clean_input(raw, clean):
+    assert clean_input(raw) == clean
+
+
+def test_paper_text_is_escaped_in_every_block():
+    paper = Paper(id="abc123", short_name="A&B <Net>", headline="Beats <SOTA> & more",
+                  abstract="We show x < y & y > z. " * 3, collection="ICLR 2026", year=2026,
+                  url="https://x.org/?a=1&b=2", code_urls=["https://github.com/a/<b>"])
+    text = json.dumps([b.to_dict() for b in bk.summary_blocks(paper) + bk.shared_blocks(paper, "U1")])
+    assert "A&amp;B &lt;Net&gt;" in text and "x &lt; y &amp; y &gt; z" in text
+    mrkdwn = [t["text"] for b in bk.summary_blocks(paper) for t in _texts(b.to_dict()) if t["type"] == "mrkdwn"]
+    assert all("<Net>" not in t and "<SOTA>" not in t for t in mrkdwn)
+
+
+def _texts(block: dict):
+    for key in ("text",):
+        if isinstance(block.get(key), dict):
+            yield block[key]
+    for f in block.get("fields") or []:
+        yield f
+    for e in block.get("elements") or []:
+        if e.get("type") in ("mrkdwn", "plain_text"):
+            yield e
+
+
+def test_long_abstracts_are_cut_at_a_sentence_boundary():
+    sentences = [f"Sentence number {i} says something about models & data." for i in range(200)]
+    paper = Paper(id="long1", short_name="Long", headline="h", abstract=" ".join(sentences))
+    section = next(b.to_dict() for b in bk.summary_blocks(paper) if b.type == "section")
+    text = section["text"]["text"]
+    assert len(text) <= bk.SECTION_TEXT
+    assert text.endswith("data. …")
+
+
+_weird = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6000)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(name=_weird, headline=_weird, abstract=_weird, why=_weird)
+def test_blocks_always_fit_slack_limits(name, headline, abstract, why):
+    paper = Paper(id="p1", short_name=name or "x", headline=headline, abstract=abstract,
+                  collection=name[:300], url="https://e.org/" + name[:50], code_urls=[abstract[:3000]])
+
+    class Hit:
+        pass
+
+    hit = Hit()
+    hit.paper, hit.why = paper, why
+    for blocks in (bk.summary_blocks(paper, tldr=headline, points={"problem": abstract, "code": why}),
+                   bk.results_blocks(headline, [hit] * 20, note=why), bk.shared_blocks(paper, "U1", tldr=abstract)):
+        assert len(blocks) <= bk.MAX_MESSAGE_BLOCKS
+        for b in blocks:
+            b.to_dict()  # raises SlackObjectFormationError on any limit
+    Reply(text=bk.esc(abstract), blocks=bk.results_blocks(name, [hit])).to_message()
+
+
+# -- the console runs the same handlers -----------------------------------------------------------
+def test_console_answers_piped_lines_like_slack(module_store, real_embedder, capsys):
+    out = io.StringIO()
+    lines = io.StringIO("/paper search predicting mRNA levels from DNA sequence\nhelp\nserch x\n"
+                        "summary " + paper_with(module_store, GENE).id + "\n")
+    run_console(make_settings(), module_store, real_embedder, stdin=lines, out=out)
+    text = out.getvalue()
+    gene = paper_with(module_store, GENE)
+    assert f"1. {gene.short_name}" in text
+    assert f"summary {gene.id}" in text  # buttons become commands to type
+    assert "/paper search <words>" in text
+    assert "Did you mean" in text
+    assert "&amp;" not in text and "&lt;" not in text
+    assert not any(s in text for s in TOKEN_SECRETS)
