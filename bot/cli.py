@@ -101,10 +101,11 @@ def load_samples_if_empty(c: Ctx) -> None:
 
     if c.store.count_papers():
         return
-    click.echo("Loading the bundled ICLR 2026 abstracts into an empty database...", err=True)
+    # Logged, not echoed: in a container with LOG_FORMAT=json every line must be a JSON record.
+    log.info("loading the bundled ICLR 2026 abstracts into an empty database")
     result = ingest_paths(c.store, bundled_sample_paths(), c.embedder,
                           progress_factory=_progress_factory())
-    click.echo(f"Bundled abstracts: {result}", err=True)
+    log.info("bundled abstracts: %s", result)
 
 
 def _paper_line(p) -> str:

@@ -521,3 +521,67 @@ def test_sigterm_abandons_work_that_outlasts_the_drain_and_still_exits_in_time(
     store = Store(db, migrate=False)
     assert store.integrity_ok()
     store.close()
+
+
+# -- the wheel, installed clean, runs the bot ----------------------------------------------
+def _package_files(root: Path) -> set[str]:
+    """Every file of the two packages in a source tree, as wheel paths."""
+    return {p.relative_to(root).as_posix() for pkg in ("bot", "store") for p in (root / pkg).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_clean_venv_runs_the_bot_with_its_bundled_data(tmp_path, fake_slack):
+    import sysconfig
+    import zipfile
+
+    # Build from exactly what the Dockerfile copies, so a file the image would miss fails here.
+    src = tmp_path / "src"
+    for name in copy_sources():
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            src.mkdir(exist_ok=True)
+            shutil.copy(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    # --no-build-isolation: the venv's setuptools builds it, with no network.
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", src],
+                   check=True, timeout=120)
+    [wheel] = (tmp_path / "dist").glob("paperclub-*.whl")
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    missing = _package_files(src) - shipped
+    assert not missing, f"in the source tree but not in the wheel (pyproject packages/package-data): {missing}"
+
+    # A clean venv (no system or project site-packages) with only our wheel in it; the
+    # third-party dependencies come from the project venv by a .pth line, so torch is not
+    # reinstalled but nothing of ours can leak in from the source tree.
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
+    python = venv / "bin" / "python"
+    subprocess.run([*pip, "--python", python, "install", "--no-deps", wheel], check=True, timeout=120)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "_project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    where = subprocess.run([python, "-c", "import bot, store; print(bot.__file__, store.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+    assert all(w.startswith(site) for w in where), where
+
+    # From an empty directory, as the container's entry point: first start loads the bundled corpus.
+    home = tmp_path / "empty"
+    home.mkdir()
+    db = home / "data" / "paperclub.db"
+    exe = [str(venv / "bin" / "paperclub")]
+    with running_bot(fake_slack, db, home, exe=exe, args=("run", "--load-samples")) as bot:
+        assert Store(db, migrate=False).count_papers() == 38
+        reply = command(fake_slack, "search speculative decoding")
+        assert "hit-1-" in json.dumps(reply["blocks"])
+        paper = Store(db, migrate=False).list_papers(limit=1)[0]
+        reply = command(fake_slack, f"summary {paper.id}")
+        assert "*TL;DR*" in json.dumps(reply["blocks"])  # store/data/summary_weights.json shipped
+        out = paperclub("health", db=db, cwd=home, exe=exe[0])
+        assert out.returncode == 0, out.stderr
+        code, _ = bot.stop()
+    assert code == 0
+    records = assert_json_lines_without_tokens(bot.logs())
+    assert any(r["msg"].startswith("bundled abstracts: 38 added") for r in records), bot.logs()[-2000:]
+    assert not [r for r in records if r["level"] in ("warning", "error") and r["logger"] != "paperclub.slack"]
