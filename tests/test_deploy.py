@@ -301,6 +301,9 @@ def test_compose_keeps_data_restarts_and_allows_a_clean_stop():
     assert (DEPLOY / service["build"]["context"] / "pyproject.toml").exists()
     assert service["env_file"] and service["restart"] == "unless-stopped"
     volume = next(v for v in service["volumes"] if v.endswith(":/data"))
+    # environment beats env_file: a PAPERCLUB_DB=./paperclub.db copied from .env.example
+    # would otherwise put the database outside the volume, lost on the next `up`.
+    assert service["environment"]["PAPERCLUB_DB"].startswith("/data/")
     assert volume.split(":")[0] in yaml.safe_load((DEPLOY / "compose.yaml").read_text())["volumes"]
     grace = float(service["stop_grace_period"].rstrip("s"))
     assert grace >= runner.DRAIN_SECONDS + 10  # drain plus closing the socket, with room to spare
