@@ -1,0 +1,877 @@
+"""Per-paper summaries (a TL;DR and key points) and topic overviews.
+
+Extractive by default: a linear sentence scorer fitted on SciTLDR (see
+bench/fit_summary.py) picks the sentence, and light rewriting makes it read on
+its own. An OpenAI-compatible model (store/llm.py) can write the TL;DR instead;
+any failure falls back to the extractive one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+WORD_LIMIT = 30  # a TL;DR longer than this is not read in ten seconds
+POINT_LIMIT = 40
+EXTRACTIVE = "extractive"
+SUMMARY_VERSION = 1  # bump when the extractive output changes so cached ones are redone
+
+
+@dataclass
+class Summary:
+    tldr: str
+    points: dict = field(default_factory=dict)  # problem, approach, results, code
+    backend: str = EXTRACTIVE
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Summary":
+        return cls(tldr=data["tldr"], points=dict(data.get("points") or {}),
+                   backend=data.get("backend", EXTRACTIVE))
+
+
+# ------------------------------------------------------------------ sentences
+_ABBREVIATIONS = {"e.g", "i.e", "al", "vs", "cf", "etc", "fig", "figs", "eq", "eqs", "sec", "tab",
+                  "approx", "resp", "w.r.t", "wrt", "dr", "mr", "ms", "no", "incl", "viz", "ca",
+                  "et", "st", "ref", "refs", "appx", "ch", "pp", "vol"}
+_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split at . ! ? followed by a capital, keeping e.g., et al., vs. and 7.1 intact."""
+    # Not store.parse.split_sentences yet: it takes any word ending in "al." or "Ms."
+    # ("essential.", "LLMs.") for an abbreviation and merges sentences.
+    sents, start = [], 0
+    for m in _BOUNDARY.finditer(text):
+        before = text[start:m.start() + 1]
+        word = re.search(r"([A-Za-z][A-Za-z.]*)\.$", before.rstrip(".!?\"')]") + ".")
+        last = word.group(1).lower().rstrip(".") if word else ""
+        if text[m.start()] == "." and last in _ABBREVIATIONS:
+            continue
+        sents.append(text[start:m.end()].strip())
+        start = m.end()
+    tail = text[start:].strip()
+    if tail:
+        sents.append(tail)
+    return [s for s in sents if s]
+
+
+def _tidy(text: str) -> str:
+    """Drop markdown emphasis and links and any TeX left over, so no markup reaches a reader."""
+    text = re.sub(r"\[([^\]]*)\]\((https?://[^)\s]+)\)", lambda m: m.group(2) if m.group(1).startswith("http") else m.group(1), text)
+    text = re.sub(r"(\*{1,2}|_{2})(\S(?:.*?\S)?)\1", r"\2", text)
+    if "\\" in text or "$" in text:
+        from store.parse import clean_text
+
+        text = clean_text(text)
+    text = text.replace("\\", "").replace("$", "")
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def n_words(text: str) -> int:
+    return len(text.split())
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'\-]*|\d+(?:\.\d+)?")
+_STOP = frozenset("""a an the and or but of in on at to for from by with as is are was were be been being
+this that these those it its their our we they which who whom whose what when where while than then
+such can could may might will would should shall do does did has have had not no nor so very into onto
+over under about between through during before after above below up down out off also both each either
+more most other some any all only own same too via using based upon per there here how why if however
+thus hence show shows shown propose proposed proposes present presents introduce introduces paper work
+new novel approach method methods model models results result use used uses achieve achieves""".split())
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in (t.lower() for t in _WORD.findall(text)) if w not in _STOP and len(w) > 1]
+
+
+# ---------------------------------------------------------------- compression
+_LEAD_INS = [
+    r"(?:however|moreover|furthermore|in addition|additionally|specifically|in particular|finally|"
+    r"then|thus|therefore|hence|consequently|importantly|notably|interestingly|surprisingly|remarkably|"
+    r"crucially|first(?:ly)?|second(?:ly)?|third(?:ly)?|lastly|overall|instead|meanwhile|as a result|"
+    r"in contrast|by contrast|on the other hand|to (?:this|that) end|towards? (?:this|that) (?:end|goal)|"
+    r"in (?:this|the present|our) (?:paper|work|study|article|note|letter|manuscript|report|thesis)|"
+    r"in this regard|here(?:in)?|concretely|empirically|theoretically|experimentally|in practice|"
+    r"in summary|in short|in sum|to summarize|accordingly|besides|further|nevertheless|nonetheless|"
+    r"unfortunately|fortunately|indeed|in fact|similarly|likewise|alternatively|to date|so far|"
+    r"more (?:importantly|specifically|precisely)|as such|in doing so|by doing so|in turn|yet|still|but|and|so)",
+    # clauses that lean on the previous sentence: "To address this challenge,", "Building on these insights,"
+    r"(?:to|towards?|in order to) [^,.;]{0,60}?\b(?:this|these|that|those|such|above|aforementioned)\b[^,.;]{0,50}",
+    r"(?:inspired|motivated|guided|driven|informed) by [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,50}",
+    r"(?:building|built|based|relying|drawing|capitalizing|grounded) (?:up)?on [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,50}",
+    r"(?:given|with|following|from|under|leveraging|using) (?:this|these|that|those|such)\b[^,.;]{0,50}",
+    r"(?:in|for) (?:this|these|that|those|such) (?:setting|case|context|regard|scenario|way)s?",
+    r"[a-z]+ing [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,40}(?=,\s*we\b)",
+]
+_LEAD_IN = re.compile(r"^(?:" + "|".join(_LEAD_INS) + r")\s*,\s*", re.I)
+_LEAD_IN_NO_COMMA = re.compile(
+    r"^(?:in (?:this|the present|our) (?:paper|work|study|article)|here(?:in)?|hence|thus|therefore)\s+(?=we\b)", re.I)
+
+_VERBS = ("propose introduce present develop design devise describe contribute offer build construct "
+          "create formulate show demonstrate find prove establish observe reveal report verify confirm "
+          "argue study investigate explore analyze analyse examine consider address tackle focus revisit "
+          "characterize provide derive extend apply evaluate identify release leverage train use learn "
+          "take aim seek attempt frame reformulate cast view treat model suggest highlight bridge "
+          "compare benchmark discuss explain give obtain achieve improve reduce outline conduct curate "
+          "collect unify generalize combine adapt employ exploit pursue put perform discover uncover "
+          "note measure quantify assess test validate motivate describe relate connect link").split()
+_VERB_SET = frozenset(_VERBS)
+_NAME_VERBS = frozenset("propose introduce present develop design devise describe release build construct "
+                        "create offer contribute curate".split())
+_ADVERB = r"(?:also|further|then|first|additionally|finally|empirically|theoretically|experimentally|" \
+          r"formally|systematically|carefully|thoroughly|next|now|therefore|thus|here|hence|subsequently|" \
+          r"instead|newly|rigorously|extensively)"
+# adverbs that only link to the previous sentence; dropped when the subject goes
+_LINK_ADVERBS = frozenset("also further then first additionally finally next now therefore thus here hence "
+                          "subsequently instead".split())
+_WE_VERB = re.compile(
+    r"^(?:we|this (?:paper|work|study|article|note|letter|manuscript))\s+"
+    r"(?:(" + _ADVERB + r")\s+)?([a-z]+)\b\s*", re.I)
+_COORDINATED = ("propose|introduce|present|develop|design|show|demonstrate|provide|conduct|evaluate|release|"
+                "validate|find|analyze|derive|prove|establish|explore|extend|study|observe|offer|construct")
+_BY_INTRODUCING = re.compile(
+    r"^(?:address|tackle|bridge|fill|solve|overcome|mitigate|alleviate|close|remed(?:y|ie)|resolve|approach)"
+    r"(?:es|s)?\s+(?:this|these|the above|such|that|those)\b[^,;:]{0,40}?\s+by\s+"
+    r"(introduc|propos|develop|present|design|build|construct|devis|formulat|leverag)ing\s+", re.I)
+_ING_BASE = {"introduc": "introduce", "propos": "propose", "devis": "devise", "formulat": "formulate",
+             "leverag": "leverage"}
+_DETERMINER = frozenset("a an the our this these that its their some several two three multiple".split())
+
+
+def _third_person(verb: str) -> str:
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _capitalize(s: str) -> str:
+    first = s.split(" ", 1)[0]
+    # leave mRNA, iPhone, k-NN... alone unless the first word is plain lowercase
+    return s[:1].upper() + s[1:] if first.islower() and first[:1].isalpha() else s
+
+
+def _rewrite_we(s: str) -> str:
+    """'We propose X, a ...' -> 'X is a ...'; 'We show that ...' -> 'Shows that ...'."""
+    m = _WE_VERB.match(s)
+    if not m:
+        return s
+    subject, adverb, verb = s[:m.start(1) if m.group(1) else m.start(2)].strip().lower(), m.group(1), m.group(2).lower()
+    rest = s[m.end():]
+    if subject == "we":
+        if verb not in _VERB_SET:
+            return s
+        name = re.match(r"([^,;:]{1,90}?),\s+(?:(?:which|that) is\s+)?(an?|the first|the)\s+(?=\S)", rest)
+        if verb in _NAME_VERBS and not adverb and name and rest[:1].isupper() \
+                and rest.split(" ", 1)[0].lower() not in _DETERMINER and n_words(name.group(1)) <= 10:
+            return f"{name.group(1)} is {name.group(2)} {rest[name.end():]}"
+        verb = _third_person(verb)
+        # "we explore and validate" -> "explores and validates"; "we propose X and develop Y" too
+        rest = re.sub(r"^(and|or) ([a-z]+)\b", lambda m: f"{m.group(1)} {_third_person(m.group(2))}"
+                      if m.group(2) in _VERB_SET else m.group(0), rest)
+        rest = re.sub(r"(,? and) (" + _COORDINATED + r")\b", lambda m: f"{m.group(1)} {_third_person(m.group(2))}",
+                      rest, count=1)
+    elif not verb.endswith("s"):
+        return s
+    if adverb and adverb.lower() in _LINK_ADVERBS:
+        adverb = None
+    head = f"{adverb.capitalize()} {verb}" if adverb else verb.capitalize()
+    out = f"{head} {rest}".strip()
+    # "Addresses this gap by introducing X" -> "Introduces X": the gap is in a sentence we dropped
+    by = _BY_INTRODUCING.match(out)
+    if not by:
+        return out
+    base = by.group(1).lower()
+    return _third_person(_ING_BASE.get(base, base)).capitalize() + " " + out[by.end():]
+
+
+_PAREN = re.compile(r"\s*\([^()]*\)")
+_CITATION_PAREN = re.compile(r"\s*(?:\([^()]*(?:et al|\d{4}[a-z]?)[^()]*\)|\[\d+(?:\s*[,–-]\s*\d+)*\])")
+_EG_PAREN = re.compile(r"\s*\((?:e\.g\.|i\.e\.|cf\.|see|such as|including|namely)[^()]*\)", re.I)
+_CLAUSE_CUT = re.compile(r"\s*(?:[,;:]|\s[—–-]{1,2}\s)\s*")
+
+
+def _end(s: str) -> str:
+    s = s.strip().rstrip(",;: —–-")
+    return s if s.endswith((".", "!", "?")) else s + "."
+
+
+def fit_words(s: str, limit: int) -> tuple[str, int]:
+    """Shorten to at most `limit` words; returns (text, how: 0 fits, 1 clause cut, 2 hard cut)."""
+    if n_words(s) <= limit:
+        return s, 0
+    for pattern in (_CITATION_PAREN, _EG_PAREN, _PAREN):
+        prev = None
+        while prev != s:
+            prev, s = s, pattern.sub("", s)
+        if n_words(s) <= limit:
+            return _end(s), 0
+    best = None
+    for m in _CLAUSE_CUT.finditer(s):
+        head = s[:m.start()]
+        if n_words(head) > limit:
+            break
+        if n_words(head) >= max(6, limit // 3):
+            best = head
+    if best:
+        return _end(best), 1
+    words = s.split()[: limit]
+    while words and words[-1].lower().strip(",;:") in _STOP:
+        words.pop()
+    return _end(" ".join(words)), 2
+
+
+def compress(sentence: str, limit: int = WORD_LIMIT) -> tuple[str, int]:
+    """Drop lead-ins, turn 'we propose' into a standalone form, and fit the word limit."""
+    return fit_words(standalone(sentence), limit)
+
+
+def standalone(sentence: str) -> str:
+    """The sentence without lead-ins ('However,', 'To address this,') and with 'we propose' rewritten."""
+    s = sentence.strip()
+    for _ in range(3):  # "However, in this paper, we ..." has two
+        t = _LEAD_IN_NO_COMMA.sub("", _LEAD_IN.sub("", s))
+        if t == s:
+            break
+        s = t
+    return _capitalize(_rewrite_we(_capitalize(s)))
+
+
+_DANGLING = re.compile(r"^(?:this|these|those|that|it|its|they|their|them|such|both|the latter|the former|"
+                       r"thus|hence|he|she|his|her|the above|the aforementioned|the same|said|there by)\b", re.I)
+_SELF_CONTAINED = re.compile(r"^(?:that is|it is (?:well[- ])?(?:known|common|widely|often|generally))\b", re.I)
+
+
+def is_dangling(text: str) -> bool:
+    """True when the text starts by pointing back at a sentence the reader has not seen."""
+    return bool(_DANGLING.match(text.strip())) and not _SELF_CONTAINED.match(text.strip())
+
+
+# ------------------------------------------------------------------- features
+_CUES = {
+    "propose": r"\bwe (?:\w+ )?(?:propose|introduce|present|develop|design|devise|describe|contribute|offer|build|construct|create|formulate)",
+    "show": r"\bwe (?:\w+ )?(?:show|demonstrate|find|prove|establish|observe|reveal|report|verify|confirm|argue)",
+    "study": r"\bwe (?:\w+ )?(?:study|investigate|explore|analy[sz]e|examine|consider|address|tackle|focus|revisit|characterize)",
+    "this_paper": r"\b(?:this|our) (?:paper|work|study|article)\b|\bin this (?:paper|work)|\bhere,? we\b",
+    "we": r"\bwe\b",
+    "our": r"\bour\b",
+    "novel": r"\b(?:novel|new|first)\b",
+    "method": r"\b(?:method|approach|framework|model|algorithm|architecture|technique|scheme|strategy|system|network|objective|loss)s?\b",
+    "result": r"\b(?:outperform\w*|state[- ]of[- ]the[- ]art|sota|achiev\w*|improv\w*|surpass\w*|significant\w*|competitive|superior|gains?|boost\w*|better|accuracy|benchmarks?)\b",
+    "experiment": r"\b(?:experiment\w*|empirical\w*|evaluat\w*|results?)\b",
+    "contrast": r"\b(?:however|but|although|though|despite|yet|whereas|while)\b",
+    "background": r"\b(?:recent(?:ly)?|existing|previous(?:ly)?|prior|traditional(?:ly)?|conventional|current(?:ly)?|typically|often|widely|popular|many|most|has been|have been)\b",
+    "problem": r"\b(?:challeng\w*|problem\w*|difficult\w*|limitation\w*|limited|fail\w*|struggl\w*|suffer\w*|lack\w*|issue\w*|bottleneck\w*|costly|expensive|unclear|remain\w*|gap)\b",
+    "purpose": r"^(?:to (?:this|that) end|to (?:address|tackle|overcome|solve)|towards?|in order to)",
+    "addition": r"^(?:furthermore|moreover|additionally|in addition|also|finally|further|besides|lastly|second(?:ly)?|third(?:ly)?)\b",
+    "specific": r"^(?:specifically|in particular|concretely|namely|for example|for instance)",
+    "citation": r"et al\.|\(\s*\w[^()]*\d{4}[a-z]?\s*\)|\[\d+(?:,\s*\d+)*\]",
+    "code": r"https?://|\bcode\b|\bgithub\b|available at|open[- ]source|publicly available",
+    "digit": r"\d",
+    "percent": r"\d\s*%|percent",
+    "enum": r"\(\s*(?:i|ii|iii|1|2|3|a|b|c)\s*\)|:",
+    "theory": r"\b(?:theor\w*|prove|proof|bound\w*|converge\w*|guarantee\w*)\b",
+    "means": r"\b(?:by|via|using|leverag\w*|through|based on)\b",
+    "starts_we": r"^we\b",
+}
+_CUE_RES = {k: re.compile(v, re.I) for k, v in _CUES.items()}
+_NUMERIC = ["pos", "pos2", "first", "second", "last", "len", "len2", "clause_cut", "hard_cut", "dangling",
+            "centrality", "central_top", "title_sim", "title_top", "first_propose", "first_show", "short"]
+
+
+def _opener(s: str) -> tuple[str, str]:
+    words = [w.lower() for w in _WORD.findall(s)[:2]]
+    return (words[0] if words else ""), " ".join(words)
+
+
+def _tfidf(terms: list[str], idf: dict, default: float) -> dict:
+    counts = Counter(terms)
+    return {t: c * idf.get(t, default) for t, c in counts.items()}
+
+
+def _cosine(a: dict, b: dict) -> float:
+    dot = sum(v * b.get(k, 0.0) for k, v in a.items())
+    na, nb = math.sqrt(sum(v * v for v in a.values())), math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def feature_names(openers: list[str]) -> list[str]:
+    return _NUMERIC + [f"cue:{k}" for k in _CUES] + [f"open:{o}" for o in openers]
+
+
+def sentence_features(sents: list[str], title: str | None, idf: dict, openers: list[str],
+                      compressed: list[tuple[str, int]] | None = None) -> np.ndarray:
+    """One row of cheap features per sentence (position, length, cue phrases, centrality...)."""
+    n = len(sents)
+    compressed = compressed or [compress(s) for s in sents]
+    default = max(idf.values()) if idf else 1.0
+    vecs = [_tfidf(_terms(s), idf, default) for s in sents]
+    total = Counter()
+    for v in vecs:
+        total.update(v)
+    central = [_cosine(v, {k: total[k] - v.get(k, 0.0) for k in total}) for v in vecs]
+    tvec = _tfidf(_terms(title), idf, default) if title else {}
+    tsim = [_cosine(v, tvec) for v in vecs]
+    first_prop = next((i for i, s in enumerate(sents) if _CUE_RES["propose"].search(s)), -1)
+    first_show = next((i for i, s in enumerate(sents) if _CUE_RES["show"].search(s)), -1)
+    open_index = {o: j for j, o in enumerate(openers)}
+    rows = np.zeros((n, len(feature_names(openers))), dtype=np.float64)
+    base = len(_NUMERIC) + len(_CUES)
+    for i, s in enumerate(sents):
+        pos = i / (n - 1) if n > 1 else 0.0
+        length = n_words(compressed[i][0]) / WORD_LIMIT
+        numeric = [pos, pos * pos, i == 0, i == 1, i == n - 1 and n > 1, length, length * length,
+                   compressed[i][1] == 1, compressed[i][1] == 2, is_dangling(compressed[i][0]),
+                   central[i], central[i] == max(central), tsim[i], bool(title) and tsim[i] == max(tsim) > 0,
+                   i == first_prop, i == first_show, n_words(compressed[i][0]) < 8]
+        cues = [bool(r.search(s)) for r in _CUE_RES.values()]
+        rows[i, : base] = numeric + cues
+        for o in _opener(s):
+            if o in open_index:
+                rows[i, base + open_index[o]] = 1.0
+    return rows
+
+
+# -------------------------------------------------------------------- weights
+@dataclass
+class Weights:
+    w: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    openers: list[str]
+    idf: dict
+    meta: dict = field(default_factory=dict)
+
+    def score(self, sents: list[str], title: str | None, compressed=None) -> np.ndarray:
+        x = sentence_features(sents, title, self.idf, self.openers, compressed)
+        return ((x - self.mean) / self.std) @ self.w
+
+    def to_json(self) -> dict:
+        names = feature_names(self.openers)
+        return {**self.meta, "features": names, "weights": [round(float(v), 5) for v in self.w],
+                "mean": [round(float(v), 5) for v in self.mean], "std": [round(float(v), 5) for v in self.std],
+                "openers": self.openers, "idf": {k: round(v, 3) for k, v in sorted(self.idf.items())}}
+
+
+def weights_from_json(data: dict) -> Weights:
+    openers = data["openers"]
+    if data["features"] != feature_names(openers):
+        raise ValueError("weights file was fitted for other features; refit with bench/fit_summary.py")
+    meta = {k: v for k, v in data.items() if k not in ("features", "weights", "mean", "std", "openers", "idf")}
+    return Weights(np.array(data["weights"]), np.array(data["mean"]), np.array(data["std"]),
+                   openers, dict(data["idf"]), meta)
+
+
+@lru_cache(maxsize=4)
+def load_weights(path: str | None = None) -> Weights:
+    """The fitted scorer: the packaged store/data/summary_weights.json unless a path is given."""
+    if path:
+        text = Path(path).read_text(encoding="utf-8")
+    else:
+        text = resources.files("store").joinpath("data/summary_weights.json").read_text(encoding="utf-8")
+    return weights_from_json(json.loads(text))
+
+
+# ------------------------------------------------------------ per-paper summary
+def pick_sentence(scores: np.ndarray, compressed: list[tuple[str, int]]) -> int:
+    """Best-scoring sentence that reads on its own (no dangling start, no bare URL)."""
+    ok = [i for i, (c, _) in enumerate(compressed) if not is_dangling(c) and "http" not in c]
+    pool = ok or list(range(len(compressed)))
+    return max(pool, key=lambda i: (scores[i], -i))
+
+
+def _undangle(s: str) -> str:
+    """'This method ...' -> 'The method ...'; the best we can do without the previous sentence."""
+    return re.sub(r"^(?:this|these|those|such)\s+(?=[a-z])", "The ", s, flags=re.I)
+
+
+_URL = re.compile(r"https?://[^\s<>\"'\])]+")
+_CODE_HOST = re.compile(r"github\.com|gitlab|huggingface\.co|bitbucket|4open\.science|zenodo|codeocean|sites\.google", re.I)
+_FIGURE = re.compile(r"(?<![\w.@\-−/])[+−]?\d+(?:[.,]\d+)?\s*(?:%|×|x\b|[kKMB]\b|points?\b|pp\b|times\b)?(?![A-Za-z\d])")
+_RESULT = re.compile(r"\b(?:outperform\w*|state[- ]of[- ]the[- ]art|sota|achiev\w*|improv\w*|surpass\w*|gains?|"
+                     r"boost\w*|speed-?ups?|faster|reduc\w*|accuracy|exceed\w*|better|superior|competitive|"
+                     r"(?:experiment\w*|results?|evaluations?|analys[ie]s|studies|tests?)\b[^.]{0,80}?\b"
+                     r"(?:show|demonstrat|confirm|validat|indicat|reveal|suggest|corroborat|establish|verif)\w*)\b",
+                     re.I)
+_PROBLEM = re.compile(r"\b(?:however|but|yet|although|despite|challeng\w*|problem\w*|difficult\w*|limitation\w*|"
+                      r"limited|fail\w*|struggl\w*|suffer\w*|lack\w*|issue\w*|bottleneck\w*|costly|expensive|"
+                      r"unclear|remain\w*|gap|overlook\w*|ignor\w*|hinder\w*|insufficient|unexplored|"
+                      r"underexplored|poorly|inefficien\w*|prone|vulnerab\w*|unreliable|brittle|rarely|"
+                      r"little attention|open question)\b", re.I)
+_BACKGROUND = re.compile(r"\b(?:recent(?:ly)?|existing|previous(?:ly)?|prior (?:work|method|approache)s?|"
+                         r"conventional|traditional(?:ly)?|typically|popular|widely)\b", re.I)
+_WE = re.compile(r"\b(?:we|our)\b", re.I)
+_METHOD = re.compile(r"\b(?:we (?:\w+ )?(?:propose|introduce|present|develop|design|devise|build|construct|"
+                     r"formulate|use|leverage|employ|train|incorporate|combine|integrate|learn|adopt)|by|via|"
+                     r"using|leverag\w*|consists?|compris\w*|framework|module|architecture|mechanism|objective|"
+                     r"loss|algorithm|pipeline|based on|incorporat\w*|integrat\w*)\b", re.I)
+
+
+def figures(text: str) -> list[str]:
+    """The quantities a sentence states (7.1%, 3B, 4-13x), not enumerations or 2D/3D."""
+    return [m.group(0).strip() for m in _FIGURE.finditer(_PAREN_ENUM.sub(" ", text))]
+
+
+_PAREN_ENUM = re.compile(r"\(\s*(?:\d|[ivx]+|[a-e])\s*\)")
+
+
+def find_code_url(text: str) -> str | None:
+    """The code (or project) link an abstract gives, preferring code hosts."""
+    urls = [u.rstrip(".,;:") for u in _URL.findall(text)]
+    urls = [u for u in urls if len(u) > len("https://x.y")]
+    return next((u for u in urls if _CODE_HOST.search(u)), urls[0] if urls else None)
+
+
+def _point(sentence: str, limit: int = POINT_LIMIT) -> str:
+    """A sentence as a key point: lead-in dropped, standalone, within `limit` words, figures kept."""
+    short, _ = compress(sentence, limit)
+    if len(figures(short)) < len(figures(sentence)):
+        short, _ = compress(sentence, 10 * limit)  # never cut away the numbers
+    return _undangle(short)
+
+
+def key_points(sents: list[str], main: int, text: str) -> dict:
+    """Problem, approach, results and code link, each picked by cue phrases around the main sentence."""
+    n = len(sents)
+    plain = [not is_dangling(compress(s)[0]) for s in sents]
+    is_result = [bool(_RESULT.search(s)) and i > 0 and "http" not in s for i, s in enumerate(sents)]
+    with_figures = [i for i in range(n) if is_result[i] and figures(sents[i]) and i != main]
+    results = with_figures[-2:] or [i for i in range(n) if is_result[i] and i != main][-1:]
+    if not results and is_result[main] and figures(sents[main]):
+        results = [main]
+
+    before = [j for j in range(main) if j not in results]
+    problem = None
+    cands = [j for j in (before or range(n)) if j != main and j not in results and _PROBLEM.search(sents[j])]
+    if cands:
+        problem = max(cands, key=lambda j: (len(_PROBLEM.findall(sents[j])) + plain[j] + (j == main - 1)
+                                            - 2 * bool(_WE.search(sents[j])), -j))
+    elif before:
+        problem = 0
+
+    taken = {main, problem, *results}
+    cands = [j for j in range(n) if j not in taken and "http" not in sents[j] and (problem is None or j > problem)]
+    approach = max(cands, key=lambda j: (len(_METHOD.findall(sents[j])) + 0.5 * (j == main + 1)
+                                         - 0.5 * (j < main) + 0.5 * plain[j]
+                                         - 2 * bool(_BACKGROUND.search(sents[j])), -j), default=None)
+    if approach is not None and not _METHOD.search(sents[approach]):
+        approach = None
+    return {
+        "problem": _point(sents[problem]) if problem is not None else None,
+        "approach": _point(sents[approach]) if approach is not None else None,
+        "results": " ".join(_point(sents[j]) for j in results) or None,
+        "code": find_code_url(text),
+    }
+
+
+def summarize_paper(text: str, title: str | None = None, *, weights: Weights | None = None) -> Summary:
+    """Extractive TL;DR (one standalone sentence, <= 30 words) and key points of an abstract."""
+    text = _tidy(text)
+    sents = split_sentences(text)
+    if not sents:
+        tldr = fit_words(_tidy(title), WORD_LIMIT)[0] if title else ""
+        return Summary(tldr, {"problem": None, "approach": None, "results": None, "code": None})
+    weights = weights or load_weights()
+    comp = [compress(s) for s in sents]
+    main = pick_sentence(weights.score(sents, title and _tidy(title), comp), comp)
+    tldr = comp[main][0]
+    if is_dangling(tldr):
+        tldr = _undangle(tldr)
+    return Summary(tldr, key_points(sents, main, text), EXTRACTIVE)
+
+
+# ------------------------------------------------------------------ LLM backend
+TLDR_SYSTEM = (
+    "You write one-sentence TL;DRs of machine-learning papers for a reading group. "
+    "Use only the title and abstract you are given: no outside facts, no numbers that are not in the abstract. "
+    "Reply with the TL;DR sentence only, at most 25 words, no preamble, no quotes, no markdown. "
+    "Do not start with 'This paper', 'In this paper' or 'We'.")
+_REFUSAL = re.compile(r"\b(?:i'?m sorry|i am sorry|i cannot|i can'?t|as an ai|i'?m unable|i am unable|"
+                      r"cannot help|not able to)\b", re.I)
+
+
+def _clean_answer(answer: str) -> str:
+    answer = re.sub(r"<think>.*?</think>", "", answer, flags=re.S | re.I)
+    answer = re.sub(r"^\s*(?:\*\*)?(?:tl;?dr|summary)(?:\*\*)?\s*[:\-–]\s*", "", answer.strip(), flags=re.I)
+    return _tidy(answer.strip().strip("\"'“”`").strip())
+
+
+def _grounded(tldr: str, abstract: str) -> bool:
+    """Every number in the TL;DR appears in the abstract (a cheap guard against made-up figures)."""
+    have = {re.sub(r"\s+", "", f) for f in figures(abstract)} | set(re.findall(r"\d+(?:\.\d+)?", abstract))
+    return all(re.sub(r"\s+", "", f) in have or re.sub(r"[^\d.]", "", f) in have for f in figures(tldr))
+
+
+def llm_tldr(llm, text: str, title: str | None = None) -> str:
+    """A TL;DR written by the model from the abstract alone; LLMError if the answer is unusable."""
+    from store.llm import LLMError
+
+    user = (f"Title: {title}\n\n" if title else "") + f"Abstract: {text}\n\nTL;DR:"
+    answer = llm.chat([{"role": "system", "content": TLDR_SYSTEM}, {"role": "user", "content": user}],
+                      max_tokens=120)
+    tldr = _clean_answer(answer)
+    if "\n" in answer.strip() and len([ln for ln in answer.strip().splitlines() if ln.strip()]) > 1:
+        raise LLMError("the model answered with more than one line")
+    if _REFUSAL.search(tldr):
+        raise LLMError("the model refused")
+    tldr = _end(standalone(tldr)) if tldr else ""  # the same lead-in rules as the extractive path
+    if not tldr or n_words(tldr) < 4:
+        raise LLMError("the model's answer is empty")
+    if n_words(tldr) > WORD_LIMIT or len(split_sentences(tldr)) > 1:
+        raise LLMError("the model's answer is longer than one sentence of 30 words")
+    if is_dangling(tldr):
+        raise LLMError("the model's answer does not stand on its own")
+    if not _grounded(tldr, text):
+        raise LLMError("the model's answer states a number the abstract does not")
+    return tldr
+
+
+def summarize(text: str, title: str | None = None, *, llm=None, weights: Weights | None = None) -> Summary:
+    """The extractive summary, with the model's TL;DR when an LLM client is given and answers well."""
+    from store.llm import LLMError, describe
+
+    base = summarize_paper(text, title, weights=weights)
+    if llm is None or not base.tldr:
+        return base
+    try:
+        tldr = llm_tldr(llm, _tidy(text), title)
+    except LLMError as e:
+        log.warning("LLM %s gave no usable TL;DR (%s); using the extractive one", describe(llm), e)
+        return base
+    return Summary(tldr, base.points, llm.model)
+
+
+# ----------------------------------------------------------------------- cache
+def content_hash(text: str) -> str:
+    """sha256 of the abstract text: the cache key, with the backend."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _cached(store, key: str, backend: str) -> Summary | None:
+    data = store.get_summary(key, backend)
+    if not data or data.get("version") != SUMMARY_VERSION or "tldr" not in data:
+        return None
+    return Summary.from_dict(data)
+
+
+def summary_for(store, paper, *, llm=None, weights: Weights | None = None) -> Summary:
+    """The paper's summary from the store's cache, made (and cached) on a miss."""
+    from store.llm import LLMError, describe
+
+    key = content_hash(paper.abstract)
+    if llm is not None and (hit := _cached(store, key, llm.model)):
+        return hit
+    base = _cached(store, key, EXTRACTIVE)
+    if base is None:
+        base = summarize_paper(paper.abstract, paper.title, weights=weights)
+        if not base.points.get("code") and paper.code_urls:
+            base.points["code"] = paper.code_urls[0]
+        store.put_summary(key, EXTRACTIVE, {**base.to_dict(), "version": SUMMARY_VERSION})
+    if llm is None or not base.tldr:
+        return base
+    try:
+        tldr = llm_tldr(llm, paper.abstract, paper.title)
+    except LLMError as e:
+        # not cached: the model may be back next time
+        log.warning("LLM %s gave no usable TL;DR for %s (%s); using the extractive one",
+                    describe(llm), paper.id, e)
+        return base
+    made = Summary(tldr, base.points, llm.model)
+    store.put_summary(key, llm.model, {**made.to_dict(), "version": SUMMARY_VERSION})
+    return made
+
+
+# ------------------------------------------------------------------ batch mode
+def summarize_jsonl(in_stream, out_stream, *, llm=None, weights: Weights | None = None) -> tuple[int, int]:
+    """Read {id, title?, abstract} lines, write {id, tldr, points, backend} lines; returns (done, failed).
+
+    A bad line becomes {id?, line, error} in the output instead of stopping the run."""
+    done = failed = 0
+    for number, line in enumerate(in_stream, 1):
+        if not line.strip():
+            continue
+        record, out = None, None
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            out = {"line": number, "error": f"not JSON: {e.msg}"}
+        if out is None:
+            if not isinstance(record, dict):
+                out = {"line": number, "error": "expected a JSON object"}
+            else:
+                abstract, title = record.get("abstract"), record.get("title")
+                if not isinstance(abstract, str) or not abstract.strip():
+                    out = {"line": number, "error": "missing or empty 'abstract'"}
+                elif title is not None and not isinstance(title, str):
+                    out = {"line": number, "error": "'title' must be a string"}
+                if out is not None and "id" in record:
+                    out = {"id": record["id"], **out}
+        if out is None:
+            s = summarize(abstract, title, llm=llm, weights=weights)
+            out = {"id": record.get("id"), "tldr": s.tldr, "points": s.points, "backend": s.backend}
+            done += 1
+        else:
+            failed += 1
+        out_stream.write(json.dumps(out, ensure_ascii=False) + "\n")
+    return done, failed
+
+
+# -------------------------------------------------------------- topic overview
+@dataclass
+class Theme:
+    name: str
+    papers: list  # [(Paper, Summary)], most relevant first
+
+
+@dataclass
+class Overview:
+    topic: str
+    themes: list[Theme]
+    common: str
+    backend: str = EXTRACTIVE
+
+
+def _kmeans(x: np.ndarray, k: int, order: list[int], iters: int = 50) -> np.ndarray:
+    """Spherical k-means, seeded deterministically: the most relevant paper, then farthest-first."""
+    centers = [order[0]]
+    while len(centers) < k:
+        dist = 1 - x @ x[centers].T
+        centers.append(max(order, key=lambda i: (dist[i].min(), -order.index(i))))
+    c = x[centers].copy()
+    labels = np.full(len(x), -1)
+    for _ in range(iters):
+        new = np.argmax(x @ c.T, axis=1)
+        if (new == labels).all():
+            break
+        labels = new
+        for j in range(k):
+            members = x[labels == j]
+            if len(members):
+                c[j] = members.sum(axis=0) / (np.linalg.norm(members.sum(axis=0)) or 1.0)
+    return labels
+
+
+def _silhouette(x: np.ndarray, labels: np.ndarray) -> float:
+    dist = 1 - x @ x.T
+    values = []
+    for i in range(len(x)):
+        same = labels == labels[i]
+        if same.sum() <= 1:
+            values.append(0.0)  # a singleton's silhouette is 0 by convention
+            continue
+        a = dist[i, same].sum() / (same.sum() - 1)
+        b = min(dist[i, labels == j].mean() for j in set(labels.tolist()) if j != labels[i])
+        values.append((b - a) / max(a, b, 1e-12))
+    return float(np.mean(values))
+
+
+def group_papers(embeddings: np.ndarray, relevance: list[float]) -> list[list[int]]:
+    """2 or 3 groups (by silhouette) of paper indices; one group when there are fewer than 4 papers."""
+    n = len(relevance)
+    order = sorted(range(n), key=lambda i: (-relevance[i], i))
+    if n < 4:
+        return [order]
+    x = np.asarray(embeddings, dtype=np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    best = None
+    for k in (2, 3):
+        labels = _kmeans(x, k, order)
+        if len(set(labels.tolist())) < k:
+            continue
+        sil = _silhouette(x, labels)
+        if best is None or sil > best[0] + 1e-9:
+            best = (sil, labels)
+    labels = best[1] if best else np.zeros(n, dtype=int)
+    groups = [[i for i in order if labels[i] == j] for j in sorted(set(labels.tolist()))]
+    return sorted(groups, key=lambda g: order.index(g[0]))
+
+
+_PHRASE_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9\-']*[A-Za-z0-9]|[A-Za-z]{2,}")
+_GENERIC = _STOP | frozenset("""paper papers method methods model models approach approaches framework
+frameworks task tasks performance results result data dataset datasets benchmark benchmarks experiments
+experiment existing recent prior current state art state-of-the-art significant significantly various
+different key extensive strong effective effectiveness efficient improve improves improved improvement
+improvements achieve achieves achieving demonstrate demonstrates enable enables first one two three
+however while across including however often learning large work study studies problem problems
+able general specific way ways such novel new propose proposed introduce introduced show shows""".split())
+
+
+def _key(token: str) -> str:
+    t = token.lower()
+    return t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith(("ss", "is", "us")) else t
+
+
+def _phrases(text: str) -> Counter:
+    """Candidate name phrases (1-3 words, no stopword at either end), keyed by normalized form."""
+    found: Counter = Counter()
+    for chunk in re.split(r"[.,;:!?()\[\]\"]", text):
+        toks = _PHRASE_TOKEN.findall(chunk)
+        for n in (1, 2, 3):
+            for i in range(len(toks) - n + 1):
+                words = toks[i:i + n]
+                if words[0].lower() in _GENERIC or words[-1].lower() in _GENERIC:
+                    continue
+                if any(w.lower() in _STOP for w in words):
+                    continue
+                found[" ".join(_key(w) for w in words)] += 1
+    return found
+
+
+def _surface(key: str, texts: list[str]) -> str:
+    """The commonest way the phrase is written in the texts."""
+    forms: Counter = Counter()
+    n = len(key.split())
+    for text in texts:
+        for chunk in re.split(r"[.,;:!?()\[\]\"]", text):
+            toks = _PHRASE_TOKEN.findall(chunk)
+            for i in range(len(toks) - n + 1):
+                if " ".join(_key(w) for w in toks[i:i + n]) == key:
+                    forms[" ".join(toks[i:i + n])] += 1
+    if not forms:
+        return key
+    return max(forms.items(), key=lambda kv: (kv[1], kv[0]))[0]
+
+
+def _paper_text(paper) -> str:
+    return " . ".join(t for t in (paper.title, paper.headline, paper.abstract) if t)
+
+
+def name_themes(groups: list[list], idf: dict) -> list[str]:
+    """A 1-4 word name per group of papers: its most distinctive phrases (class-based TF-IDF)."""
+    texts = [[_paper_text(p) for p in g] for g in groups]
+    df = [Counter(k for t in ts for k in set(_phrases(t))) for ts in texts]
+    total = Counter()
+    for d in df:
+        total.update(d)
+    n_docs = sum(len(g) for g in groups)
+    default = max(idf.values()) if idf else 1.0
+    names = []
+    for gi, d in enumerate(df):
+        size = len(groups[gi])
+
+        def score(key: str) -> float:
+            words = key.split()
+            background = statistics_mean(idf.get(w, default) for w in words) / default
+            distinct = math.log(1 + n_docs / total[key])
+            return (d[key] / size) * distinct * background * (1 + 0.35 * (len(words) - 1))
+
+        cands = [k for k in d if d[k] >= min(2, size)] or list(d)
+        ranked = sorted(cands, key=lambda k: (-score(k), k))
+        chosen: list[str] = []
+        for k in ranked:
+            if any(set(k.split()) & set(c.split()) for c in chosen):
+                continue
+            if sum(len(c.split()) for c in chosen) + len(k.split()) > 4:
+                continue
+            chosen.append(k)
+            if len(chosen) == 2:
+                break
+        label = " & ".join(_surface(k, texts[gi]) for k in chosen) or f"Group {gi + 1}"
+        names.append(label[:1].upper() + label[1:])
+    return names
+
+
+def statistics_mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def common_line(papers: list, topic: str, idf: dict) -> str:
+    """One line on what the papers share: the specific phrases that most of them use."""
+    n = len(papers)
+    texts = [_paper_text(p) for p in papers]
+    df = Counter(k for t in texts for k in set(_phrases(t)))
+    default = max(idf.values()) if idf else 1.0
+    topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
+    cands = [k for k, c in df.items() if c >= max(2, math.ceil(n / 3)) and not set(k.split()) <= topic_keys]
+    ranked = sorted(cands, key=lambda k: (-df[k] * statistics_mean(idf.get(w, default) for w in k.split())
+                                          * (1 + 0.35 * (len(k.split()) - 1)), k))
+    chosen: list[str] = []
+    for k in ranked:
+        if not any(set(k.split()) & set(c.split()) for c in chosen):
+            chosen.append(k)
+        if len(chosen) == 3:
+            break
+    if not chosen:
+        return f"All {n} papers are about {topic}, each from its own angle."
+
+    def share(k: str) -> str:
+        return "all" if df[k] == n else f"{df[k]} of {n}"
+
+    parts = [f"{_surface(k, texts)} ({share(k)})" for k in chosen]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"Beyond {topic}, they share {listed}."
+
+
+OVERVIEW_SYSTEM = (
+    "You name groups of machine-learning papers for a reading group. Use only the titles and TL;DRs given: "
+    "no outside facts. Reply with JSON only, no markdown: {\"themes\": [one 2-4 word name per group, in order], "
+    "\"common\": \"one sentence, at most 30 words, on what all the papers have in common\"}.")
+
+
+def _llm_overview(llm, topic: str, themes: list[Theme]) -> tuple[list[str], str]:
+    from store.llm import LLMError
+
+    lines = [f"Topic: {topic}"]
+    for i, theme in enumerate(themes, 1):
+        lines.append(f"Group {i}:")
+        lines += [f"- {p.display_title}: {s.tldr}" for p, s in theme.papers]
+    answer = llm.chat([{"role": "system", "content": OVERVIEW_SYSTEM},
+                       {"role": "user", "content": "\n".join(lines)}], max_tokens=300)
+    answer = re.sub(r"<think>.*?</think>", "", answer, flags=re.S | re.I).strip()
+    answer = re.sub(r"^```(?:json)?\s*|\s*```$", "", answer)
+    try:
+        data = json.loads(answer)
+        names, common = data["themes"], data["common"]
+    except (ValueError, KeyError, TypeError):
+        raise LLMError("the model's overview is not the JSON asked for") from None
+    if not isinstance(names, list) or len(names) != len(themes) or not isinstance(common, str):
+        raise LLMError("the model's overview does not match the groups")
+    names = [_tidy(str(x)).strip(" .\"'") for x in names]
+    common = _end(_tidy(common)) if common.strip() else ""
+    if any(not 1 <= n_words(x) <= 6 for x in names) or not common or n_words(common) > WORD_LIMIT \
+            or _REFUSAL.search(common):
+        raise LLMError("the model's theme names or common line are out of bounds")
+    return names, common
+
+
+def overview(topic: str, papers_with_scores: list, embeddings, *, summarizer, llm=None,
+             weights: Weights | None = None) -> Overview:
+    """Group the most relevant papers into named themes, each paper with its TL;DR, plus a common line."""
+    from store.llm import LLMError, describe
+
+    papers = [p for p, _ in papers_with_scores]
+    if not papers:
+        return Overview(topic, [], f"No papers found for {topic}.")
+    relevance = [float(s) for _, s in papers_with_scores]
+    groups = group_papers(np.asarray(embeddings), relevance)
+    idf = (weights or load_weights()).idf
+    names = name_themes([[papers[i] for i in g] for g in groups], idf) if len(groups) > 1 else [topic]
+    themes = [Theme(name, [(papers[i], summarizer(papers[i])) for i in g]) for name, g in zip(names, groups)]
+    result = Overview(topic, themes, common_line(papers, topic, idf))
+    if llm is not None:
+        try:
+            names, result.common = _llm_overview(llm, topic, themes)
+        except LLMError as e:
+            log.warning("LLM %s gave no usable overview (%s); using the extractive one", describe(llm), e)
+            return result
+        for theme, name in zip(themes, names):
+            theme.name = name
+        result.backend = llm.model
+    return result
