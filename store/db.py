@@ -417,6 +417,202 @@ class Store:
         finally:
             dest.close()
 
+    # -- paper of the day: interests, schedules, posts (store/pick.py, bot/daily.py) --------
+    @staticmethod
+    def _interest(row: dict) -> dict:
+        row = dict(row)
+        blob = row.pop("vector", None)
+        row["vector"] = np.frombuffer(blob, dtype=np.float32) if blob else None
+        return row
+
+    def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
+                     vector, paper_id: str | None = None, now: float | None = None) -> int:
+        """Store one channel interest with its embedding; returns its id."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into interests(channel, text, paper_id, added_by, model, vector, created_at) "
+                "values (?, ?, ?, ?, ?, ?, ?)",
+                [channel, text, paper_id, added_by, model,
+                 np.asarray(vector, dtype=np.float32).tobytes(), time.time() if now is None else now])
+            return cur.lastrowid
+
+    def interests(self, channel: str) -> list[dict]:
+        """A channel's interests, oldest first (the order /paper interests numbers them in)."""
+        return [self._interest(r) for r in self.db.query(
+            "select * from interests where channel = ? order by created_at, id", [channel])]
+
+    def remove_interest(self, channel: str, interest_id: int) -> dict | None:
+        """Delete one interest of this channel; returns it, or None if there was none."""
+        with self.transaction() as db:
+            rows = list(db.query("select * from interests where channel = ? and id = ?",
+                                 [channel, interest_id]))
+            if not rows:
+                return None
+            db.execute("delete from interests where id = ?", [interest_id])
+            return self._interest(rows[0])
+
+    def set_interest_vectors(self, rows: Iterable[tuple[int, str, np.ndarray]]) -> None:
+        """Replace interest embeddings (id, model, vector) after a model change."""
+        with self.transaction() as db:
+            db.conn.executemany(
+                "update interests set model = ?, vector = ? where id = ?",
+                [(model, np.asarray(v, dtype=np.float32).tobytes(), iid) for iid, model, v in rows])
+
+    def set_schedule(self, channel: str, *, hour: int, minute: int, tz: str, days: str,
+                     set_by: str | None, now: float | None = None) -> None:
+        """Create or replace a channel's post schedule."""
+        with self.transaction() as db:
+            db.execute(
+                "insert into schedules(channel, hour, minute, tz, days, set_by, updated_at) "
+                "values (?, ?, ?, ?, ?, ?, ?) on conflict(channel) do update set hour = excluded.hour, "
+                "minute = excluded.minute, tz = excluded.tz, days = excluded.days, "
+                "set_by = excluded.set_by, updated_at = excluded.updated_at",
+                [channel, hour, minute, tz, days, set_by, time.time() if now is None else now])
+            self._bump_schedules(db)
+
+    def delete_schedule(self, channel: str) -> bool:
+        """Turn a channel's daily post off; False when it had none."""
+        with self.transaction() as db:
+            gone = db.execute("delete from schedules where channel = ?", [channel]).rowcount
+            if gone:
+                self._bump_schedules(db)
+            return bool(gone)
+
+    def get_schedule(self, channel: str) -> dict | None:
+        rows = list(self.db.query("select * from schedules where channel = ?", [channel]))
+        return rows[0] if rows else None
+
+    def schedules(self) -> list[dict]:
+        """Every channel's schedule (the scheduler is rebuilt from these)."""
+        return list(self.db.query("select * from schedules order by channel"))
+
+    @staticmethod
+    def _bump_schedules(db) -> None:
+        db.execute(
+            "insert into meta(key, value) values ('schedules_version', '1') "
+            "on conflict(key) do update set value = cast(value as integer) + 1")
+
+    def schedules_version(self) -> int:
+        """Changes whenever any schedule changes; a running scheduler compares it."""
+        return int(self.get_meta("schedules_version", "0"))
+
+    @staticmethod
+    def _post(row: dict) -> dict:
+        row = dict(row)
+        row["pick"] = json.loads(row["pick"]) if row.get("pick") else None
+        return row
+
+    def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
+                   pick: dict | None, status: str = "claimed", now: float | None = None) -> bool:
+        """Claim (channel, day) for posting; exactly one caller ever gets True.
+
+        The primary key is the arbiter: two processes on one database both try
+        the insert and SQLite lets one through.
+        """
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
+                "values (?, ?, ?, ?, ?, ?, ?, 0) on conflict(channel, day) do nothing",
+                [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
+                 claimer, time.time() if now is None else now])
+            return cur.rowcount == 1
+
+    def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
+                       now: float | None = None) -> bool:
+        """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "update posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
+                "where channel = ? and day = ? and claimed_by = ? and status in ('claimed', 'failed')",
+                [claimer, time.time() if now is None else now, channel, day, old_claimer])
+            return cur.rowcount == 1
+
+    def get_post(self, channel: str, day: str) -> dict | None:
+        rows = list(self.db.query("select * from posts where channel = ? and day = ?", [channel, day]))
+        return self._post(rows[0]) if rows else None
+
+    def note_post_attempt(self, channel: str, day: str, *, claimer: str, error: str | None) -> None:
+        """Count a failed attempt and keep the last error (for logs and `paperclub pick`)."""
+        with self.transaction() as db:
+            db.execute("update posts set attempts = attempts + 1, error = ? "
+                       "where channel = ? and day = ? and claimed_by = ?", [error, channel, day, claimer])
+
+    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
+                    now: float | None = None) -> bool:
+        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "update posts set status = 'posted', ts = ?, posted_at = ?, error = null "
+                "where channel = ? and day = ? and claimed_by = ? and status != 'posted'",
+                [ts, time.time() if now is None else now, channel, day, claimer])
+            return cur.rowcount == 1
+
+    def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
+        """Give up for now: a later start-up (or `paperclub pick --post`) may take it over."""
+        with self.transaction() as db:
+            db.execute("update posts set status = 'failed', error = ? "
+                       "where channel = ? and day = ? and claimed_by = ? and status = 'claimed'",
+                       [error, channel, day, claimer])
+
+    def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
+        with self.transaction() as db:
+            db.execute("update posts set abstract_ts = ? where channel = ? and day = ?", [ts, channel, day])
+
+    def post_history(self, channel: str) -> list[dict]:
+        """Every day this channel was (or is being) shown a paper, oldest first."""
+        return [self._post(r) for r in self.db.query(
+            "select * from posts where channel = ? and paper_id is not null order by day", [channel])]
+
+    def post_days(self, channel: str, since: str) -> dict[str, str]:
+        """day -> status for this channel's post rows on or after `since`."""
+        return {d: s for d, s in self.db.execute(
+            "select day, status from posts where channel = ? and day >= ?", [channel, since])}
+
+    def previous_post(self, channel: str, before: str) -> dict | None:
+        """The latest posted day before `before` (for 'how the team reacted')."""
+        rows = list(self.db.query(
+            "select * from posts where channel = ? and day < ? and status = 'posted' "
+            "order by day desc limit 1", [channel, before]))
+        return self._post(rows[0]) if rows else None
+
+    def post_for_message(self, channel: str, ts: str) -> dict | None:
+        """The daily post a Slack message ts belongs to (reactions are keyed by it)."""
+        rows = list(self.db.query("select * from posts where channel = ? and ts = ?", [channel, ts]))
+        return self._post(rows[0]) if rows else None
+
+    def paper_signals(self) -> dict[str, float]:
+        """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
+        return {pid: 0.5 * (code not in (None, "", "[]")) + 0.5 * (nums not in (None, "", "[]"))
+                for pid, code, nums in self.db.execute("select id, code_urls, numbers from papers")}
+
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+
+@migrations()
+def m002_daily(db: sqlite_utils.Database):
+    """Paper of the day: channel interests, post schedules, and one claim row per (channel, day)."""
+    db["interests"].create(
+        {"id": int, "channel": str, "text": str, "paper_id": str, "added_by": str, "model": str,
+         "vector": bytes, "created_at": float},
+        pk="id", not_null={"channel", "text"},
+    )
+    db["interests"].create_index(["channel"])
+    db["schedules"].create(
+        {"channel": str, "hour": int, "minute": int, "tz": str, "days": str, "set_by": str,
+         "updated_at": float},
+        pk="channel", not_null={"hour", "minute", "tz", "days"},
+    )
+    # status: claimed -> posted, or failed (retried later), or empty (nothing left to pick).
+    db["posts"].create(
+        {"channel": str, "day": str, "status": str, "paper_id": str, "pick": str, "claimed_by": str,
+         "claimed_at": float, "attempts": int, "error": str, "ts": str, "abstract_ts": str,
+         "posted_at": float},
+        pk=("channel", "day"), not_null={"status"},
+    )
+    # A paper is the paper of the day at most once per channel, whatever the code above does.
+    db.execute("create unique index posts_channel_paper on posts(channel, paper_id) "
+               "where paper_id is not null")
+    db["posts"].create_index(["channel", "ts"])

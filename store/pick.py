@@ -1,0 +1,449 @@
+"""The paper of the day: a fair, explainable pick for one channel and one date.
+
+Pure functions over vectors: the channel's interests, what it was shown
+before, and the date come in as arguments, so a pick can be replayed and
+tested without a clock. The recipe:
+
+- relevance of a paper = its similarity to the *best* matching interest (an
+  average would blur "video" and "graphs" into a topic nobody asked for);
+- fairness: the member furthest below their equal share of recent days is
+  served first (one prolific member cannot own the feed);
+- diversity: MMR against the last week's posts, so days don't pile up on one topic;
+- exploration: about one day in ten (fixed by a hash of channel and date), a
+  strong paper from outside the interests, labelled as such;
+- never a paper this channel has already been shown.
+
+`feedback` (the reactions issue) is a per-paper score adjustment with an
+optional reason; it is added to relevance and named in the explanation.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+INTEREST = "interest"
+EXPLORATION = "exploration"
+BREADTH = "breadth"
+
+
+@dataclass(frozen=True)
+class PickSettings:
+    """The knobs of the pick; the defaults are what bench/picks.py measured."""
+
+    exploration_rate: float = 0.1  # share of days that show a paper outside the interests
+    mmr_lambda: float = 0.75  # relevance vs. novelty against recent posts
+    recent_days: int = 7  # posts that count as "recent" for diversity
+    fairness_window: int = 30  # posts over which members' shares are counted
+    min_similarity: float = 0.25  # below this a member's best paper is not a match for them
+    outside_quantile: float = 0.35  # exploration draws from the papers least like any interest
+    density_sample: int = 1500  # corpus sample for "strength" (how central a paper is to its area)
+    candidate_sample: int = 3000  # exploration / breadth candidates considered per day
+    runners_up: int = 2
+
+
+@dataclass(frozen=True)
+class Interest:
+    """One topic a channel member added; `paper_id` when it was seeded from a paper."""
+
+    id: int
+    text: str
+    added_by: str | None
+    vector: np.ndarray
+    paper_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class PastPost:
+    """A day this channel was shown papers: the pick and its runners-up."""
+
+    day: date
+    paper_id: str | None
+    served: str | None = None  # the member whose interest it matched
+    exploration: bool = False
+    runners_up: tuple[str, ...] = ()
+
+
+def _mention_at(user: str) -> str:
+    return f"@{user}"
+
+
+@dataclass
+class Choice:
+    """One chosen paper and why: the matched interest, its similarity, whom it serves."""
+
+    paper_id: str
+    kind: str
+    score: float
+    similarity: float = 0.0
+    interest: Interest | None = None
+    member: str | None = None
+    feedback: float = 0.0
+    feedback_why: str | None = None
+
+    def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*") -> str:
+        """Why this paper, in team terms: 'matches *video understanding* (added by @alice), 0.71'."""
+        e = emphasis
+        if self.kind == INTEREST and self.interest is not None:
+            who = f" (added by {mention(self.interest.added_by)})" if self.interest.added_by else ""
+            why = f"matches {e}{self.interest.text}{e}{who}, {self.similarity:.2f}"
+        elif self.kind == EXPLORATION:
+            near = (f"; nearest interest {e}{self.interest.text}{e} only {self.similarity:.2f}"
+                    if self.interest is not None else "")
+            why = f"exploration day: a strong paper from outside your interests{near}"
+        else:
+            why = "picked for breadth: no interests yet"
+        if self.feedback_why:
+            why += f"; {self.feedback_why}"
+        return why
+
+    def to_dict(self) -> dict:
+        return {
+            "paper_id": self.paper_id, "kind": self.kind, "score": round(float(self.score), 4),
+            "similarity": round(float(self.similarity), 4),
+            "interest_id": self.interest.id if self.interest else None,
+            "interest_text": self.interest.text if self.interest else None,
+            "added_by": self.interest.added_by if self.interest else None,
+            "member": self.member, "feedback": round(float(self.feedback), 4),
+            "feedback_why": self.feedback_why,
+        }
+
+
+@dataclass
+class DailyPick:
+    """A channel's paper of the day and its runners-up."""
+
+    channel: str
+    day: date
+    choice: Choice
+    runners_up: list[Choice] = field(default_factory=list)
+    no_interests: bool = False
+
+    @property
+    def paper_id(self) -> str:
+        return self.choice.paper_id
+
+    @property
+    def exploration(self) -> bool:
+        return self.choice.kind == EXPLORATION
+
+    def explain(self, mention: Callable[[str], str] = _mention_at) -> str:
+        return self.choice.explain(mention)
+
+    def to_dict(self) -> dict:
+        return {"channel": self.channel, "day": self.day.isoformat(), "choice": self.choice.to_dict(),
+                "runners_up": [c.to_dict() for c in self.runners_up], "no_interests": self.no_interests}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+# -- determinism --------------------------------------------------------------------------
+def day_hash(channel: str, day: date, salt: str = "") -> int:
+    """A stable 64-bit number for (channel, date[, salt]): Python's hash() changes per process."""
+    digest = hashlib.sha256(f"{channel}|{day.isoformat()}|{salt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def is_exploration_day(channel: str, day: date, rate: float = 0.1) -> bool:
+    """About `rate` of days, fixed per channel and date."""
+    return rate > 0 and (day_hash(channel, day, "explore") % 10_000) < rate * 10_000
+
+
+# -- pieces -------------------------------------------------------------------------------
+def shown_ids(history: Sequence[PastPost]) -> set[str]:
+    """Every paper this channel was already shown (picks and runners-up)."""
+    out: set[str] = set()
+    for post in history:
+        if post.paper_id:
+            out.add(post.paper_id)
+        out.update(post.runners_up)
+    return out
+
+
+def member_order(members: Sequence[str], history: Sequence[PastPost], channel: str, day: date,
+                 window: int = 30) -> list[str]:
+    """Members furthest below their equal share of the last `window` posts first.
+
+    Ties go to whoever was served longest ago (never counts as longest), then
+    to a per-day hash so no name is favoured by sorting.
+    """
+    recent = sorted((p for p in history if p.paper_id), key=lambda p: p.day)[-window:]
+    counts = {m: 0 for m in members}
+    last: dict[str, date] = {}
+    for post in recent:
+        if post.served in counts and not post.exploration:
+            counts[post.served] += 1
+            last[post.served] = max(last.get(post.served, post.day), post.day)
+    return sorted(members, key=lambda m: (counts[m], last.get(m, date.min),
+                                          day_hash(channel, day, m)))
+
+
+def _feedback_arrays(ids: Sequence[str], feedback) -> tuple[np.ndarray, dict[str, str]]:
+    scores = np.zeros(len(ids), dtype=np.float32)
+    notes: dict[str, str] = {}
+    if not feedback:
+        return scores, notes
+    row = {pid: i for i, pid in enumerate(ids)}
+    for pid, value in feedback.items():
+        i = row.get(pid)
+        if i is None:
+            continue
+        if isinstance(value, tuple):
+            value, note = value
+            if note:
+                notes[pid] = note
+        scores[i] = float(value)
+    return scores, notes
+
+
+def _redundancy(matrix: np.ndarray, ids: Sequence[str], recent: Sequence[str]) -> np.ndarray:
+    """Each paper's highest similarity to a recent post (0 when there are none)."""
+    row = {pid: i for i, pid in enumerate(ids)}
+    idx = [row[p] for p in recent if p in row]
+    if not idx:
+        return np.zeros(len(ids), dtype=np.float32)
+    return (matrix @ matrix[idx].T).max(axis=1)
+
+
+def strength(matrix: np.ndarray, rows: np.ndarray, *, signals: np.ndarray | None = None,
+             sample: int = 1500, seed: int = 0) -> np.ndarray:
+    """How strong a paper looks without feedback: central to an active area, with code and results.
+
+    Density is the mean similarity to the paper's 10 nearest neighbours in a
+    fixed sample of the corpus (an outlier or a garbled abstract scores low).
+    """
+    n = len(matrix)
+    if not len(rows):
+        return np.zeros(0, dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    ref = rng.choice(n, size=min(sample, n), replace=False) if n > sample else np.arange(n)
+    refm = matrix[ref]
+    dens = np.empty(len(rows), dtype=np.float32)
+    k = min(11, len(ref))
+    for start in range(0, len(rows), 2048):
+        sims = matrix[rows[start:start + 2048]] @ refm.T
+        top = -np.partition(-sims, k - 1, axis=1)[:, :k]
+        # Drop the single best: it is the paper itself whenever the paper is in the sample.
+        dens[start:start + 2048] = (top.sum(axis=1) - top.max(axis=1)) / max(1, k - 1)
+    # Rank-normalise so the three parts are on one scale.
+    score = np.argsort(np.argsort(dens)).astype(np.float32) / max(1, len(rows) - 1)
+    if signals is not None:
+        score = 0.7 * score + 0.3 * signals[rows]
+    return score
+
+
+def _sample_rows(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
+    if len(rows) <= limit:
+        return rows
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(rows, size=limit, replace=False))
+
+
+# -- the pick -----------------------------------------------------------------------------
+def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
+               interests: Sequence[Interest], history: Sequence[PastPost], *,
+               signals: Mapping[str, float] | None = None,
+               feedback: Mapping[str, float | tuple[float, str | None]] | None = None,
+               settings: PickSettings = PickSettings()) -> DailyPick | None:
+    """The paper of the day for `channel` on `day`, or None when every paper was already shown.
+
+    ids/matrix: every candidate paper and its L2-normalised vector (rows align).
+    history: the channel's earlier posts (any order). signals: optional per-paper
+    prior in [0, 1] (code, results). feedback: per-paper score adjustment, or
+    (adjustment, reason) pairs; the reason is added to the explanation.
+    """
+    if len(ids) == 0:
+        return None
+    matrix = np.asarray(matrix, dtype=np.float32)
+    history = [p for p in history if p.day < day]  # a replay of day D never sees D or later
+    shown = shown_ids(history)
+    open_mask = np.fromiter((pid not in shown for pid in ids), dtype=bool, count=len(ids))
+    if not open_mask.any():
+        return None
+    seed = day_hash(channel, day) % (2**32)
+    row = {pid: i for i, pid in enumerate(ids)}
+    fb, fb_notes = _feedback_arrays(ids, feedback)
+    sig = None
+    if signals:
+        sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
+    ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
+    recent = [p.paper_id for p in ordered[-settings.recent_days:]]
+    redundancy = _redundancy(matrix, ids, recent)
+    lam = settings.mmr_lambda
+
+    def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None) -> Choice:
+        pid = ids[i]
+        return Choice(pid, kind, float(score), float(sim), interest, member,
+                      float(fb[i]), fb_notes.get(pid) if fb[i] else None)
+
+    open_rows = np.flatnonzero(open_mask)
+    if not interests:
+        return _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice,
+                             channel, day)
+
+    imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
+    sims = matrix @ imat.T  # (papers, interests)
+    best_interest = sims.argmax(axis=1)
+    relevance = sims.max(axis=1)
+    members = list(dict.fromkeys(it.added_by or "" for it in interests))
+    cols_of = {m: [j for j, it in enumerate(interests) if (it.added_by or "") == m] for m in members}
+    order = member_order(members, history, channel, day, settings.fairness_window)
+
+    def best_for(member: str, taken: set[int], extra_penalty: np.ndarray | None = None):
+        cols = cols_of[member]
+        rel = sims[:, cols].max(axis=1)
+        score = lam * (rel + fb) - (1 - lam) * redundancy
+        if extra_penalty is not None:
+            score = score - (1 - lam) * extra_penalty
+        score = np.where(open_mask, score, -np.inf)
+        for i in taken:
+            score[i] = -np.inf
+        i = int(np.argmax(score))
+        if not np.isfinite(score[i]):
+            return None
+        j = cols[int(sims[i, cols].argmax())]
+        return i, float(score[i]), float(sims[i, j]), interests[j]
+
+    picked: list[Choice] = []
+    taken: set[int] = set()
+    if is_exploration_day(channel, day, settings.exploration_rate):
+        explore = _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settings)
+        if explore is not None:
+            i, score = explore
+            picked.append(choice(i, EXPLORATION, score, relevance[i], interests[int(best_interest[i])]))
+            taken.add(i)
+
+    def serve(queue: list[str], penalty_rows: list[int]):
+        """The member furthest behind with a real match gets their best paper.
+
+        When nobody has a paper above min_similarity, the one furthest behind
+        is served anyway: fairness first, since every paper is then a stretch.
+        """
+        penalty = (matrix @ matrix[penalty_rows].T).max(axis=1) if penalty_rows else None
+        first = None
+        for member in queue:
+            found = best_for(member, taken, penalty)
+            if found is None:
+                continue
+            first = first or (found, member)
+            if found[2] >= settings.min_similarity:
+                first = (found, member)
+                break
+        if first is None:
+            return None, None
+        (i, score, sim, interest), member = first
+        return choice(i, INTEREST, score, sim, interest, member or None), member
+
+    queue = list(order)
+    want = 1 + settings.runners_up
+    while len(picked) < want:
+        if not queue:
+            queue = list(order)  # fewer members than slots: go round again
+        c, member = serve(queue, sorted(taken))
+        if c is None:
+            break
+        picked.append(c)
+        taken.add(row[c.paper_id])
+        if member in queue:
+            queue.remove(member)
+    if not picked:
+        return None
+    return DailyPick(channel, day, picked[0], picked[1:want])
+
+
+def _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settings):
+    """A strong open paper among those least like any interest: (row, score) or None."""
+    if not len(open_rows):
+        return None
+    cut = np.quantile(relevance[open_rows], settings.outside_quantile)
+    outside = open_rows[relevance[open_rows] <= cut]
+    outside = _sample_rows(outside, settings.candidate_sample, seed)
+    if not len(outside):
+        return None
+    lam = settings.mmr_lambda
+    strong = strength(matrix, outside, signals=sig, sample=settings.density_sample, seed=seed)
+    score = lam * (strong + fb[outside]) - (1 - lam) * redundancy[outside]
+    k = int(np.argmax(score))
+    return int(outside[k]), float(score[k])
+
+
+def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice,
+                  channel, day) -> DailyPick:
+    """No interests yet: strong papers far from what was recently shown, spread across areas."""
+    rows = _sample_rows(open_rows, settings.candidate_sample, seed)
+    strong = strength(matrix, rows, signals=sig, sample=settings.density_sample, seed=seed)
+    lam = settings.mmr_lambda
+    base = lam * (strong + fb[rows]) - (1 - lam) * redundancy[rows]
+    picked: list[Choice] = []
+    used: list[int] = []
+    penalty = np.zeros(len(rows), dtype=np.float32)
+    for _ in range(1 + settings.runners_up):
+        score = base - (1 - lam) * penalty
+        score[used] = -np.inf
+        k = int(np.argmax(score))
+        if not np.isfinite(score[k]):
+            break
+        picked.append(choice(int(rows[k]), BREADTH, score[k]))
+        used.append(k)
+        penalty = np.maximum(penalty, matrix[rows] @ matrix[rows[k]])
+    return DailyPick(channel, day, picked[0], picked[1:], no_interests=True)
+
+
+# -- loading a channel's inputs from the store ---------------------------------------------
+def like_text(paper) -> str:
+    """How an interest seeded from a paper reads in lists and explanations."""
+    return f"papers like {paper.short_name}"
+
+
+def interests_for(store, channel: str, embedder) -> list[Interest]:
+    """The channel's interests as vectors of the current model (re-embedding any left from another)."""
+    rows = store.interests(channel)
+    stale = [r for r in rows if r["model"] != embedder.name or r["vector"] is None]
+    if stale:
+        fresh = []
+        for r in stale:
+            vec = store.get_vector(r["paper_id"], embedder.name) if r["paper_id"] else None
+            if vec is None:
+                vec = embedder.encode([r["text"]])[0]
+            fresh.append((r["id"], embedder.name, vec))
+            r["vector"] = vec
+        store.set_interest_vectors(fresh)
+    return [Interest(r["id"], r["text"], r["added_by"], np.asarray(r["vector"], dtype=np.float32),
+                     r["paper_id"]) for r in rows]
+
+
+def history_for(store, channel: str) -> list[PastPost]:
+    """What the channel was shown before, from its post rows."""
+    out = []
+    for r in store.post_history(channel):
+        pick = r.get("pick") or {}
+        choice = pick.get("choice") or {}
+        out.append(PastPost(
+            day=date.fromisoformat(r["day"]), paper_id=r["paper_id"], served=choice.get("member"),
+            exploration=choice.get("kind") == EXPLORATION,
+            runners_up=tuple(c["paper_id"] for c in pick.get("runners_up") or ())))
+    return out
+
+
+def pick_for_channel(store, embedder, channel: str, day: date, *,
+                     vectors: tuple[Sequence[str], np.ndarray] | None = None,
+                     feedback=None, settings: PickSettings = PickSettings()) -> DailyPick | None:
+    """pick_daily with the channel's interests, history and the corpus loaded from the store.
+
+    `vectors` (ids, matrix) lets a caller pass the matrix it already holds in memory.
+    """
+    ids, matrix = vectors if vectors is not None else store.load_vectors(embedder.name)
+    if len(ids) == 0:
+        return None
+    return pick_daily(channel, day, ids, matrix, interests_for(store, channel, embedder),
+                      history_for(store, channel), signals=store.paper_signals(),
+                      feedback=feedback, settings=settings)

@@ -1,0 +1,290 @@
+"""Per-channel post schedules: parse what people type, and when the next post is due.
+
+Pure functions: time always comes in as an argument. Fire times come from the
+same APScheduler CronTrigger the bot runs, so "next post" in a reply and the
+moment the scheduler fires can never disagree (daylight saving included).
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from .errors import StoreError
+
+DAILY = "daily"
+WEEKDAYS = "weekdays"
+DAYS = (DAILY, WEEKDAYS)
+# APScheduler 3 numbers weekdays from Monday=0, so a crontab "1-5" would mean Tue-Sat: use names.
+CRON_DAYS = {DAILY: "*", WEEKDAYS: "mon-fri"}
+DEFAULT_GRACE = timedelta(hours=3)  # a post missed by less than this is made on start-up
+
+_DAY_WORDS = {
+    "daily": DAILY, "everyday": DAILY, "every-day": DAILY, "all": DAILY,
+    "weekdays": WEEKDAYS, "weekday": WEEKDAYS, "workdays": WEEKDAYS, "mon-fri": WEEKDAYS,
+    "monday-friday": WEEKDAYS,
+}
+_OFF_WORDS = {"off", "stop", "none", "disable", "disabled", "pause", "cancel"}
+_TIME = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm)?$", re.I)
+# Abbreviations people type; zoneinfo knows some as fixed offsets without daylight saving,
+# which would silently shift the post by an hour in summer, so point to a city zone instead.
+_ABBREVIATIONS = {
+    "est": "America/New_York", "edt": "America/New_York", "et": "America/New_York",
+    "cst": "America/Chicago", "cdt": "America/Chicago", "ct": "America/Chicago",
+    "mst": "America/Denver", "mdt": "America/Denver", "mt": "America/Denver",
+    "pst": "America/Los_Angeles", "pdt": "America/Los_Angeles", "pt": "America/Los_Angeles",
+    "cet": "Europe/Berlin", "cest": "Europe/Berlin", "met": "Europe/Berlin",
+    "bst": "Europe/London", "wet": "Europe/Lisbon", "eet": "Europe/Helsinki",
+    "ist": "Asia/Kolkata", "jst": "Asia/Tokyo", "kst": "Asia/Seoul", "aest": "Australia/Sydney",
+}
+_UTC_NAMES = {"utc": "UTC", "gmt": "UTC", "z": "UTC", "zulu": "UTC", "etc/utc": "UTC"}
+USAGE = "HH:MM [time zone] [daily|weekdays], e.g. 09:30 Europe/Berlin weekdays"
+
+
+class ScheduleError(StoreError):
+    """A schedule that cannot be read; the message says how to write it."""
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """When a channel gets its paper: local wall-clock time, IANA zone, every day or weekdays."""
+
+    hour: int
+    minute: int
+    tz: str
+    days: str = DAILY
+
+    @property
+    def time_text(self) -> str:
+        return f"{self.hour:02d}:{self.minute:02d}"
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.tz)
+
+    def describe(self) -> str:
+        """'09:30 Europe/Berlin, weekdays'."""
+        when = "every day" if self.days == DAILY else "on weekdays (Mon-Fri)"
+        return f"{self.time_text} {self.tz}, {when}"
+
+
+@lru_cache(maxsize=1)
+def _zones() -> dict[str, str]:
+    """Lower-case IANA name -> canonical spelling."""
+    return {z.lower(): z for z in available_timezones()}
+
+
+def check_timezone(name: str) -> str:
+    """The canonical IANA name for `name` (case-insensitive), or a ScheduleError that helps."""
+    raw = (name or "").strip()
+    key = raw.lower()
+    if key in _UTC_NAMES:
+        return "UTC"
+    if key in _ABBREVIATIONS:
+        city = _ABBREVIATIONS[key]
+        raise ScheduleError(
+            f"“{raw}” is an abbreviation, and those don't follow daylight saving. "
+            f"Use a city zone instead, for example {city}.")
+    zone = _zones().get(key)
+    if zone:
+        try:
+            ZoneInfo(zone)
+            return zone
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    close = difflib.get_close_matches(key, [z for z in _zones() if "/" in z], n=1, cutoff=0.75)
+    hint = f" Did you mean {_zones()[close[0]]}?" if close else ""
+    raise ScheduleError(
+        f"I don't know the time zone “{raw}”.{hint} Use an IANA name such as Europe/Berlin, "
+        "America/New_York or UTC.")
+
+
+def parse_time(text: str) -> tuple[int, int]:
+    """'09:30', '9:30', '0930'-free forms like '9', '9am', '5:30pm', '17h30' -> (hour, minute)."""
+    m = _TIME.match((text or "").strip())
+    bad = ScheduleError(f"“{text}” isn't a time of day I can read. Use 24-hour HH:MM, "
+                        "for example 09:30 or 17:00.")
+    if not m:
+        raise bad
+    hour, minute, ampm = int(m.group(1)), int(m.group(2) or 0), (m.group(3) or "").lower()
+    if ampm:
+        if not 1 <= hour <= 12:
+            raise bad
+        hour = hour % 12 + (12 if ampm == "pm" else 0)
+    if not (0 <= hour <= 23 and 0 <= minute <= 59):
+        raise bad
+    return hour, minute
+
+
+def _looks_like_time(word: str) -> bool:
+    return bool(re.match(r"^\d", word))
+
+
+def is_off(text: str) -> bool:
+    """True for 'off', 'stop', ... (turning the daily post off)."""
+    return (text or "").strip().lower() in _OFF_WORDS
+
+
+def parse_schedule(text: str, default_tz: str = "UTC") -> ScheduleSpec:
+    """'HH:MM [zone] [daily|weekdays]' in any order -> ScheduleSpec; ScheduleError says what's wrong."""
+    words = (text or "").replace(",", " ").split()
+    # "every day" / "mon - fri" are two or three words for one idea.
+    joined = " ".join(words).lower()
+    joined = re.sub(r"\bevery\s+day\b", "everyday", joined)
+    joined = re.sub(r"\bmon\s*-\s*fri\b", "mon-fri", joined)
+    words = [w for w in re.split(r"\s+", joined) if w] if joined else []
+    original = {w.lower(): w for w in (text or "").replace(",", " ").split()}
+    when = tz = days = None
+    for i, word in enumerate(words):
+        if i + 1 < len(words) and words[i + 1] in ("am", "pm") and _looks_like_time(word):
+            word = word + words[i + 1]  # '9 am'
+        if word in ("am", "pm") and when is not None:
+            continue
+        if word in _DAY_WORDS:
+            if days and days != _DAY_WORDS[word]:
+                raise ScheduleError(f"Choose one of daily or weekdays. Write it as {USAGE}.")
+            days = _DAY_WORDS[word]
+        elif _looks_like_time(word) and when is None:
+            when = parse_time(word)
+        elif _looks_like_time(word):
+            raise ScheduleError(f"Give one time, not two. Write it as {USAGE}.")
+        elif "/" in word or word in _UTC_NAMES or word in _ABBREVIATIONS or word in _zones():
+            if tz is not None:
+                raise ScheduleError(f"Give one time zone, not two. Write it as {USAGE}.")
+            tz = check_timezone(original.get(word, word))
+        else:
+            raise ScheduleError(f"I didn't understand “{original.get(word, word)}”. Write it as {USAGE}.")
+    if when is None:
+        raise ScheduleError(f"What time should I post? Write it as {USAGE}.")
+    return ScheduleSpec(when[0], when[1], tz or check_timezone(default_tz), days or DAILY)
+
+
+# -- fire times -----------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _trigger_class():
+    from apscheduler.triggers.cron import CronTrigger
+
+    class WallClockCronTrigger(CronTrigger):
+        """CronTrigger that fires a wall-clock time once per day, even when DST repeats it.
+
+        APScheduler 3.11's CronTrigger answers the second 01:30 of a fall-back
+        night with that same instant again, so `Job._get_run_times` loops forever
+        and the scheduler thread hangs. Here a repeat of the previous wall-clock
+        reading (or anything not after it) is skipped.
+        """
+
+        def get_next_fire_time(self, previous_fire_time, now):
+            nxt = super().get_next_fire_time(previous_fire_time, now)
+            if previous_fire_time is None:
+                return nxt
+            prev_utc = previous_fire_time.astimezone(timezone.utc)
+            wall = previous_fire_time.astimezone(self.timezone).replace(tzinfo=None, fold=0)
+            probe = prev_utc
+            for _ in range(4):
+                if nxt is None:
+                    return None
+                nxt_utc = nxt.astimezone(timezone.utc)
+                same_wall = nxt.astimezone(self.timezone).replace(tzinfo=None, fold=0) == wall
+                if nxt_utc > prev_utc and not same_wall:
+                    return nxt
+                probe = max(probe, nxt_utc) + timedelta(hours=1)
+                nxt = super().get_next_fire_time(None, probe.astimezone(self.timezone))
+            return nxt
+
+    return WallClockCronTrigger
+
+
+def make_trigger(spec: ScheduleSpec):
+    """The APScheduler 3 cron trigger that fires this schedule (see WallClockCronTrigger)."""
+    return _trigger_class()(hour=spec.hour, minute=spec.minute, second=0,
+                            day_of_week=CRON_DAYS[spec.days], timezone=spec.zone)
+
+
+def _normal(dt: datetime, zone: ZoneInfo) -> datetime:
+    """A real wall-clock reading of an instant (a time skipped by DST reads as the hour after)."""
+    return dt.astimezone(timezone.utc).astimezone(zone)
+
+
+def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
+    """The first fire time strictly after `after` (aware), in the schedule's zone."""
+    trigger = make_trigger(spec)
+    start = after.astimezone(spec.zone) + timedelta(microseconds=1)
+    return _normal(trigger.get_next_fire_time(None, start), spec.zone)
+
+
+def fires_between(spec: ScheduleSpec, start: datetime, end: datetime) -> list[datetime]:
+    """Every fire time in (start, end], oldest first."""
+    trigger = make_trigger(spec)
+    out: list[datetime] = []
+    t = trigger.get_next_fire_time(None, start.astimezone(spec.zone) + timedelta(microseconds=1))
+    while t is not None and t <= end:
+        out.append(_normal(t, spec.zone))
+        t = trigger.get_next_fire_time(t, t + timedelta(microseconds=1))
+    return out
+
+
+def last_fire(spec: ScheduleSpec, now: datetime) -> datetime | None:
+    """The latest fire time at or before `now` within the past 8 days (None if none)."""
+    fires = fires_between(spec, now - timedelta(days=8), now)
+    return fires[-1] if fires else None
+
+
+def post_date(spec: ScheduleSpec, fire: datetime) -> date:
+    """The channel-local date a fire belongs to (the key of the day's post)."""
+    return fire.astimezone(spec.zone).date()
+
+
+def local_today(tz: str, now: datetime) -> date:
+    """Today's date in a zone."""
+    return now.astimezone(ZoneInfo(tz)).date()
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """What to do about the latest fire on start-up: 'post', 'skip' (too late) or 'none'."""
+
+    action: str
+    fire: datetime | None = None
+    day: date | None = None
+    late: timedelta | None = None
+
+
+def catch_up(spec: ScheduleSpec, now: datetime, *, done_days: set[date], since: datetime | None = None,
+             grace: timedelta = DEFAULT_GRACE) -> CatchUp:
+    """Whether the latest scheduled post (at or before now) was missed, and if it still should go out.
+
+    `done_days` are the local dates already posted (or claimed); fires before
+    `since` (when the schedule was set) were never due.
+    """
+    fire = last_fire(spec, now)
+    if fire is None or (since is not None and fire < since):
+        return CatchUp("none")
+    day = post_date(spec, fire)
+    if day in done_days:
+        return CatchUp("none", fire, day)
+    late = now - fire
+    return CatchUp("post" if late <= grace else "skip", fire, day, late)
+
+
+def format_duration(delta: timedelta) -> str:
+    """'3 h 20 min', '45 min', '2 days 4 h'."""
+    minutes = max(0, int(delta.total_seconds() // 60))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    parts = []
+    if days:
+        parts.append(f"{days} day{'s' if days != 1 else ''}")
+    if hours:
+        parts.append(f"{hours} h")
+    if minutes and not days:
+        parts.append(f"{minutes} min")
+    return " ".join(parts) or "less than a minute"
+
+
+def describe_next(spec: ScheduleSpec, now: datetime) -> str:
+    """'Tue 12 Mar at 09:00 America/New_York (in 3 h 20 min)'."""
+    fire = next_fire(spec, now)
+    return f"{fire:%a %-d %b} at {fire:%H:%M} {spec.tz} (in {format_duration(fire - now)})"

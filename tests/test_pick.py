@@ -1,0 +1,239 @@
+"""The paper-of-the-day pick: no repeats, fair to every member, diverse, labelled exploration, explained.
+
+Most tests use a synthetic corpus of topic clusters (vectors we control, so
+"relevant" is known exactly); one uses the real model on the bundled abstracts.
+The date is always passed in.
+"""
+from collections import Counter
+from datetime import date, timedelta
+
+import numpy as np
+import pytest
+
+from store.pick import (
+    BREADTH,
+    EXPLORATION,
+    INTEREST,
+    Interest,
+    PastPost,
+    PickSettings,
+    interests_for,
+    is_exploration_day,
+    pick_daily,
+    pick_for_channel,
+)
+
+DIM = 64
+START = date(2024, 3, 1)
+
+
+def unit(v):
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def corpus(topics: int = 6, per_topic: int = 20, noise: float = 0.35, seed: int = 7):
+    """Papers in `topics` clusters: ids like 't2-p05'; returns ids, matrix, topic centres."""
+    rng = np.random.default_rng(seed)
+    centres = [unit(rng.normal(size=DIM)) for _ in range(topics)]
+    ids, rows = [], []
+    for t, c in enumerate(centres):
+        for p in range(per_topic):
+            ids.append(f"t{t}-p{p:02d}")
+            rows.append(unit(c + noise * rng.normal(size=DIM) / np.sqrt(DIM) * 4))
+    return ids, np.stack(rows), centres
+
+
+def topic_of(pid: str) -> int:
+    return int(pid.split("-")[0][1:])
+
+
+def run_days(channel, ids, matrix, interests, days, *, settings=PickSettings(), start=START):
+    """Simulate `days` daily picks, feeding each one back as history."""
+    history, picks = [], []
+    for k in range(days):
+        day = start + timedelta(days=k)
+        pick = pick_daily(channel, day, ids, matrix, interests, history, settings=settings)
+        if pick is None:
+            break
+        picks.append(pick)
+        history.append(PastPost(day, pick.paper_id, pick.choice.member, pick.exploration,
+                                tuple(c.paper_id for c in pick.runners_up)))
+    return picks
+
+
+def test_never_repeats_over_the_whole_corpus_then_says_nothing_left():
+    ids, matrix, centres = corpus(topics=4, per_topic=15)
+    interests = [Interest(1, "topic zero", "UA", centres[0]), Interest(2, "topic two", "UB", centres[2])]
+    picks = run_days("C1", ids, matrix, interests, days=200)
+    shown = [p.paper_id for p in picks] + [c.paper_id for p in picks for c in p.runners_up]
+    assert len(shown) == len(set(shown)) == len(ids)  # every paper once, none twice
+    assert len({p.paper_id for p in picks}) == len(picks)
+    history = [PastPost(START + timedelta(days=i), pid) for i, pid in enumerate(ids)]
+    assert pick_daily("C1", START + timedelta(days=len(ids)), ids, matrix, interests, history) is None
+
+
+def test_fair_rotation_one_prolific_member_cannot_own_the_feed():
+    ids, matrix, centres = corpus(topics=6, per_topic=40)
+    interests = [Interest(i + 1, f"alice topic {i}", "alice", centres[i]) for i in range(4)]
+    interests += [Interest(5, "bob topic", "bob", centres[4]), Interest(6, "carol topic", "carol", centres[5])]
+    picks = run_days("C1", ids, matrix, interests, days=30)
+    served = Counter(p.choice.member for p in picks if p.choice.kind == INTEREST)
+    assert set(served) == {"alice", "bob", "carol"}
+    assert max(served.values()) - min(served.values()) <= 1, served
+    # and each member is served with a paper from their own topics
+    for p in picks:
+        if p.choice.kind == INTEREST:
+            own = [i.vector for i in interests if i.added_by == p.choice.member]
+            assert topic_of(p.paper_id) in [next(t for t, c in enumerate(centres) if c is v) for v in own]
+
+
+def test_a_member_who_joins_later_is_served_next():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "alice topic", "alice", centres[0]), Interest(2, "bob topic", "bob", centres[1])]
+    history = [PastPost(START + timedelta(days=k), f"t{k % 2}-p{k:02d}", ["alice", "bob"][k % 2])
+               for k in range(10)]
+    day = START + timedelta(days=10)
+    interests.append(Interest(3, "dave topic", "dave", centres[3]))
+    assert not is_exploration_day("C1", day)
+    pick = pick_daily("C1", day, ids, matrix, interests, history)
+    assert pick.choice.member == "dave" and topic_of(pick.paper_id) == 3
+
+
+def test_best_interest_not_the_average():
+    """A paper squarely on one interest beats one halfway between two (an average would prefer it)."""
+    ids, matrix, centres = corpus(topics=2, per_topic=1, noise=0.0)
+    middle = unit(centres[0] + centres[1])
+    ids = ["on-topic", "in-between"]
+    matrix = np.stack([centres[0], middle])
+    interests = [Interest(1, "a", "UA", centres[0]), Interest(2, "b", "UA", centres[1])]
+    day = next(START + timedelta(days=k) for k in range(30)
+               if not is_exploration_day("C1", START + timedelta(days=k)))
+    pick = pick_daily("C1", day, ids, matrix, interests, [], settings=PickSettings(runners_up=0))
+    assert pick.paper_id == "on-topic"
+    assert pick.choice.similarity == pytest.approx(1.0, abs=1e-5)
+
+
+def test_diversity_keeps_days_from_piling_onto_one_topic():
+    """One interest sitting between two sub-topics: the days alternate instead of exhausting one."""
+    rng = np.random.default_rng(3)
+    a, b = unit(rng.normal(size=DIM)), unit(rng.normal(size=DIM))
+    interest = unit(a + 0.9 * b)  # a little closer to A, so relevance alone would take all of A first
+    ids, rows = [], []
+    for name, centre in (("A", a), ("B", b)):
+        for p in range(10):
+            ids.append(f"{name}{p}")
+            rows.append(unit(centre + 0.02 * rng.normal(size=DIM)))
+    matrix = np.stack(rows)
+    settings = PickSettings(runners_up=0, exploration_rate=0)
+    picks = run_days("C1", ids, matrix, [Interest(1, "the field", "UA", interest)], 6, settings=settings)
+    topics = [p.paper_id[0] for p in picks]
+    assert set(topics[:3]) == {"A", "B"}, topics
+    no_mmr = run_days("C1", ids, matrix, [Interest(1, "the field", "UA", interest)], 6,
+                      settings=PickSettings(runners_up=0, exploration_rate=0, mmr_lambda=1.0))
+    assert {p.paper_id[0] for p in no_mmr} == {"A"}  # the contrast: without MMR it piles up
+
+
+def test_exploration_is_about_one_day_in_ten_deterministic_and_labelled():
+    days = [START + timedelta(days=k) for k in range(2000)]
+    share = sum(is_exploration_day("C1", d) for d in days) / len(days)
+    assert 0.08 < share < 0.12
+    assert [is_exploration_day("C1", d) for d in days[:100]] == [is_exploration_day("C1", d) for d in days[:100]]
+    assert [is_exploration_day("C1", d) for d in days[:100]] != [is_exploration_day("C2", d) for d in days[:100]]
+
+    ids, matrix, centres = corpus(topics=6, per_topic=20)
+    interests = [Interest(1, "video understanding", "alice", centres[0])]
+    day = next(d for d in days if is_exploration_day("C1", d))
+    pick = pick_daily("C1", day, ids, matrix, interests, [])
+    assert pick.exploration and pick.choice.kind == EXPLORATION
+    assert topic_of(pick.paper_id) != 0  # outside the interest
+    assert pick.explain().startswith("exploration day")
+    assert "video understanding" in pick.explain()  # says how far it is from what the team asked for
+    # the team still gets its usual matches as runners-up
+    assert all(c.kind == INTEREST and topic_of(c.paper_id) == 0 for c in pick.runners_up)
+
+
+def test_same_channel_and_date_give_the_same_pick():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "x", "UA", centres[0]), Interest(2, "y", "UB", centres[3])]
+    history = [PastPost(START, "t0-p00", "UA")]
+    day = START + timedelta(days=1)
+    first = pick_daily("C1", day, ids, matrix, interests, history)
+    again = pick_daily("C1", day, ids, matrix, interests, list(reversed(history)))
+    assert first.to_dict() == again.to_dict()
+
+
+def test_history_from_that_day_or_later_is_ignored_so_a_day_can_be_replayed():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "x", "UA", centres[0])]
+    day = START + timedelta(days=3)
+    before = pick_daily("C1", day, ids, matrix, interests, [])
+    future = [PastPost(day, before.paper_id, "UA"), PastPost(day + timedelta(days=1), "t0-p01", "UA")]
+    assert pick_daily("C1", day, ids, matrix, interests, future).paper_id == before.paper_id
+
+
+def test_explanation_names_the_interest_who_added_it_and_the_score():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "video understanding", "U123", centres[0])]
+    day = next(START + timedelta(days=k) for k in range(30)
+               if not is_exploration_day("C1", START + timedelta(days=k)))
+    pick = pick_daily("C1", day, ids, matrix, interests, [])
+    text = pick.explain(lambda u: f"<@{u}>")
+    assert text.startswith("matches *video understanding* (added by <@U123>), 0.")
+    assert f"{pick.choice.similarity:.2f}" in text
+
+
+def test_no_interests_picks_for_breadth():
+    ids, matrix, _ = corpus(topics=6, per_topic=20)
+    picks = run_days("C1", ids, matrix, [], 6)
+    assert all(p.no_interests and p.choice.kind == BREADTH for p in picks)
+    assert "no interests yet" in picks[0].explain()
+    # breadth: one day's three papers come from three different areas, and days don't repeat an area
+    assert len({topic_of(p.paper_id) for p in [picks[0].choice, *picks[0].runners_up]}) == 3
+    assert len({topic_of(p.paper_id) for p in picks[:3]}) == 3
+
+
+def test_feedback_hook_moves_the_pick_and_is_explained():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "x", "UA", centres[0])]
+    day = next(START + timedelta(days=k) for k in range(30)
+               if not is_exploration_day("C1", START + timedelta(days=k)))
+    plain = pick_daily("C1", day, ids, matrix, interests, [])
+    other = next(pid for pid in ids if topic_of(pid) == 0 and pid != plain.paper_id)
+    boosted = pick_daily("C1", day, ids, matrix, interests, [],
+                         feedback={other: (0.5, "close to SPIKE, which got 🔥×2 from @bob")})
+    assert boosted.paper_id == other
+    assert boosted.explain().endswith("close to SPIKE, which got 🔥×2 from @bob")
+    assert boosted.choice.feedback == pytest.approx(0.5)
+
+
+def test_nothing_left_is_none_not_an_error():
+    ids, matrix, centres = corpus(topics=1, per_topic=2)
+    history = [PastPost(START, ids[0], runners_up=(ids[1],))]
+    assert pick_daily("C1", START + timedelta(days=1), ids, matrix, [], history) is None
+    assert pick_daily("C1", START, [], np.zeros((0, DIM)), [], []) is None
+
+
+# -- with the store ------------------------------------------------------------------------
+def test_interests_are_re_embedded_when_the_model_changes(hashing_store):
+    from store.embed import HashingEmbedder
+
+    old, new = HashingEmbedder(64, name="old-model"), HashingEmbedder(256, name="hashing-256")
+    hashing_store.add_interest("C1", "video understanding", "UA", model=old.name,
+                               vector=old.encode(["video understanding"])[0])
+    got = interests_for(hashing_store, "C1", new)
+    assert got[0].vector.shape == (256,)
+    assert hashing_store.interests("C1")[0]["model"] == "hashing-256"
+
+
+def test_real_model_picks_a_paper_about_the_interest(seed_store, real_embedder):
+    """Quality where it matters: 'video understanding' on the bundled ICLR 2026 abstracts."""
+    text = "video understanding with multimodal language models"
+    seed_store.add_interest("C1", text, "UA", model=real_embedder.name,
+                            vector=real_embedder.encode([text])[0])
+    day = next(START + timedelta(days=k) for k in range(30)
+               if not is_exploration_day("C1", START + timedelta(days=k)))
+    pick = pick_for_channel(seed_store, real_embedder, "C1", day)
+    paper = seed_store.get_paper(pick.paper_id)
+    assert "video" in (paper.abstract + paper.headline).lower()
+    assert pick.choice.similarity > 0.3

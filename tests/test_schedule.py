@@ -1,0 +1,208 @@
+"""Schedules: what people type, when posts fire (DST, weekdays), and catch-up after downtime.
+
+Every time is an explicit aware datetime: nothing here reads the clock or sleeps.
+"""
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from store.schedule import (
+    DAILY,
+    WEEKDAYS,
+    ScheduleError,
+    ScheduleSpec,
+    catch_up,
+    describe_next,
+    fires_between,
+    is_off,
+    last_fire,
+    make_trigger,
+    next_fire,
+    parse_schedule,
+    post_date,
+)
+
+NY = ZoneInfo("America/New_York")
+UTC = timezone.utc
+
+
+# -- parsing ----------------------------------------------------------------------------
+@pytest.mark.parametrize("text, expected", [
+    ("09:30", ScheduleSpec(9, 30, "UTC", DAILY)),
+    ("9:05 Europe/Berlin", ScheduleSpec(9, 5, "Europe/Berlin", DAILY)),
+    ("17:00 america/new_york weekdays", ScheduleSpec(17, 0, "America/New_York", WEEKDAYS)),
+    ("weekdays 08:00 UTC", ScheduleSpec(8, 0, "UTC", WEEKDAYS)),
+    ("9am Asia/Tokyo", ScheduleSpec(9, 0, "Asia/Tokyo", DAILY)),
+    ("5:30pm", ScheduleSpec(17, 30, "UTC", DAILY)),
+    ("12am", ScheduleSpec(0, 0, "UTC", DAILY)),
+    ("00:00 every day", ScheduleSpec(0, 0, "UTC", DAILY)),
+    ("10:15 Mon-Fri", ScheduleSpec(10, 15, "UTC", WEEKDAYS)),
+])
+def test_parse_accepts_what_people_type(text, expected):
+    assert parse_schedule(text, "UTC") == expected
+
+
+def test_zone_defaults_to_the_configured_one():
+    assert parse_schedule("08:00", "Europe/Paris").tz == "Europe/Paris"
+
+
+@pytest.mark.parametrize("text, says", [
+    ("25:00", "isn't a time of day"),
+    ("9:60", "isn't a time of day"),
+    ("13pm", "isn't a time of day"),
+    ("-1:00", "didn't understand"),
+    ("09:30 Mars/Olympus", "don't know the time zone “Mars/Olympus”"),
+    ("09:30 Europe/Berln", "Did you mean Europe/Berlin?"),
+    ("09:30 EST", "America/New_York"),
+    ("tomorrow", "didn't understand “tomorrow”"),
+    ("Europe/Berlin", "What time"),
+    ("09:00 10:00", "one time"),
+    ("09:00 daily weekdays", "daily or weekdays"),
+    ("09:00 UTC Europe/Berlin", "one time zone"),
+])
+def test_bad_schedules_get_a_clear_reply(text, says):
+    with pytest.raises(ScheduleError) as err:
+        parse_schedule(text, "UTC")
+    assert says in str(err.value)
+    assert "HH:MM" in str(err.value) or "zone" in str(err.value)
+
+
+def test_a_bad_default_zone_is_reported_not_used():
+    with pytest.raises(ScheduleError, match="Nowhere/Land"):
+        parse_schedule("09:00", "Nowhere/Land")
+
+
+def test_off_words():
+    assert is_off("off") and is_off(" Stop ") and not is_off("09:00")
+
+
+# -- fire times (APScheduler's own trigger, asserted the way its tests do) -------------------
+def test_weekdays_use_monday_to_friday_not_crontab_numbers():
+    spec = ScheduleSpec(9, 0, "UTC", WEEKDAYS)
+    trigger = make_trigger(spec)
+    start = datetime(2024, 6, 7, 10, 0, tzinfo=UTC)  # a Friday, after 09:00
+    fires = []
+    t = trigger.get_next_fire_time(None, start)
+    for _ in range(5):
+        fires.append(t)
+        t = trigger.get_next_fire_time(t, t + timedelta(seconds=1))
+    assert [f.strftime("%a %d") for f in fires] == ["Mon 10", "Tue 11", "Wed 12", "Thu 13", "Fri 14"]
+    assert all(f.hour == 9 and f.minute == 0 for f in fires)
+
+
+def test_daily_includes_weekends():
+    spec = ScheduleSpec(9, 0, "UTC", DAILY)
+    fires = fires_between(spec, datetime(2024, 6, 7, 10, tzinfo=UTC), datetime(2024, 6, 10, 10, tzinfo=UTC))
+    assert [f.strftime("%a") for f in fires] == ["Sat", "Sun", "Mon"]
+
+
+def test_spring_forward_keeps_local_wall_clock():
+    spec = ScheduleSpec(9, 0, "America/New_York", DAILY)
+    trigger = make_trigger(spec)
+    before = trigger.get_next_fire_time(None, datetime(2024, 3, 9, 0, 0, tzinfo=NY))
+    after = trigger.get_next_fire_time(None, datetime(2024, 3, 10, 0, 0, tzinfo=NY))
+    assert before.astimezone(UTC) == datetime(2024, 3, 9, 14, 0, tzinfo=UTC)  # EST, UTC-5
+    assert after.astimezone(UTC) == datetime(2024, 3, 10, 13, 0, tzinfo=UTC)  # EDT, UTC-4
+    assert before.astimezone(NY).hour == after.astimezone(NY).hour == 9
+
+
+def test_fall_back_keeps_local_wall_clock():
+    spec = ScheduleSpec(9, 0, "America/New_York", DAILY)
+    fires = fires_between(spec, datetime(2024, 11, 2, 0, tzinfo=UTC), datetime(2024, 11, 4, 0, tzinfo=UTC))
+    assert [f.astimezone(UTC).hour for f in fires] == [13, 14]  # 09:00 EDT, then 09:00 EST
+    assert [(f.hour, f.minute) for f in fires] == [(9, 0), (9, 0)]
+
+
+def test_a_time_skipped_by_dst_posts_once_that_day_an_hour_later():
+    spec = ScheduleSpec(2, 30, "America/New_York", DAILY)  # 02:30 does not exist on 10 March 2024
+    fires = fires_between(spec, datetime(2024, 3, 9, 12, tzinfo=NY), datetime(2024, 3, 11, 12, tzinfo=NY))
+    assert [post_date(spec, f) for f in fires] == [date(2024, 3, 10), date(2024, 3, 11)]
+    assert (fires[0].hour, fires[0].minute) == (3, 30)
+    assert (fires[1].hour, fires[1].minute) == (2, 30)
+
+
+def test_a_time_repeated_by_dst_fires_once_and_never_hangs():
+    """01:30 happens twice on 3 November 2024 in New York: one fire, and the trigger moves on.
+
+    The stock APScheduler 3.11 CronTrigger answers the second 01:30 with itself,
+    which makes Job._get_run_times loop forever inside the scheduler thread.
+    """
+    spec = ScheduleSpec(1, 30, "America/New_York", DAILY)
+    fires = fires_between(spec, datetime(2024, 11, 2, 12, tzinfo=NY), datetime(2024, 11, 4, 12, tzinfo=NY))
+    assert [post_date(spec, f) for f in fires] == [date(2024, 11, 3), date(2024, 11, 4)]
+    second = datetime(2024, 11, 3, 6, 30, tzinfo=UTC).astimezone(NY)  # 01:30 EST, the repeat
+    after = make_trigger(spec).get_next_fire_time(second, second + timedelta(seconds=1))
+    assert after.astimezone(UTC) == datetime(2024, 11, 4, 6, 30, tzinfo=UTC)
+
+
+def test_the_scheduler_job_loop_terminates_across_fall_back():
+    from apscheduler.job import Job
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    spec = ScheduleSpec(1, 30, "America/New_York", DAILY)
+    scheduler = BackgroundScheduler(timezone=UTC)
+    job = Job(scheduler, id="x", func=print, trigger=make_trigger(spec), args=(), kwargs={},
+              next_run_time=datetime(2024, 11, 3, 5, 30, tzinfo=UTC), misfire_grace_time=None,
+              coalesce=True, max_instances=1, name="x", executor="default")
+    runs = job._get_run_times(datetime(2024, 11, 3, 7, 0, tzinfo=UTC))
+    assert runs == [datetime(2024, 11, 3, 5, 30, tzinfo=UTC)]
+
+
+def test_next_fire_is_strictly_after_and_in_the_channel_zone():
+    spec = ScheduleSpec(9, 0, "Europe/Berlin", DAILY)
+    at_nine = datetime(2024, 6, 3, 9, 0, tzinfo=ZoneInfo("Europe/Berlin"))
+    assert next_fire(spec, at_nine) == at_nine + timedelta(days=1)
+    assert next_fire(spec, at_nine - timedelta(seconds=1)) == at_nine
+    assert next_fire(spec, at_nine).tzinfo.key == "Europe/Berlin"
+
+
+def test_describe_next_says_the_local_time_and_how_long():
+    spec = ScheduleSpec(9, 0, "America/New_York", WEEKDAYS)
+    now = datetime(2024, 3, 8, 15, 0, tzinfo=UTC)  # Friday 10:00 in New York
+    assert describe_next(spec, now) == "Mon 11 Mar at 09:00 America/New_York (in 2 days 22 h)"
+
+
+# -- catch-up after downtime --------------------------------------------------------------
+def test_catch_up_posts_a_missed_post_that_is_only_a_little_late():
+    spec = ScheduleSpec(9, 0, "UTC", DAILY)
+    now = datetime(2024, 6, 3, 11, 0, tzinfo=UTC)
+    decision = catch_up(spec, now, done_days=set())
+    assert decision.action == "post"
+    assert decision.day == date(2024, 6, 3)
+    assert decision.late == timedelta(hours=2)
+
+
+def test_catch_up_skips_a_post_missed_by_more_than_the_grace():
+    spec = ScheduleSpec(9, 0, "UTC", DAILY)
+    now = datetime(2024, 6, 3, 13, 0, tzinfo=UTC)
+    assert catch_up(spec, now, done_days=set()).action == "skip"
+    assert catch_up(spec, now, done_days=set(), grace=timedelta(hours=5)).action == "post"
+
+
+def test_catch_up_does_nothing_when_the_day_was_posted():
+    spec = ScheduleSpec(9, 0, "UTC", DAILY)
+    now = datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+    assert catch_up(spec, now, done_days={date(2024, 6, 3)}).action == "none"
+
+
+def test_catch_up_ignores_fires_before_the_schedule_existed():
+    spec = ScheduleSpec(9, 0, "UTC", DAILY)
+    now = datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+    since = datetime(2024, 6, 3, 9, 30, tzinfo=UTC)
+    assert catch_up(spec, now, done_days=set(), since=since).action == "none"
+
+
+def test_catch_up_over_a_weekend_looks_at_the_last_weekday_fire():
+    spec = ScheduleSpec(9, 0, "UTC", WEEKDAYS)
+    sunday = datetime(2024, 6, 9, 10, 0, tzinfo=UTC)
+    decision = catch_up(spec, sunday, done_days=set())
+    assert decision.day == date(2024, 6, 7)  # Friday's post, two days late: skipped
+    assert decision.action == "skip"
+
+
+def test_last_fire_uses_the_local_date_across_midnight_utc():
+    spec = ScheduleSpec(23, 30, "America/New_York", DAILY)
+    now = datetime(2024, 6, 4, 4, 0, tzinfo=UTC)  # 00:00 in New York on 4 June
+    fire = last_fire(spec, now)
+    assert post_date(spec, fire) == date(2024, 6, 3)
