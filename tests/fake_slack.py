@@ -89,6 +89,7 @@ class _Rule:
     retry_after: int | None = None
     drop: bool = False
     seconds: float = 0.0
+    after: bool = False  # delay the response after the call took effect (a slow reply, not a slow call)
 
     def take(self, method: str) -> bool:
         """Consume one use if this rule applies to `method`."""
@@ -238,10 +239,14 @@ class FakeSlack:
         with self._lock:
             self._rules.append(rule)
 
-    def delay(self, method: str, seconds: float, times: int | None = None) -> None:
-        """Answer `method` ("*" = any) only after `seconds`; times=None: until reset()."""
+    def delay(self, method: str, seconds: float, times: int | None = None, after: bool = False) -> None:
+        """Answer `method` ("*" = any) only after `seconds`; times=None: until reset().
+
+        after=True: the call takes effect first (a message is posted) and only the
+        reply is late, like a Slack that accepted a post but whose answer never arrived.
+        """
         with self._lock:
-            self._delays.append(_Rule(method, times, seconds=seconds))
+            self._delays.append(_Rule(method, times, seconds=seconds, after=after))
 
     def respond_with(self, method: str, body: dict | Callable[[dict], dict]) -> None:
         """Serve `method` with this body, or body(params), verbatim (so include "ok" yourself)."""
@@ -602,16 +607,26 @@ class FakeSlack:
         """Answer one Web API call: (HTTP status, JSON body, extra headers); None body = drop."""
         with self._lock:
             self._calls.append(Call(method, params, token, time.monotonic()))
-            delay = sum(r.seconds for r in self._delays if r.take(method))
+            rules = [r for r in self._delays if r.take(method)]
+            delay = sum(r.seconds for r in rules if not r.after)
+            delay_after = sum(r.seconds for r in rules if r.after)
             fault = next((r for r in self._rules if r.take(method)), None)
             self._rules = [r for r in self._rules if r.times != 0]
         if delay:
             self._closing.wait(delay)
+        if delay_after and fault is None:
+            reply = self._answer_api(method, params, token, header_token)
+            self._closing.wait(delay_after)
+            return reply
         if fault is not None:
             if fault.drop:
                 return 0, {}, {}
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             return fault.status, {"ok": False, "error": fault.error}, headers
+        return self._answer_api(method, params, token, header_token)
+
+    def _answer_api(self, method: str, params: dict, token: str | None, header_token: bool) -> tuple[int, dict, dict]:
+        """Run the method (or its override) and build the reply."""
         try:
             self._check_token(method, token, header_token)
             with self._lock:
@@ -831,6 +846,31 @@ def _conversations_info(fake: FakeSlack, params: dict) -> dict:
     return {"channel": fake._channel_info(channel)}
 
 
+def _conversations_history(fake: FakeSlack, params: dict) -> dict:
+    """Newest first, as Slack returns it; `metadata` only with include_all_metadata, as on Slack."""
+    channel = _require(params, "channel", "channel_not_found")
+    if not str(channel).startswith(("C", "G", "D")):
+        raise _ApiError("channel_not_found")
+    oldest = float(params.get("oldest") or 0)
+    latest = float(params.get("latest") or "inf")
+    limit = int(params.get("limit") or 100)
+    with_meta = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
+    msgs = [m for m in fake._history.get(channel, []) if oldest < float(m["ts"]) <= latest
+            and (not m.get("thread_ts") or m.get("thread_ts") == m["ts"])]
+    msgs = json.loads(json.dumps(list(reversed(msgs))[:limit]))
+    if not with_meta:
+        for m in msgs:
+            m.pop("metadata", None)
+    return {"messages": msgs, "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+
+def _chat_get_permalink(fake: FakeSlack, params: dict) -> dict:
+    channel = _require(params, "channel", "channel_not_found")
+    ts = _require(params, "message_ts", "message_not_found")
+    fake._find_message(channel, ts)
+    return {"channel": channel, "permalink": f"https://{TEAM_DOMAIN}.slack.com/archives/{channel}/p{ts.replace('.', '')}"}
+
+
 def _users_info(fake: FakeSlack, params: dict) -> dict:
     user = _require(params, "user", "user_not_found")
     if not str(user).startswith(("U", "W")):
@@ -887,6 +927,8 @@ _METHODS: dict[str, Callable[[FakeSlack, dict], dict]] = {
     "chat.delete": _chat_delete,
     "views.publish": _views_publish,
     "conversations.info": _conversations_info,
+    "conversations.history": _conversations_history,
+    "chat.getPermalink": _chat_get_permalink,
     "users.info": _users_info,
     "reactions.get": _reactions_get,
     "reactions.add": _reactions_add,
