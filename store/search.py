@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
@@ -21,9 +22,7 @@ from .errors import EmptyQuery, PaperNotFound
 from .paper import Paper
 
 # Fusion and BM25 settings, tuned with bench/search_quality.py on SciTLDR train.
-RRF_K = 60
-BM25_WEIGHT = 1.0
-DENSE_WEIGHT = 1.0
+FUSION = {"method": "rrf", "k": 60, "bm25_weight": 1.0, "dense_weight": 1.0}
 # Column weights: short_name, headline, title, abstract.
 COLUMN_WEIGHTS = (4.0, 2.0, 2.0, 1.0)
 CANDIDATES = 100  # per ranker, before fusion
@@ -34,6 +33,7 @@ MAX_QUERY_TERMS = 48
 QUERY_CACHE_SIZE = 256
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SEPARATOR = re.compile(r"[^\w\s\-.'\u2019/]+", re.UNICODE)
 STOPWORDS = frozenset("""
 a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further had
@@ -72,9 +72,13 @@ class Hit:
 
 # -- query text -------------------------------------------------------------------
 def query_words(text: str) -> list[list[str]]:
-    """Whitespace-separated words as lists of their letter/digit pieces ('G-NLL' -> ['g', 'nll'])."""
+    """Words as lists of their letter/digit pieces: 'G-NLL' -> ['g', 'nll'], 'col:x' -> two words.
+
+    Hyphens, dots, apostrophes, slashes and underscores join the pieces of one name
+    (searched as a phrase); any other punctuation separates words.
+    """
     out = []
-    for word in text.split():
+    for word in _SEPARATOR.sub(" ", text).split():
         pieces = [p.lower() for p in _WORD.findall(word)]
         if pieces:
             out.append(pieces)
@@ -102,6 +106,11 @@ def match_expression(text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | No
     if not phrases:
         return None
     return " OR ".join(f'"{p}"' for p in phrases)
+
+
+def has_content(text: str) -> bool:
+    """False for text that is only spaces and punctuation ('', '  ', '"', '?!'): nothing to search."""
+    return any(not unicodedata.category(ch).startswith(("P", "Z", "C")) for ch in text)
 
 
 def clip_query(text: str) -> str:
@@ -175,7 +184,7 @@ class MatrixIndex:
         return [(self.ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
 
-def rrf(rankings: Sequence[tuple[Sequence[str], float]], k: float = RRF_K) -> dict[str, float]:
+def rrf(rankings: Sequence[tuple[Sequence[str], float]], k: float = 60) -> dict[str, float]:
     """Weighted reciprocal rank fusion: sum of weight / (k + rank) over the rankings."""
     fused: dict[str, float] = {}
     for ids, weight in rankings:
@@ -184,18 +193,38 @@ def rrf(rankings: Sequence[tuple[Sequence[str], float]], k: float = RRF_K) -> di
     return fused
 
 
+def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]], *,
+         method: str = "rrf", k: float = 60, bm25_weight: float = 1.0, dense_weight: float = 1.0,
+         index: VectorIndex | None = None, query_vec: np.ndarray | None = None) -> dict[str, float]:
+    """Fused score per candidate id, higher is better.
+
+    'rrf' fuses ranks; 'score' adds the cosine (computed for every candidate, so a
+    lexical-only hit is not penalised for missing the dense top list) to the BM25
+    score scaled so the query's best lexical hit is 1.
+    """
+    if method == "rrf":
+        return rrf([([p for p, _ in lexical], bm25_weight), ([p for p, _ in dense], dense_weight)], k)
+    cos = dict(dense)
+    if index is not None and query_vec is not None:
+        for pid, _ in lexical:
+            if pid not in cos:
+                vec = index.vector(pid)
+                cos[pid] = float(vec @ query_vec) if vec is not None else 0.0
+    best = min((s for _, s in lexical), default=-1.0) or -1.0
+    lex = {pid: s / best for pid, s in lexical}
+    return {pid: dense_weight * cos.get(pid, 0.0) + bm25_weight * lex.get(pid, 0.0)
+            for pid in cos.keys() | lex.keys()}
+
+
 # -- the searcher --------------------------------------------------------------------
 class Searcher:
     """Search over one Store with one embedder; safe to share across threads."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, rrf_k: float = RRF_K,
-                 bm25_weight: float = BM25_WEIGHT, dense_weight: float = DENSE_WEIGHT,
+    def __init__(self, store: Store, embedder: Embedder, *, fusion: dict | None = None,
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES):
         self.store = store
         self.embedder = embedder
-        self.rrf_k = rrf_k
-        self.bm25_weight = bm25_weight
-        self.dense_weight = dense_weight
+        self.fusion = dict(FUSION if fusion is None else fusion)
         self.column_weights = tuple(column_weights)
         self.candidates = candidates
         self._index: VectorIndex | None = None
@@ -259,15 +288,16 @@ class Searcher:
                year: int | None = None) -> list[Hit]:
         """Papers for free text, best first; EmptyQuery when there is nothing to search for."""
         text = clip_query(query or "")
-        if not text:
+        if not has_content(text):
             raise EmptyQuery("Type some words to search for.")
         if limit <= 0:
             return []
         exact = self._exact(text, collection, year)
         lexical = self.bm25(text, collection=collection, year=year)
-        dense = self.dense(text, collection=collection, year=year)
-        hits = self._fuse(lexical, dense, exact=exact, limit=limit, query=text)
-        return hits
+        index = self.index()
+        qvec = self.embed_query(text)
+        dense = index.search(qvec, self.candidates, collection=collection, year=year) if len(index) else []
+        return self._fuse(lexical, dense, exact=exact, limit=limit, query=text, index=index, qvec=qvec)
 
     def similar(self, paper_id: str, *, limit: int = 5) -> list[Hit]:
         """Other papers closest to this one by its embedding and its distinctive words."""
@@ -281,7 +311,8 @@ class Searcher:
         dense = index.search(vec, self.candidates + 1, exclude=paper.id) if len(index) else []
         lexical = [(pid, s) for pid, s in self.bm25(_paper_text(paper), limit=self.candidates + 1)
                    if pid != paper.id]
-        return self._fuse(lexical, dense, exact=None, limit=limit, query=_paper_text(paper))
+        return self._fuse(lexical, dense, exact=None, limit=limit, query=_paper_text(paper),
+                          index=index, qvec=vec)
 
     def resolve(self, ref: str) -> tuple[Paper, bool]:
         """A paper by id or short name (exact: True), else the best search hit (False)."""
@@ -310,10 +341,11 @@ class Searcher:
             return None
         return paper
 
-    def _fuse(self, lexical, dense, *, exact: Paper | None, limit: int, query: str) -> list[Hit]:
+    def _fuse(self, lexical, dense, *, exact: Paper | None, limit: int, query: str,
+              index: VectorIndex, qvec: np.ndarray) -> list[Hit]:
         lex_ids = [pid for pid, _ in lexical]
         dense_ids = [pid for pid, _ in dense]
-        fused = rrf([(lex_ids, self.bm25_weight), (dense_ids, self.dense_weight)], self.rrf_k)
+        fused = fuse(lexical, dense, index=index, query_vec=qvec, **self.fusion)
         order = sorted(fused, key=lambda pid: -fused[pid])
         if exact is not None:
             order = [exact.id] + [pid for pid in order if pid != exact.id]

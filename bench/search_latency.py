@@ -1,0 +1,167 @@
+"""Query latency of Searcher.search at 1k, 10k and 100k papers, plus memory.
+
+    python bench/search_latency.py [--sizes 1000,10000,100000] [--queries 200] [--db DIR]
+
+Corpora are synthesised by recombining real abstract sentences from the SciTLDR
+files; their embeddings are random unit vectors written straight into the store
+(no model encoding), so a 100k build takes well under a minute. Queries are real
+TLDRs embedded by the real model each time (the query cache is cleared), so the
+figures include query embedding. One store grows from the smallest size to the
+largest. Prints p50/p95 per stage, index load time, matrix bytes and RSS growth.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from store.db import Store, content_hash  # noqa: E402
+from store.embed import SentenceTransformerEmbedder  # noqa: E402
+from store.search import Searcher, clip_query, match_expression  # noqa: E402
+
+EVAL = ROOT.parent / "shared" / "eval" / "scitldr"
+DIM = 384  # all-MiniLM-L6-v2
+VENUES = [("ICLR 2026", 2026), ("ICLR 2025", 2025), ("NeurIPS 2025", 2025), ("ICML 2025", 2025)]
+
+
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load_eval(data: list[str]) -> tuple[list[str], list[str]]:
+    """(abstract sentences, TLDR queries) from SciTLDR-style files."""
+    sentences, queries = [], []
+    for f in data:
+        for line in Path(f).read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                sentences += [s for s in r["source"] if len(s) > 30]
+                queries += r["target"]
+    return sentences, queries
+
+
+def synth_rows(start: int, n: int, sentences: list[str], rng: random.Random, model: str):
+    """n synthetic papers: 4-9 real sentences recombined, a random unit vector each."""
+    rows, vecs = [], []
+    mat = np.random.default_rng(start).standard_normal((n, DIM)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    for i in range(n):
+        text = " ".join(rng.sample(sentences, rng.randint(4, 9)))
+        venue, year = VENUES[(start + i) % len(VENUES)]
+        pid = f"s{start + i:07d}"
+        h = content_hash(text)
+        words = text.split()
+        rows.append({"id": pid, "collection": venue, "year": year, "short_name": " ".join(words[:3]),
+                     "headline": " ".join(words[:14]), "abstract": text, "raw": text,
+                     "content_hash": h, "source": "synthetic"})
+        vecs.append({"paper_id": pid, "model": model, "vector": mat[i], "content_hash": h})
+    return rows, vecs
+
+
+def grow(store: Store, target: int, sentences, rng, model: str) -> float:
+    """Add synthetic papers until the store holds target; seconds taken."""
+    t = time.perf_counter()
+    have = store.count_papers()
+    while have < target:
+        n = min(5000, target - have)
+        rows, vecs = synth_rows(have, n, sentences, rng, model)
+        store.write_papers(rows, [], embeddings=vecs)
+        have += n
+    return time.perf_counter() - t
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def measure(searcher: Searcher, queries: list[str]) -> dict[str, list[float]]:
+    """Per query: total search() time (embedding included), and each stage alone."""
+    out = {"search": [], "embed": [], "bm25": [], "dense": []}
+    index = searcher.index()
+    for q in queries:
+        searcher._cache.clear()  # every query pays for its embedding
+        t0 = time.perf_counter()
+        searcher.search(q, limit=10)
+        t1 = time.perf_counter()
+        searcher._cache.clear()
+        vec = searcher.embed_query(clip_query(q))
+        t2 = time.perf_counter()
+        searcher.store.fts_search(match_expression(clip_query(q)), weights=searcher.column_weights,
+                                  limit=searcher.candidates)
+        t3 = time.perf_counter()
+        index.search(vec, searcher.candidates)
+        t4 = time.perf_counter()
+        for k, dt in zip(out, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            out[k].append(dt * 1000)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--data", action="append", default=None,
+                    help=f"SciTLDR-style JSONL (default: {EVAL}/train.jsonl and dev.jsonl)")
+    ap.add_argument("--db", default=None, help="directory for the store (default: a temp dir)")
+    args = ap.parse_args(argv)
+
+    data = args.data or [str(EVAL / "train.jsonl"), str(EVAL / "dev.jsonl")]
+    sentences, queries = load_eval(data)
+    rng = random.Random(7)
+    queries = rng.sample(queries, min(args.queries, len(queries)))
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    folder = Path(args.db or tempfile.mkdtemp(prefix="pc-latency-"))
+    db = folder / "latency.db"
+    if db.exists():
+        db.unlink()
+
+    embedder = SentenceTransformerEmbedder()
+    store = Store(db)
+    searcher = Searcher(store, embedder)
+    embedder.load()
+    searcher.embed_query("warm up the model")
+    print(f"cpus: {os.cpu_count()}  model: {embedder.name}  queries: {len(queries)} real TLDRs; "
+          f"{len(sentences)} source sentences")
+    print(f"{'papers':>8} {'build s':>8} {'load s':>7} {'matrix MB':>9} {'RSS +MB':>8} "
+          f"{'p50 ms':>7} {'p95 ms':>7} | p50/p95 ms: {'embed':>11} {'bm25':>11} {'dense':>11}")
+    for size in sizes:
+        build = grow(store, size, sentences, rng, embedder.name)
+        searcher._index = None
+        before = rss_mb()
+        t = time.perf_counter()
+        index = searcher.index()
+        load = time.perf_counter() - t
+        grown = rss_mb() - before
+        measure(searcher, queries[:10])  # warm SQLite's page cache
+        res = measure(searcher, queries)
+        parts = "  ".join(f"{pct(res[k], 50):5.1f}/{pct(res[k], 95):5.1f}" for k in ("embed", "bm25", "dense"))
+        print(f"{size:>8} {build:8.1f} {load:7.2f} {index.nbytes / 2**20:9.1f} {grown:8.1f} "
+              f"{pct(res['search'], 50):7.1f} {pct(res['search'], 95):7.1f} |             {parts}",
+              flush=True)
+        print(f"          mean search {statistics.mean(res['search']):.1f} ms, "
+              f"max {max(res['search']):.1f} ms", file=sys.stderr)
+    store.close()
+    if not args.db:
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
