@@ -525,7 +525,10 @@ def _clean(raw: str) -> _Cleaned:
 
 def _scrub(s: str) -> str:
     """Last line of defence: nothing command-like, no `$`, no sentinel survives."""
-    if _PRIVATE.search(s):
+    private = _PRIVATE.search(s)
+    if not private and "\\" not in s and "$" not in s and "  " not in s:
+        return s.strip()
+    if private:
         s = _PRIVATE.sub("", s)
     if "\\" in s or "$" in s:
         s = _BACKSLASH_ANY.sub(lambda m: m.group(0).lstrip("\\"), s).replace("\\", "").replace("$", "")
@@ -536,6 +539,8 @@ def _scrub(s: str) -> str:
 
 def _ends_with_abbreviation(head: str) -> bool:
     """'... e.g.' or '... et al.' but not '... Image-Social.' (which merely ends in 'al.')."""
+    if not head.endswith(ABBREVIATIONS):
+        return False
     for abbrev in ABBREVIATIONS:
         if head.endswith(abbrev):
             before = head[-len(abbrev) - 1:-len(abbrev)]
