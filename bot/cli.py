@@ -296,6 +296,64 @@ def console(c: Ctx, load_samples):
     start_console(c)
 
 
+@cli.command()
+@click.option("--channel", required=True, help="Slack channel id, e.g. C0123456789.")
+@click.option("--date", "day", default=None, metavar="YYYY-MM-DD",
+              help="The day to pick for (default: today in the channel's time zone).")
+@click.option("--post", is_flag=True, help="Post it to the channel now (once per channel and day). "
+                                           "Without it: a dry run that changes nothing.")
+@click.option("--json", "as_json", is_flag=True, help="The pick as JSON.")
+@pass_ctx
+def pick(c: Ctx, channel, day, post, as_json):
+    """A channel's paper of the day: a dry run with the reasons, or --post to post it."""
+    from datetime import date as date_cls, datetime, timezone
+
+    from store.schedule import local_today
+
+    from .daily import _pick_from_dict, channel_tz, make_pick, post_daily
+
+    now = datetime.now(timezone.utc)
+    tz = channel_tz(c.store, channel, c.settings)
+    try:
+        when = date_cls.fromisoformat(day) if day else local_today(tz, now)
+    except ValueError:
+        raise click.BadParameter(f"{day!r} is not a date like 2024-03-12.", param_hint="--date") from None
+    if post:
+        if not c.settings.has_slack_tokens:
+            raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
+                                       "(environment or .env).")
+        from .app import make_client, make_llm
+
+        result = post_daily(make_client(c.settings), c.store, c.searcher, channel, now, day=when,
+                            settings=c.settings, llm=make_llm(c.settings))
+        click.echo(f"{when} {channel}: {result.status}"
+                   + (f" {result.paper_id}" if result.paper_id else "")
+                   + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))
+        if result.status == "failed":
+            sys.exit(1)
+        return
+    row = c.store.get_post(channel, when.isoformat())
+    chosen = _pick_from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
+        c.store, c.searcher, channel, when)
+    if as_json:
+        data = chosen.to_dict() if chosen else None
+        click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,
+                               "status": row["status"] if row else None}, ensure_ascii=False, indent=2))
+        return
+    schedule = c.store.get_schedule(channel)
+    where = (f"{schedule['hour']:02d}:{schedule['minute']:02d} {schedule['tz']}, {schedule['days']}"
+             if schedule else f"no schedule ({tz})")
+    click.echo(f"{when} {channel} ({where})" + (f": {row['status']}" + (f" ts={row['ts']}" if row.get("ts") else "")
+                                                 if row else ": dry run, nothing posted"))
+    if chosen is None:
+        click.echo("Nothing left to pick: every paper has been shown in this channel.")
+        return
+    for label, choice in [("paper of the day", chosen.choice)] + [("runner-up", r) for r in chosen.runners_up]:
+        paper = c.store.get_paper(choice.paper_id)
+        click.echo(f"{label:>16}: {_paper_line(paper) if paper else choice.paper_id}")
+        click.echo(f"{'':>16}  why: {choice.explain()}")
+
+
 def main(argv=None):
     """Entry point: store errors become one friendly line and exit 1, never a traceback."""
     try:

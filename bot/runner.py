@@ -63,6 +63,7 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
     from .app import create_app, make_llm
 
     stop = stop or threading.Event()
+    daily = None  # bot.daily's scheduler, started once connected
     if threading.current_thread() is threading.main_thread():
         _install_signal_handlers(stop)
 
@@ -88,6 +89,9 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
             raise StartupError(redact(f"could not open the Socket Mode connection "
                                       f"(check SLACK_APP_TOKEN): {e}")) from None
         log.info("connected to Slack (Socket Mode); answering %s", settings.command)
+        daily = getattr(getattr(app, "paperclub_deps", None), "daily", None)
+        if daily is not None:
+            daily.start()  # jobs from the schedules table, then any post missed while we were down
         while not stop.is_set():
             if handler.client.is_connected():
                 try:
@@ -96,6 +100,8 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
                     log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
     finally:
+        if daily is not None:
+            daily.shutdown()
         log.info("closing the Slack connection")
         handler.close()
         drained = _drain(work)

@@ -265,7 +265,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         return None
     matrix = np.asarray(matrix, dtype=np.float32)
     history = [p for p in history if p.day < day]  # a replay of day D never sees D or later
-    shown = shown_ids(history)
+    # A paper an interest was seeded from ("like X") has been read already: never pick X itself.
+    shown = shown_ids(history) | {it.paper_id for it in interests if it.paper_id}
     open_mask = np.fromiter((pid not in shown for pid in ids), dtype=bool, count=len(ids))
     if not open_mask.any():
         return None
