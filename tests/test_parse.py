@@ -242,21 +242,10 @@ def test_split_sentences_keeps_abbreviations_inside():
         "This is essential.", "We study LLMs.", "Accuracy rose 7.1 points.", "Fine."]
 
 
-def test_parsing_is_fast():
-    # ingest throughput depends on this: < 1 ms per abstract on average (best of a few rounds,
-    # CPU time, so a busy machine does not fail it)
-    best = float("inf")
-    for _ in range(10):
-        start = time.process_time()
-        for raw in SEED:
-            parse_abstract(raw)
-        best = min(best, (time.process_time() - start) / len(SEED))
-    assert best < 0.001
-
-
 def test_pathological_input_stays_fast():
     raw = "(" * 2000 + "{" * 2000 + "\\textbf{" * 500 + "$" * 501 + "a, " * 3000 + "We propose " * 200
     start = time.process_time()
     p = parse_abstract(raw)
-    assert time.process_time() - start < 2
+    # Catches catastrophic regex backtracking (minutes), not speed: the bench measures that.
+    assert time.process_time() - start < 5
     assert_clean(p.text)
