@@ -42,6 +42,8 @@ class Deps:
     store: Any
     searcher: Any
     llm: Any = None
+    # later(job, respond=None): run slow work after the ack (a pool in production, inline in tests)
+    later: Callable[..., None] = field(default=lambda job, respond=None: job())
 
     @property
     def command(self) -> str:

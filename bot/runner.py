@@ -49,6 +49,66 @@ def limit_torch_threads() -> None:
     torch.set_num_threads(1)
 
 
+class BatchingEmbedder:
+    """Wraps an embedder so concurrent one-query encodes share one forward pass.
+
+    Whoever finds the model idle encodes every query waiting at that moment
+    (its own included); the others wait for their vectors. A lone query goes
+    straight through, so there is no timer and no added latency. Measured on
+    2 cores: one query 13-40 ms, ten together 50 ms.
+    """
+
+    def __init__(self, inner, max_batch: int = 64):
+        self.inner = inner
+        self.name = inner.name
+        self.max_batch = max_batch
+        self._cond = threading.Condition()
+        self._pending: list[dict] = []
+        self._busy = False
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def load(self):
+        return self.inner.load() if hasattr(self.inner, "load") else None
+
+    def encode(self, texts, *, progress: bool = False):
+        if len(texts) != 1:  # batches (ingest, warm-up) need no help
+            return self.inner.encode(texts, progress=progress)
+        slot = {"text": texts[0], "done": False, "vector": None, "error": None}
+        with self._cond:
+            self._pending.append(slot)
+            while not slot["done"]:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                batch = self._pending[: self.max_batch]
+                del self._pending[: len(batch)]
+                self._busy = True
+                self._cond.release()
+                try:
+                    self._encode_batch(batch)
+                finally:
+                    self._cond.acquire()
+                    self._busy = False
+                    self._cond.notify_all()
+        if slot["error"] is not None:
+            raise slot["error"]
+        return slot["vector"][None, :]
+
+    def _encode_batch(self, batch: list[dict]) -> None:
+        try:
+            vectors = self.inner.encode([s["text"] for s in batch])
+            for s, v in zip(batch, vectors):
+                s["vector"] = v
+        except Exception as e:  # every waiter gets the failure, not just the one who ran it
+            for s in batch:
+                s["error"] = e
+        for s in batch:
+            s["done"] = True
+
+
 def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
 
@@ -60,7 +120,7 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
 
     from store.search import Searcher
 
-    from .app import create_app, make_llm
+    from .app import WORK_THREADS, create_app, make_llm
 
     stop = stop or threading.Event()
     daily = None  # bot.daily's scheduler, started once connected
@@ -69,11 +129,11 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
 
     started = time.perf_counter()
     limit_torch_threads()
-    searcher = Searcher(store, embedder)
+    searcher = Searcher(store, BatchingEmbedder(embedder))
     searcher.warm()  # before connecting, so the first command is as fast as the rest
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
-    work = ThreadPoolExecutor(max_workers=4, thread_name_prefix="work")
+    work = ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
     try:
         app = create_app(settings, store, searcher, llm=make_llm(settings), executor=work)
     except (BoltError, SlackClientError, OSError) as e:

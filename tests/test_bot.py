@@ -417,3 +417,56 @@ def test_console_answers_piped_lines_like_slack(module_store, real_embedder, cap
     assert "Did you mean" in text
     assert "&amp;" not in text and "&lt;" not in text
     assert not any(s in text for s in TOKEN_SECRETS)
+
+
+# -- concurrent query encodes share a forward pass ------------------------------------------------
+class SlowEmbedder:
+    """Weightless, slow enough that concurrent callers overlap; counts forward passes."""
+
+    name, dim = "slow-hashing", 256
+
+    def __init__(self, fail: bool = False):
+        from store.embed import HashingEmbedder
+
+        self.inner, self.fail, self.passes = HashingEmbedder(), fail, 0
+
+    def encode(self, texts, *, progress=False):
+        import time
+
+        self.passes += 1
+        time.sleep(0.1)
+        if self.fail:
+            raise RuntimeError("model exploded")
+        return self.inner.encode(texts)
+
+
+def _encode_concurrently(embedder, texts):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(texts)) as pool:
+        return list(pool.map(lambda t: embedder.encode([t]), texts))
+
+
+def test_concurrent_queries_are_encoded_together_and_each_gets_its_own_vector():
+    import numpy as np
+
+    from bot.runner import BatchingEmbedder
+    from store.embed import HashingEmbedder
+
+    slow = SlowEmbedder()
+    texts = [f"query number {i} about topic {i * 7}" for i in range(20)]
+    vectors = _encode_concurrently(BatchingEmbedder(slow), texts)
+    expected = HashingEmbedder().encode(texts)
+    for got, want in zip(vectors, expected):
+        assert got.shape == (1, 256) and np.allclose(got[0], want)
+    assert slow.passes <= 3  # one pass for the first caller, then the rest together
+
+
+def test_a_failed_batch_fails_every_caller_in_it():
+    from bot.runner import BatchingEmbedder
+
+    embedder = BatchingEmbedder(SlowEmbedder(fail=True))
+    with pytest.raises(RuntimeError, match="model exploded"):
+        _encode_concurrently(embedder, ["a", "b", "c"])
+    with pytest.raises(RuntimeError):  # and it is not left stuck for the next caller
+        embedder.encode(["d"])

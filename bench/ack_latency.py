@@ -1,0 +1,212 @@
+"""Ack and reply latency of the real `paperclub run` process, driven through the fake Slack.
+
+    python bench/ack_latency.py [--sequential 200] [--concurrent 40] [--db FILE] [--json]
+
+Starts the fake Slack (tests/fake_slack.py) and `python -m bot run` against it,
+with the bundled ICLR abstracts (copied from --db, or loaded with --load-samples
+into a fresh file). Every command is a different `/paper search ...` so the
+query-embedding cache never helps. Measures, per command:
+  ack    envelope sent -> ack received (the fake timestamps both);
+  reply  envelope sent -> the reply POSTed to the response_url (polled every 1 ms).
+Prints p50/p95/p99/max for 200 sequential and 40 concurrent commands.
+Targets: ack p99 < 100 ms, search reply p95 < 300 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fake_slack import start_fake_slack  # noqa: E402
+
+BOT_TOKEN = "xoxb-bench-0000-BENCHBOTTOKEN"
+APP_TOKEN = "xapp-1-A1-0000-BENCHAPPTOKEN"
+
+TOPICS = [
+    "temporal video grounding", "speculative decoding", "mixture of experts routing",
+    "gene expression from DNA", "hallucination in vision language models", "continual learning",
+    "diffusion language models", "video tokenization", "hyperparameter transfer", "LLM unlearning",
+    "curriculum for pretraining data", "medical visual question answering", "speech emotion",
+    "embodied planning with LLMs", "instruction following", "model compression order",
+    "subliminal bias in distillation", "identity preserving image generation", "video summarization",
+    "urban scene understanding", "human behaviour traits", "new word invention", "video motion",
+    "hybrid Mamba transformer", "reasoning with reinforcement learning", "video captioning benchmark",
+    "controllable video generation", "long video understanding", "compositional video generation",
+    "efficient LLM serving", "sequence generation output space", "LLM evaluation",
+]
+ANGLES = ["", "benchmark", "efficient", "theory", "survey of", "failure modes", "at scale"]
+
+
+def queries(n: int) -> list[str]:
+    """n distinct search phrases (so no reply comes from the query cache)."""
+    out = []
+    for i in range(n):
+        topic, angle = TOPICS[i % len(TOPICS)], ANGLES[(i // len(TOPICS)) % len(ANGLES)]
+        rnd = i // (len(TOPICS) * len(ANGLES))
+        out.append(" ".join(x for x in (angle, topic, f"v{rnd}" if rnd else "") if x))
+    return out
+
+
+def start_bot(fake, db: Path, log: Path, load_samples: bool) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLACK_", "PAPERCLUB_")) and "PROXY" not in k.upper()}
+    env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
+               PAPERCLUB_DB=str(db), LOG_LEVEL="INFO", PYTHONUNBUFFERED="1")
+    args = [sys.executable, "-m", "bot", "run"] + (["--load-samples"] if load_samples else [])
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, cwd=db.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
+    started = time.monotonic()
+    while "connected to Slack" not in log.read_text(errors="replace"):
+        if proc.poll() is not None:
+            sys.exit(f"the bot exited during start-up:\n{log.read_text()[-3000:]}")
+        if time.monotonic() - started > 300:
+            proc.kill()
+            sys.exit("the bot did not connect within 300 s")
+        time.sleep(0.1)
+    print(f"bot connected after {time.monotonic() - started:.1f} s (process start to Socket Mode)",
+          file=sys.stderr)
+    return proc
+
+
+class ReplyWatcher:
+    """Polls the fake's response_urls every millisecond and notes when each first got a reply."""
+
+    def __init__(self, fake):
+        self.fake = fake
+        self.pending: dict[str, float] = {}  # url -> send time
+        self.done: dict[str, float] = {}  # url -> latency
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def expect(self, url: str, sent: float) -> None:
+        with self.lock:
+            self.pending[url] = sent
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            with self.lock:
+                items = list(self.pending.items())
+            for url, sent in items:
+                if self.fake.responses(url):
+                    now = time.monotonic()
+                    with self.lock:
+                        self.pending.pop(url, None)
+                        self.done[url] = now - sent
+            time.sleep(0.001)
+
+    def wait(self, urls: list[str], timeout: float = 60) -> list[float]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(u in self.done for u in urls):
+                    return [self.done[u] for u in urls]
+            time.sleep(0.005)
+        raise TimeoutError(f"{sum(u not in self.done for u in urls)} replies missing after {timeout} s")
+
+
+def send(fake, text: str) -> tuple[str, str, float]:
+    url = fake.new_response_url()
+    sent = time.monotonic()
+    envelope = fake.slash_command(text, response_url=url)
+    return envelope, url, sent
+
+
+def run_sequential(fake, watcher: ReplyWatcher, texts: list[str]) -> tuple[list[float], list[float]]:
+    acks, replies = [], []
+    for text in texts:
+        envelope, url, sent = send(fake, text)
+        watcher.expect(url, sent)
+        acks.append(fake.wait_ack(envelope, timeout=10)[1])
+        replies.append(watcher.wait([url])[0])
+    return acks, replies
+
+
+def run_concurrent(fake, watcher: ReplyWatcher, texts: list[str]) -> tuple[list[float], list[float]]:
+    sent = []
+    for text in texts:  # sending is ~50 us each: all 40 are in flight together
+        envelope, url, at = send(fake, text)
+        watcher.expect(url, at)
+        sent.append((envelope, url))
+    acks = [fake.wait_ack(e, timeout=10)[1] for e, _ in sent]
+    replies = watcher.wait([u for _, u in sent])
+    return acks, replies
+
+
+def stats(values: list[float]) -> dict:
+    ms = np.array(values) * 1000
+    return {"n": len(ms), "p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
+            "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sequential", type=int, default=200)
+    ap.add_argument("--concurrent", type=int, default=40)
+    ap.add_argument("--db", type=Path, default=None, help="a seeded database to copy (default: load samples)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="paperclub-bench-"))
+    db = tmp / "bench.db"
+    if args.db:
+        shutil.copyfile(args.db, db)
+    fake = start_fake_slack()
+    proc = start_bot(fake, db, tmp / "bot.log", load_samples=not args.db)
+    watcher = ReplyWatcher(fake)
+    texts = queries(args.sequential + args.concurrent)
+    try:
+        first_ack, first_reply = run_sequential(fake, watcher, [texts[0]])
+        seq = run_sequential(fake, watcher, texts[1 : args.sequential])
+        seq = ([*first_ack, *seq[0]], [*first_reply, *seq[1]])
+        con = run_concurrent(fake, watcher, texts[args.sequential :])
+    finally:
+        watcher.stop.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        fake.close()
+    log = (tmp / "bot.log").read_text(errors="replace")
+    leaked = any(t in log for t in ("BENCHBOTTOKEN", "BENCHAPPTOKEN"))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    result = {
+        "sequential": {"ack_ms": stats(seq[0]), "reply_ms": stats(seq[1])},
+        "concurrent": {"ack_ms": stats(con[0]), "reply_ms": stats(con[1])},
+        "first_command_ms": {"ack": first_ack[0] * 1000, "reply": first_reply[0] * 1000},
+        "load_average": os.getloadavg(),
+        "token_in_log": leaked,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print(f"{'':22}{'n':>5}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}   (ms)")
+    for mode in ("sequential", "concurrent"):
+        for kind in ("ack_ms", "reply_ms"):
+            s = result[mode][kind]
+            label = f"{mode} {kind[:-3]}"
+            print(f"{label:22}{s['n']:>5}{s['p50']:>9.1f}{s['p95']:>9.1f}{s['p99']:>9.1f}{s['max']:>9.1f}")
+    print(f"first command: ack {result['first_command_ms']['ack']:.1f} ms, "
+          f"reply {result['first_command_ms']['reply']:.1f} ms")
+    print(f"targets: ack p99 < 100 ms, search reply p95 < 300 ms; load average "
+          f"{', '.join(f'{x:.1f}' for x in result['load_average'])}; token in log: {leaked}")
+
+
+if __name__ == "__main__":
+    main()
