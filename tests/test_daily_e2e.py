@@ -1,0 +1,371 @@
+"""Paper of the day end to end, against the fake Slack.
+
+In-process tests dispatch slash commands into the real Bolt app and drive its
+real BackgroundScheduler with an injected clock (nothing sleeps waiting for a
+minute to come round). Process tests run the real `paperclub` command: two
+posters racing on one database, and a `paperclub run` killed with SIGKILL
+after Slack accepted the post but before it answered.
+
+The weightless HashingEmbedder keeps these fast; pick quality is measured in
+tests/test_pick.py and bench/picks.py with the real model.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from click.testing import CliRunner
+from slack_bolt import BoltRequest
+from slack_sdk import WebClient
+
+from bot.daily import ACTION_SAVE, EVENT_TYPE, post_daily
+from conftest import APP_TOKEN, BOT_TOKEN, make_settings
+from store.schedule import ScheduleSpec, next_fire
+
+CH = "C1"
+NY = ZoneInfo("America/New_York")
+UTC = timezone.utc
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def daily_posts(fake, channel: str = CH) -> list[dict]:
+    """Digest messages in the channel (recognised by their metadata, as recovery does)."""
+    return [m for m in fake.messages(channel) if (m.get("metadata") or {}).get("event_type") == EVENT_TYPE]
+
+
+def thread_replies(fake, ts: str, channel: str = CH) -> list[dict]:
+    return [m for m in fake.messages(channel) if m.get("thread_ts") == ts and m["ts"] != ts]
+
+
+def text_of(message: dict) -> str:
+    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
+
+
+def command(app, fake, text: str, *, user: str = "U1", channel: str = CH) -> dict:
+    """`/paper <text>` through Bolt; the one reply posted to its response_url."""
+    url = fake.new_response_url(channel=channel, user=user)
+    body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
+            "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+            "response_url": url, "trigger_id": "1.2.3"}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    replies = fake.responses(url)
+    assert len(replies) == 1, replies
+    return replies[0]
+
+
+@pytest.fixture
+def searcher(hashing_store):
+    from store.embed import HashingEmbedder
+    from store.search import Searcher
+
+    return Searcher(hashing_store, HashingEmbedder())
+
+
+@pytest.fixture
+def app(fake_slack, hashing_store, searcher):
+    from bot.app import create_app
+
+    settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
+    app = create_app(settings, hashing_store, searcher, process_before_response=True)
+    yield app
+    app.paperclub_deps.daily.shutdown()
+
+
+@pytest.fixture
+def service(app):
+    daily = app.paperclub_deps.daily
+    daily.sleep = lambda seconds: None  # our own backoff; the SDK's 429 handler still honours Retry-After
+    return daily
+
+
+# -- the schedule, set in Slack, fires once --------------------------------------------------
+def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app, fake_slack, service):
+    fake = fake_slack
+    command(app, fake, "interests add video understanding", user="UALICE")
+    service.start()  # the real BackgroundScheduler, rebuilt from the (empty) table
+    reply = command(app, fake, "schedule 9:30 america/new_york weekdays")
+    assert reply["response_type"] == "in_channel"
+    assert "09:30 America/New_York, on weekdays" in text_of(reply)
+
+    # The job exists at once and is due at 09:30 New York time on the next weekday.
+    run_at = service.next_run(CH)
+    expected = next_fire(ScheduleSpec(9, 30, "America/New_York", "weekdays"), datetime.now(UTC))
+    assert run_at == expected
+    local = run_at.astimezone(NY)
+    assert (local.hour, local.minute, local.second) == (9, 30, 0) and local.weekday() < 5
+
+    # It is now that minute: the scheduler runs the job on its own thread.
+    service.clock = lambda: run_at
+    service.run_now(CH)
+    fake.wait_for(lambda: len(service.results) == 1, timeout=20)
+    service.run_now(CH)  # fires again the same day (a DST repeat, a second scheduler): no second post
+    fake.wait_for(lambda: len(service.results) == 2, timeout=20)
+    assert [r.status for r in service.results] == ["posted", "already"]
+
+    posts = daily_posts(fake)
+    assert len(posts) == 1
+    post = posts[0]
+    assert post["metadata"]["event_payload"]["date"] == local.date().isoformat()
+    assert "Paper of the day" in text_of(post) and "video understanding" in text_of(post)
+    assert "(added by <@UALICE>)" in text_of(post)
+    actions = [e["action_id"] for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert actions[:3] == ["paper_summary", "paper_similar", ACTION_SAVE]
+    assert len(actions) == 9  # the paper of the day and two runners-up, three buttons each
+    replies = thread_replies(fake, post["ts"])
+    assert len(replies) == 1 and "Abstract" in text_of(replies[0])
+
+    # Changes apply at once: a new time moves the job, "off" removes it.
+    command(app, fake, "schedule 07:00 Europe/Berlin")
+    assert service.next_run(CH).astimezone(ZoneInfo("Europe/Berlin")).hour == 7
+    off = command(app, fake, "schedule off")
+    assert "turned the paper of the day off" in text_of(off)
+    assert service.next_run(CH) is None
+
+
+def test_rate_limit_then_server_error_still_ends_in_exactly_one_post(app, fake_slack, service):
+    fake = fake_slack
+    command(app, fake, "schedule 08:00 UTC")
+    service.clock = lambda: datetime(2024, 6, 3, 8, 0, 5, tzinfo=UTC)
+    fake.fail("chat.postMessage")  # 429 with Retry-After: 1
+    fake.fail("chat.postMessage", status=500)
+    result = service.fire(CH)
+    assert result.status == "posted"
+    posts = daily_posts(fake)
+    assert len(posts) == 1 and posts[0]["metadata"]["event_payload"]["date"] == "2024-06-03"
+    methods = [c.method for c in fake.calls() if c.method in ("chat.postMessage", "conversations.history")]
+    # 429, 500, look before posting again (the 500 might have been a post that went through), post, abstract
+    assert methods == ["chat.postMessage", "chat.postMessage", "conversations.history",
+                       "chat.postMessage", "chat.postMessage"]
+    assert service.store.get_post(CH, "2024-06-03")["ts"] == posts[0]["ts"]
+
+
+def test_a_timeout_after_slack_accepted_the_post_is_not_posted_twice(fake_slack, hashing_store, searcher):
+    fake = fake_slack
+    fake.delay("chat.postMessage", 2.5, times=1, after=True)  # Slack posts it; the answer comes late
+    client = WebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=1)
+    now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    result = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    assert result.status == "posted"
+    posts = daily_posts(fake)
+    assert len(posts) == 1 and result.ts == posts[0]["ts"]
+    assert any(c.method == "conversations.history" for c in fake.calls())
+
+
+def test_a_permanent_error_is_recorded_and_retried_later(fake_slack, hashing_store, searcher):
+    fake = fake_slack
+    fake.fail("chat.postMessage", error="not_in_channel")
+    client = WebClient(token=BOT_TOKEN, base_url=fake.api_url)
+    now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    failed = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    assert failed.status == "failed" and "not_in_channel" in failed.detail
+    assert hashing_store.get_post(CH, "2024-06-03")["status"] == "failed"
+    assert len([c for c in fake.calls() if c.method == "chat.postMessage"]) == 1  # no retry storm
+    again = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    assert again.status == "posted" and again.paper_id == failed.paper_id
+    assert len(daily_posts(fake)) == 1
+
+
+# -- catch-up after downtime ------------------------------------------------------------------
+def test_catch_up_posts_a_missed_post_once_and_skips_one_missed_by_hours(app, fake_slack, service, caplog):
+    fake = fake_slack
+    service.clock = lambda: datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
+    command(app, fake, "schedule 09:00 UTC")
+    # down at 09:00 on 3 June, back at 09:40: posted once
+    results = service.catch_up(datetime(2024, 6, 3, 9, 40, tzinfo=UTC))
+    assert [r.status for r in results] == ["posted"]
+    assert service.catch_up(datetime(2024, 6, 3, 9, 45, tzinfo=UTC)) == []
+    # down at 09:00 on 4 June, back at 13:30 (4.5 h late, the window is 3 h): skipped, and said so
+    with caplog.at_level(logging.INFO, logger="paperclub.daily"):
+        assert service.catch_up(datetime(2024, 6, 4, 13, 30, tzinfo=UTC)) == []
+    assert "skipping the missed 2024-06-04 post for C1: 4 h 30 min late" in caplog.text
+    assert [p["metadata"]["event_payload"]["date"] for p in daily_posts(fake)] == ["2024-06-03"]
+
+
+def test_nothing_left_is_said_in_the_channel_once(fake_slack, hashing_store, searcher):
+    fake = fake_slack
+    client = WebClient(token=BOT_TOKEN, base_url=fake.api_url)
+    for i, paper in enumerate(hashing_store.iter_papers()):
+        day = (date(2020, 1, 1) + timedelta(days=i)).isoformat()
+        hashing_store.claim_post(CH, day, claimer="old", paper_id=paper.id, pick=None, status="posted")
+    day1 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 3, 9, tzinfo=UTC))
+    day2 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 4, 9, tzinfo=UTC))
+    assert (day1.status, day2.status) == ("empty", "empty")
+    notices = fake.messages(CH)
+    assert len(notices) == 1 and "every paper in the library" in text_of(notices[0])
+
+
+# -- /paper interests and /paper today -----------------------------------------------------------
+def test_interests_are_listed_numbered_with_who_added_them(app, fake_slack, hashing_store):
+    fake = fake_slack
+    command(app, fake, "interests add video understanding", user="UALICE")
+    seed = hashing_store.find_exact("G-NLL")
+    reply = command(app, fake, "interests add like G-NLL", user="UBOB")
+    assert "Added *papers like G-NLL*" in text_of(reply)
+    listing = text_of(command(app, fake, "interests"))
+    assert "1. *video understanding* (added by <@UALICE>)" in listing
+    assert "2. *papers like G-NLL* (added by <@UBOB>)" in listing
+    stored = hashing_store.interests(CH)
+    assert stored[1]["paper_id"] == seed.id
+    assert (stored[1]["vector"] == hashing_store.get_vector(seed.id, "hashing-256")).all()
+
+    bad = text_of(command(app, fake, "interests remove 7"))
+    assert "There is no interest 7; this channel has 2" in bad
+    removed = text_of(command(app, fake, "interests remove 1"))
+    assert "Removed 1. *video understanding* (added by <@UALICE>)" in removed
+    assert [r["text"] for r in hashing_store.interests(CH)] == ["papers like G-NLL"]
+    assert [r["text"] for r in hashing_store.interests("C2")] == []  # per channel
+
+
+def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, hashing_store):
+    reply = command(app, fake_slack, "schedule 25:99 Mars/Olympus")
+    assert reply["response_type"] == "ephemeral"
+    assert "isn't a time of day" in text_of(reply)
+    zone = command(app, fake_slack, "schedule 09:00 Europe/Berln")
+    assert "Did you mean Europe/Berlin?" in text_of(zone)
+    assert hashing_store.get_schedule(CH) is None
+
+
+def test_today_previews_privately_then_links_to_the_post(app, fake_slack, service):
+    fake = fake_slack
+    clock = datetime(2024, 6, 3, 7, 0, tzinfo=UTC)
+    service.clock = lambda: clock
+    command(app, fake, "interests add video understanding", user="UALICE")
+    command(app, fake, "schedule 09:00 UTC")
+    preview = command(app, fake, "today")
+    assert preview["response_type"] == "ephemeral"
+    assert "Preview (only you see this): it posts Mon 3 Jun at 09:00 UTC" in text_of(preview)
+    assert "(added by <@UALICE>)" in text_of(preview)
+    assert daily_posts(fake) == []
+    service.clock = lambda: datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    posted = service.fire(CH)
+    picked = preview["blocks"][2]["block_id"]
+    assert picked == f"daily-{posted.paper_id}"  # the preview was the real pick
+    service.clock = lambda: datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+    after = text_of(command(app, fake, "today"))
+    assert "Today's paper is *" in after and "slack.com/archives/C1/p" in after and "_Why:_ matches" in after
+
+
+def test_save_button_answers_privately(app, fake_slack, hashing_store):
+    paper = next(hashing_store.iter_papers())
+    url = fake_slack.new_response_url()
+    body = {"type": "block_actions", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper.id, "type": "button"}]}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    (reply,) = fake_slack.responses(url)
+    assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
+
+
+def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_slack):
+    from bot.cli import cli
+    from conftest import copy_db
+    from store.db import Store
+    from store.embed import HashingEmbedder
+
+    db = copy_db(hashing_db, tmp_path / "pick.db")
+    store = Store(db)
+    vec = HashingEmbedder().encode(["video understanding"])[0]
+    store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec)
+    env = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_API_URL": fake_slack.api_url,
+           "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": ""}
+    out = CliRunner().invoke(cli, ["--db", str(db), "pick", "--channel", CH, "--date", "2024-06-03"], env=env)
+    assert out.exit_code == 0, out.output
+    assert "2024-06-03 C1 (no schedule (UTC)): dry run, nothing posted" in out.output
+    assert "why: matches *video understanding* (added by @UALICE)" in out.output
+    assert out.output.count("runner-up") == 2
+    assert store.get_post(CH, "2024-06-03") is None and fake_slack.calls() == []
+    bad = CliRunner().invoke(cli, ["--db", str(db), "pick", "--channel", CH, "--date", "3 June"], env=env)
+    assert bad.exit_code != 0 and "not a date like 2024-03-12" in bad.output
+
+
+# -- real processes -----------------------------------------------------------------------------
+def _env(fake, db: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
+    env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
+               PAPERCLUB_DB=str(db), PAPERCLUB_MODEL="hashing-256", LOG_LEVEL="INFO",
+               PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return env
+
+
+def test_two_processes_on_one_database_post_once(hashing_db, tmp_path, fake_slack):
+    from conftest import copy_db
+
+    fake = fake_slack
+    db = copy_db(hashing_db, tmp_path / "race.db")
+    fake.delay("chat.postMessage", 1.5, times=1)  # the winner is still posting when the other looks
+    args = [sys.executable, "-m", "bot", "pick", "--channel", CH, "--date", "2024-06-03", "--post"]
+    procs = [subprocess.Popen(args, cwd=tmp_path, env=_env(fake, db), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    statuses = sorted(next(line for line in o.splitlines() if line.startswith("2024-06-03 C1:")).split()[2]
+                      for o in outputs)
+    assert statuses in (["already", "posted"], ["busy", "posted"]), outputs
+    assert len(daily_posts(fake)) == 1
+
+
+def _start_bot(fake, db: Path, log: Path) -> subprocess.Popen:
+    with open(log, "a") as out:
+        return subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=log.parent, env=_env(fake, db),
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(hashing_db, tmp_path, fake_slack):
+    from conftest import copy_db
+    from store.db import Store
+
+    fake = fake_slack
+    db = copy_db(hashing_db, tmp_path / "bot.db")
+    store = Store(db)
+    now = datetime.now(UTC)
+    due = now - timedelta(minutes=2)  # the post was due two minutes ago: start-up catches it up
+    store.set_schedule(CH, hour=due.hour, minute=due.minute, tz="UTC", days="daily", set_by="U1",
+                       now=(now - timedelta(hours=1)).timestamp())
+    day = due.date().isoformat()
+    fake.delay("chat.postMessage", 60, times=1, after=True)  # Slack takes the post, then goes quiet
+    log = tmp_path / "bot.log"
+
+    first = _start_bot(fake, db, log)
+    try:
+        fake.wait_for(lambda: daily_posts(fake) or first.poll() is not None, timeout=120)
+        assert first.poll() is None, log.read_text()[-3000:]
+        os.kill(first.pid, signal.SIGKILL)  # in the window: posted in Slack, not recorded here
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.wait(10)
+    row = store.get_post(CH, day)
+    assert row["status"] == "claimed" and row["ts"] is None  # the crash really was in the window
+
+    second = _start_bot(fake, db, log)
+    try:
+        fake.wait_for(lambda: (store.get_post(CH, day) or {}).get("status") == "posted"
+                      or second.poll() is not None, timeout=120)
+        assert second.poll() is None, log.read_text()[-3000:]
+        posts = daily_posts(fake)
+        assert len(posts) == 1
+        assert store.get_post(CH, day)["ts"] == posts[0]["ts"]
+        fake.wait_for(lambda: thread_replies(fake, posts[0]["ts"]), timeout=20)
+        assert len(thread_replies(fake, posts[0]["ts"])) == 1  # the abstract, added on recovery
+        assert "already in the channel" in log.read_text()
+        time.sleep(0.5)  # nothing else arrives late
+        assert len(daily_posts(fake)) == 1
+    finally:
+        second.terminate()
+        try:
+            second.wait(20)
+        except subprocess.TimeoutExpired:
+            second.kill()
+            second.wait()
+        store.close()
