@@ -585,6 +585,129 @@ class Store:
         return {pid: 0.5 * (code not in (None, "", "[]")) + 0.5 * (nums not in (None, "", "[]"))
                 for pid, code, nums in self.db.execute("select id, code_urls, numbers from papers")}
 
+    # -- reactions as feedback: the log, the papers behind messages, reading lists (store/feedback.py) --
+    def record_message_paper(self, channel: str, ts: str, paper_id: str, *, kind: str,
+                             posted_by: str | None = None, now: float | None = None) -> bool:
+        """Remember which paper one of the bot's messages shows (shares); False if already known."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into message_papers(channel, ts, paper_id, kind, posted_by, posted_at) "
+                "values (?, ?, ?, ?, ?, ?) on conflict(channel, ts) do nothing",
+                [channel, ts, paper_id, kind, posted_by, time.time() if now is None else now])
+            return cur.rowcount == 1
+
+    def paper_for_message(self, channel: str, ts: str) -> dict | None:
+        """{paper_id, kind, posted_at} for a bot message (daily post, its abstract reply, a share)."""
+        row = self.db.execute(
+            "select paper_id, posted_at from posts where channel = ? and (ts = ? or abstract_ts = ?) "
+            "and paper_id is not null", [channel, ts, ts]).fetchone()
+        if row:
+            return {"paper_id": row[0], "kind": "daily", "posted_at": row[1]}
+        row = self.db.execute("select paper_id, kind, posted_at from message_papers where channel = ? and ts = ?",
+                              [channel, ts]).fetchone()
+        return {"paper_id": row[0], "kind": row[1], "posted_at": row[2]} if row else None
+
+    def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
+        """The bot's paper messages in a channel posted in [since, until), oldest first."""
+        rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day}
+                for ts, pid, at, day in self.db.execute(
+                    "select ts, paper_id, posted_at, day from posts where channel = ? and status = 'posted' "
+                    "and paper_id is not null and posted_at >= ? and posted_at < ?", [channel, since, until])]
+        rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None}
+                 for ts, pid, kind, at, by in self.db.execute(
+                     "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
+                     "and posted_at >= ? and posted_at < ?", [channel, since, until])]
+        return sorted(rows, key=lambda r: (r["posted_at"], r["ts"]))
+
+    def add_reaction(self, row: dict) -> bool:
+        """Append one reaction event to the log; False when its event_id is already there."""
+        cols = ("event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
+                "event_ts", "event_time", "recorded_at")
+        with self.transaction() as db:
+            cur = db.execute(
+                f"insert into reactions({', '.join(cols)}) values ({', '.join('?' * len(cols))}) "
+                "on conflict(event_id) do nothing", [row.get(c) for c in cols])
+            return cur.rowcount == 1
+
+    def reactions(self, *, channel: str | None = None, user: str | None = None,
+                  paper_ids: Iterable[str] | None = None, before: float | None = None) -> list[dict]:
+        """Reaction log rows (added and removed), in the order they happened."""
+        sql, args = "select * from reactions where 1", []
+        if channel is not None:
+            sql += " and channel = ?"
+            args.append(channel)
+        if user is not None:
+            sql += " and user = ?"
+            args.append(user)
+        if before is not None:
+            sql += " and event_ts < ?"
+            args.append(before)
+        if paper_ids is not None:
+            ids = list(dict.fromkeys(paper_ids))
+            if not ids:
+                return []
+            sql += f" and paper_id in ({','.join('?' * len(ids))})"
+            args += ids
+        return list(self.db.query(sql + " order by event_ts, id", args))
+
+    def reaction_channels(self) -> list[str]:
+        """Channels with at least one logged reaction."""
+        return [r[0] for r in self.db.execute("select distinct channel from reactions order by channel")]
+
+    def save_paper(self, user: str, paper_id: str, *, source: str = "button",
+                   now: float | None = None) -> bool:
+        """Put a paper on a member's reading list; False when it was already there."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into saved_papers(user, paper_id, source, saved_at) values (?, ?, ?, ?) "
+                "on conflict(user, paper_id) do nothing",
+                [user, paper_id, source, time.time() if now is None else now])
+            return cur.rowcount == 1
+
+    def unsave_paper(self, user: str, paper_id: str, *, source: str | None = None) -> bool:
+        """Take a paper off a reading list (only if it was saved that way, when `source` is given)."""
+        sql, args = "delete from saved_papers where user = ? and paper_id = ?", [user, paper_id]
+        if source is not None:
+            sql += " and source = ?"
+            args.append(source)
+        with self.transaction() as db:
+            return db.execute(sql, args).rowcount > 0
+
+    def saved_papers(self, user: str) -> list[dict]:
+        """A member's reading list, newest first: {paper_id, source, saved_at}."""
+        return list(self.db.query(
+            "select paper_id, source, saved_at from saved_papers where user = ? "
+            "order by saved_at desc, rowid desc", [user]))
+
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Delete a member's reactions and reading list and unlink their name from interests,
+        shares and stored picks, in one transaction; counts of what changed."""
+        with self.transaction() as db:
+            counts = {
+                "reactions": db.execute("delete from reactions where user = ?", [user]).rowcount,
+                "saved": db.execute("delete from saved_papers where user = ?", [user]).rowcount,
+                "interests": db.execute("update interests set added_by = null where added_by = ?",
+                                        [user]).rowcount,
+                "shares": db.execute("update message_papers set posted_by = null where posted_by = ?",
+                                     [user]).rowcount,
+            }
+            picks = 0
+            for channel, day, pick in list(db.execute(
+                    "select channel, day, pick from posts where pick like ?", [f"%{user}%"])):
+                data = json.loads(pick)
+                changed = False
+                for c in [data.get("choice") or {}, *(data.get("runners_up") or [])]:
+                    for key in ("added_by", "member"):
+                        if c.get(key) == user:
+                            c[key] = None
+                            changed = True
+                if changed:
+                    picks += 1
+                    db.execute("update posts set pick = ? where channel = ? and day = ?",
+                               [json.dumps(data, ensure_ascii=False), channel, day])
+            counts["picks"] = picks
+            return counts
+
 
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
@@ -616,3 +739,30 @@ def m002_daily(db: sqlite_utils.Database):
     db.execute("create unique index posts_channel_paper on posts(channel, paper_id) "
                "where paper_id is not null")
     db["posts"].create_index(["channel", "ts"])
+
+
+@migrations()
+def m003_reactions(db: sqlite_utils.Database):
+    """Reactions as feedback: an append-only log (one row per Slack event, deduplicated by
+    event_id), the papers behind the bot's other messages (shares), and members' reading lists."""
+    db["reactions"].create(
+        {"id": int, "event_id": str, "channel": str, "message_ts": str, "paper_id": str, "user": str,
+         "emoji": str, "base": str, "action": str, "event_ts": float, "event_time": float,
+         "recorded_at": float},
+        pk="id",
+        not_null={"event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
+                  "event_ts"},
+    )
+    # Slack delivers at least once: the same event_id (retries, redelivery) is stored once.
+    db.execute("create unique index reactions_event_id on reactions(event_id)")
+    db["reactions"].create_index(["channel", "paper_id"])
+    db["reactions"].create_index(["user"])
+    db["message_papers"].create(
+        {"channel": str, "ts": str, "paper_id": str, "kind": str, "posted_by": str, "posted_at": float},
+        pk=("channel", "ts"), not_null={"paper_id", "kind"},
+    )
+    db["message_papers"].create_index(["channel", "posted_at"])
+    db["saved_papers"].create(
+        {"user": str, "paper_id": str, "source": str, "saved_at": float},
+        pk=("user", "paper_id"), not_null={"source"},
+    )
