@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")
     command: str = _env("PAPERCLUB_COMMAND", default="/paper")
     timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
+    catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0)
     log_level: str = _env("LOG_LEVEL", default="INFO")
     log_format: str = _env("LOG_FORMAT", default="text")
     llm_url: str | None = _env("PAPERCLUB_LLM_URL", default=None)

@@ -395,11 +395,31 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_day_locks: dict[tuple[str, str], threading.Lock] = {}
+_day_locks_guard = threading.Lock()
+
+
+def _day_lock(channel: str, key: str) -> threading.Lock:
+    """One poster per (channel, day) inside this process (a cron fire and the start-up catch-up)."""
+    with _day_locks_guard:
+        return _day_locks.setdefault((channel, key), threading.Lock())
+
+
 def post_daily(client: WebClient, store, searcher, channel: str, now: datetime, *,
                day: date | None = None, settings=None, llm=None, claimer: str = PROCESS_CLAIMER,
                budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep) -> PostResult:
     """Post the channel's paper of the day for `day` (default: today in its zone) exactly once."""
     day = day or local_today(channel_tz(store, channel, settings), now)
+    lock = _day_lock(channel, day.isoformat())
+    if not lock.acquire(blocking=False):
+        return PostResult("busy", day, detail="this process is already posting it")
+    try:
+        return _post_daily(client, store, searcher, channel, now, day, settings, llm, claimer, budget, sleep)
+    finally:
+        lock.release()
+
+
+def _post_daily(client, store, searcher, channel, now, day, settings, llm, claimer, budget, sleep) -> PostResult:
     key = day.isoformat()
     command = getattr(settings, "command", None) or "/paper"
     row = store.get_post(channel, key)
@@ -459,8 +479,8 @@ def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budg
     if ts:
         log.info("the %s post for %s was already in the channel (ts %s); not posting again", key, channel, ts)
     else:
-        message = build_digest(store, pick, channel, day, llm=llm, command=command)
         try:
+            message = build_digest(store, pick, channel, day, llm=llm, command=command)
             ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look)
         except Exception as exc:
             store.fail_post(channel, key, claimer=claimer, error=_describe(exc))
@@ -688,6 +708,20 @@ def register(app, deps: Deps) -> None:
         respond(text=text, response_type="ephemeral", replace_original=False)
 
 
+# -- who may change what -------------------------------------------------------------------
+def is_admin(deps: Deps, user: str) -> bool:
+    """PAPERCLUB_ADMINS lists who may change schedules and remove others' interests; empty: everyone."""
+    admins = getattr(deps.settings, "admin_ids", None) or set()
+    return not admins or user in admins
+
+
+def _admins_only(deps: Deps, what: str) -> Reply:
+    admins = sorted(getattr(deps.settings, "admin_ids", None) or [])
+    who = ", ".join(mention(a) for a in admins[:5])
+    return problem_reply(deps, f"Only the reading group's admins can {what} here.",
+                         hint=f"Ask {who}." if who else None)
+
+
 # -- /paper interests -------------------------------------------------------------------------
 def _interest_lines(rows: list[dict]) -> str:
     lines = []
@@ -705,6 +739,8 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Re
     if not rows:
         text = ("This channel has no interests yet, so the paper of the day is picked for breadth. "
                 "Add the topics your team reads, in your own words, or name a paper you liked.")
+        if note:
+            text = f"{note}\n{text}"
         return Reply("No interests yet.", bk.message_blocks(text, title="Interests", footer=footer))
     blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
     if note:
@@ -768,6 +804,8 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
         return problem_reply(deps, f"There is no interest {bk.esc(arg) or '(no number)'}; {have}.",
                              hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
     row = rows[int(number) - 1]
+    if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):
+        return _admins_only(deps, "remove an interest someone else added")
     deps.store.remove_interest(channel, row["id"])
     who = f" (added by {mention(row['added_by'])})" if row.get("added_by") else ""
     return _interests_reply(deps, channel, note=f"Removed {number}. *{bk.esc(row['text'])}*{who}.")
@@ -814,6 +852,8 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         text = (f"The paper of the day comes at *{spec.describe()}*.\n"
                 f"Next post: {bk.esc(describe_next(spec, now))}.")
         return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps)))
+    if not is_admin(deps, call.user_id):
+        return _admins_only(deps, "change the paper of the day's schedule")
     if is_off(call.args):
         had = deps.store.delete_schedule(channel)
         if service is not None:

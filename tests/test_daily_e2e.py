@@ -235,6 +235,23 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
+def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_slack, hashing_store, searcher):
+    from bot.app import create_app
+
+    settings = make_settings(slack_api_url=fake_slack.api_url, admins="UADMIN")
+    app = create_app(settings, hashing_store, searcher, process_before_response=True)
+    fake = fake_slack
+    refused = command(app, fake, "schedule 09:00 UTC", user="U1")
+    assert "Only the reading group's admins can change" in text_of(refused) and "<@UADMIN>" in text_of(refused)
+    assert hashing_store.get_schedule(CH) is None
+    assert command(app, fake, "schedule 09:00 UTC", user="UADMIN")["response_type"] == "in_channel"
+    command(app, fake, "interests add graph neural networks", user="UBOB")
+    command(app, fake, "interests add video understanding", user="U1")
+    assert "Only the reading group's admins" in text_of(command(app, fake, "interests remove 1", user="U1"))
+    assert "Removed 2." in text_of(command(app, fake, "interests remove 2", user="U1"))  # their own
+    assert "Removed 1." in text_of(command(app, fake, "interests remove 1", user="UADMIN"))
+
+
 def test_today_previews_privately_then_links_to_the_post(app, fake_slack, service):
     fake = fake_slack
     clock = datetime(2024, 6, 3, 7, 0, tzinfo=UTC)
