@@ -67,6 +67,7 @@ MAX_INTEREST_CHARS = 200
 CLAIM_LEASE = timedelta(minutes=30)  # a claim by another host older than this is taken over
 POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to the next start
 POLL_SECONDS = 60  # how often a running scheduler looks for schedules changed elsewhere
+SWEEP_EVERY = 10  # every 10th poll retries today's failed or orphaned posts (within the window)
 CONSOLE_CHANNEL = "console"
 
 # Hooks for the reactions feature: each returns per-paper score adjustments (or
@@ -576,6 +577,7 @@ class DailyService:
             "coalesce": True, "max_instances": 1,
             "misfire_grace_time": int(self.grace.total_seconds())})
         self._version: int | None = None
+        self._polls = 0
         self._lock = threading.RLock()
         self.results: list[PostResult] = []  # recent outcomes, for tests and `health`
 
@@ -623,9 +625,14 @@ class DailyService:
             self._version = self.store.schedules_version()
 
     def poll(self) -> None:
-        """Pick up schedules changed by another process (the CLI, a second bot)."""
+        """Pick up schedules changed by another process; now and then retry a failed post."""
         if self.store.schedules_version() != self._version:
             self.rebuild()
+        self._polls += 1
+        if self._polls % SWEEP_EVERY == 0:
+            # A post that failed (Slack down longer than the retry budget) or whose poster died
+            # gets another go while it is still within the catch-up window.
+            self.catch_up(self.clock(), quiet=True)
 
     def _put_job(self, channel: str, spec: ScheduleSpec) -> None:
         self.scheduler.add_job(self.fire, make_trigger(spec), args=[channel], id=self.job_id(channel),
@@ -653,7 +660,7 @@ class DailyService:
             return None
         return self._post(channel, post_date(spec, fire), now)
 
-    def catch_up(self, now: datetime) -> list[PostResult]:
+    def catch_up(self, now: datetime, *, quiet: bool = False) -> list[PostResult]:
         """On start-up: make each missed post once if it is less than `grace` late, else log it."""
         results = []
         for row in self.store.schedules():
@@ -667,7 +674,7 @@ class DailyService:
                 log.info("catching up the %s post for %s (%s late)", decision.day, channel,
                          format_duration(decision.late))
                 results.append(self._post(channel, decision.day, now))
-            elif decision.action == "skip":
+            elif decision.action == "skip" and not quiet:
                 log.info("skipping the missed %s post for %s: %s late, more than the %s catch-up window "
                          "(PAPERCLUB_CATCH_UP_HOURS)", decision.day, channel,
                          format_duration(decision.late), format_duration(self.grace))

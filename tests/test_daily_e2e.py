@@ -175,6 +175,22 @@ def test_a_permanent_error_is_recorded_and_retried_later(fake_slack, hashing_sto
     assert len(daily_posts(fake)) == 1
 
 
+def test_a_failed_post_is_retried_by_the_periodic_sweep_within_the_window(app, fake_slack, service):
+    from bot.daily import SWEEP_EVERY
+
+    fake = fake_slack
+    service.clock = lambda: datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
+    command(app, fake, "schedule 09:00 UTC")
+    fake.fail("chat.postMessage", error="not_in_channel")  # e.g. the bot was not invited yet
+    service.clock = lambda: datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    assert service.fire(CH).status == "failed"
+    service.clock = lambda: datetime(2024, 6, 3, 9, 10, tzinfo=UTC)
+    for _ in range(SWEEP_EVERY):
+        service.poll()
+    assert service.results[-1].status == "posted"
+    assert len(daily_posts(fake)) == 1
+
+
 # -- catch-up after downtime ------------------------------------------------------------------
 def test_catch_up_posts_a_missed_post_once_and_skips_one_missed_by_hours(app, fake_slack, service, caplog):
     fake = fake_slack
