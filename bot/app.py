@@ -2,8 +2,9 @@
 
 Listeners run on the Socket Mode thread: they call `ack()` and hand the slow
 part (search, summaries, Web API calls) to `deps.later`, a work pool, so
-Slack hears back within milliseconds even when every worker is busy. An
-extension's listener must do the same: ack, then `deps.later(job, respond)`.
+Slack hears back within milliseconds even when every worker is busy. The ack
+goes out when the listener returns, so an extension's listener must do the
+same: ack, then `deps.later(job, respond)` for anything slower than a few ms.
 With `process_before_response=True` (tests) `later` runs the job inline and
 `app.dispatch` returns only when the reply has been sent.
 """
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Modules that add subcommands (via @subcommand at import) or listeners (a `register(app, deps)`
 # function). Later features append their module here: "bot.interests", "bot.daily", ...
-EXTENSIONS: list[str] = ["bot.daily"]
+EXTENSIONS: list[str] = ["bot.daily", "bot.reactions"]
 
 # App Home hooks: functions (deps, user_id) -> extra blocks (schedules, interests, saved papers).
 HomeSection = Callable[[Deps, str], list[Block]]
@@ -181,9 +182,11 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
     slack_log.addFilter(_drop_token_unused_warning)
     app = App(
         client=client,
-        # Always True for Bolt: our listeners only ack and hand off, so Bolt can run them on
-        # the socket thread. With False it hops to another thread and polls for the ack every
-        # 10 ms, which was most of our ack latency (measured: p50 11 ms -> see the bot report).
+        # Always True for Bolt: our listeners only ack and hand the rest to `later`, so Bolt may
+        # run them on the socket thread. With False it hops to another thread and polls for the
+        # ack every 10 ms: measured ack p50 12 ms -> 1-2 ms, a burst of 40 p99 ~120 -> ~80 ms.
+        # The price: a listener's ack goes out when it returns, so extensions must defer slow
+        # work with deps.later too; handle_errors below keeps a failing listener acked.
         process_before_response=True,
         logger=slack_log,
     )
@@ -258,12 +261,16 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
               None)
 
     @app.event("reaction_added")
-    def handle_reaction_added(event, logger):
-        logger.debug("reaction %s added", event.get("reaction"))
+    def handle_reaction_added(body, client, context):
+        from .reactions import handle_reaction_added as record  # bot.reactions imports this module
+
+        later(lambda: record(deps, body, client=client, bot_user_id=context.bot_user_id))
 
     @app.event("reaction_removed")
-    def handle_reaction_removed(event, logger):
-        logger.debug("reaction %s removed", event.get("reaction"))
+    def handle_reaction_removed(body, client, context):
+        from .reactions import handle_reaction_removed as record
+
+        later(lambda: record(deps, body, client=client, bot_user_id=context.bot_user_id))
 
     @app.event("member_joined_channel")
     def handle_member_joined_channel(event, logger):
@@ -272,6 +279,9 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
     @app.error
     def handle_errors(error, context, logger):
         report_error(error, context.respond, logger)
+        # Bolt marks a failed listener 500 and the Socket Mode adapter then sends no ack at all:
+        # Slack would show a timeout on top of our apology, and redeliver events. Ack anyway.
+        return BoltResponse(status=200, body="")
 
     load_extensions(app, deps)
     app.paperclub_deps = deps  # for extensions and tests that need the same wiring
@@ -288,8 +298,10 @@ def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, cha
         respond(text="I can only share into a channel.", response_type="ephemeral", replace_original=False)
         return
     try:
-        client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
-                                unfurl_links=False, unfurl_media=False)
+        posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
+                                         unfurl_links=False, unfurl_media=False)
+        # Reactions on the shared post are feedback on this paper (bot/reactions.py).
+        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None)
     except SlackApiError as e:
         # Not a member (or a DM between people): the command's response_url can still post here.
         if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:

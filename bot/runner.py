@@ -160,21 +160,31 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
                     log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
     finally:
-        if daily is not None:
-            daily.shutdown()
+        scheduler = getattr(daily, "scheduler", None)
+        if scheduler is not None and scheduler.running:
+            scheduler.pause()  # no new daily posts from here on; one in flight goes on
         log.info("closing the Slack connection")
         handler.close()
-        drained = _drain(work)
+        drained = _drain(work, scheduler)
         log.info("stopped")
     return drained
 
 
-def _drain(work: ThreadPoolExecutor) -> bool:
-    """Let replies already being computed go out, for at most DRAIN_SECONDS; False if some did not."""
-    waiter = threading.Thread(target=work.shutdown, daemon=True)
+def _drain(work: ThreadPoolExecutor, scheduler=None) -> bool:
+    """Let replies and a daily post in flight finish, for at most DRAIN_SECONDS; False if some did not.
+
+    On False the caller exits without them: a daily post abandoned mid-way stays claimed
+    and the next start makes it exactly once; a reply is simply not sent.
+    """
+    def finish():
+        if scheduler is not None and scheduler.running:
+            scheduler.shutdown(wait=True)  # waits for the post being made (e.g. in a 429 retry)
+        work.shutdown()
+
+    waiter = threading.Thread(target=finish, daemon=True)
     waiter.start()
     waiter.join(DRAIN_SECONDS)
     if waiter.is_alive():
-        log.warning("gave up waiting for replies in flight after %.0f s", DRAIN_SECONDS)
+        log.warning("gave up waiting for work in flight after %.0f s", DRAIN_SECONDS)
         return False
     return True

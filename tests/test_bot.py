@@ -247,6 +247,22 @@ def test_an_unexpected_failure_gets_a_short_apology_and_is_logged(app, slack, ca
     assert any("boom" in r.getMessage() for r in caplog.records)
 
 
+def test_an_extension_listener_that_fails_after_ack_still_acks_and_apologises(app, slack):
+    @app.action("explode_button")
+    def handle_explode_button(ack):
+        ack()
+        raise RuntimeError("extension bug")
+
+    resp_url = slack.new_response_url()
+    body = {"type": "block_actions", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": "C1"}, "container": {"type": "message", "channel_id": "C1", "is_ephemeral": True},
+            "response_url": resp_url,
+            "actions": [{"action_id": "explode_button", "block_id": "b", "value": "v", "type": "button"}]}
+    resp = dispatch(app, body)
+    assert resp.status == 200  # the Socket Mode adapter only acks a 200
+    assert "Sorry, something went wrong" in one(slack.responses(resp_url))["text"]
+
+
 # -- buttons ------------------------------------------------------------------------------------
 def test_summary_and_more_like_this_buttons_answer_like_the_commands(app, slack, module_store):
     gene = paper_with(module_store, GENE)
