@@ -35,11 +35,10 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from slack_sdk.models.blocks import ActionsBlock, Block, ButtonElement, DividerBlock, SectionBlock
 
-from store.errors import PaperNotFound, StoreError
-from store.pick import BREADTH, EXPLORATION, DailyPick, like_text, pick_for_channel
+from store.errors import PaperNotFound
+from store.pick import DailyPick, like_text, pick_for_channel
 from store.schedule import (
     DEFAULT_GRACE,
-    USAGE,
     ScheduleError,
     ScheduleSpec,
     catch_up,
