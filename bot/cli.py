@@ -310,7 +310,10 @@ def pick(c: Ctx, channel, day, post, as_json):
 
     from store.schedule import local_today
 
+    from . import reactions
     from .daily import _pick_from_dict, channel_tz, make_pick, post_daily
+
+    reactions.configure(c.settings)  # the dry run weighs reactions as the bot does
 
     now = datetime.now(timezone.utc)
     tz = channel_tz(c.store, channel, c.settings)
@@ -352,6 +355,63 @@ def pick(c: Ctx, channel, day, post, as_json):
         paper = c.store.get_paper(choice.paper_id)
         click.echo(f"{label:>16}: {_paper_line(paper) if paper else choice.paper_id}")
         click.echo(f"{'':>16}  why: {choice.explain()}")
+
+
+@cli.command()
+@click.option("--channel", default=None, help="Only this channel (default: every channel with reactions).")
+@click.option("--half-life", type=click.FloatRange(min=0.1), default=None, metavar="DAYS",
+              help="A candidate half-life to compare with the configured one.")
+@click.option("--strength", type=click.FloatRange(min=0), default=None,
+              help="A candidate feedback strength to compare with the current one.")
+@click.option("--horizon", type=click.IntRange(2, 60), default=7, show_default=True,
+              help="Posts ranked at each step.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
+    """Score rankings on this database's logged reactions before switching one on.
+
+    At each past post, the next HORIZON posted papers are ranked using only what
+    was known before it (interests, earlier reactions) and judged by the reactions
+    they got: P@1 (the top one was liked) and nDCG. Compared: the order the channel
+    saw, the pick without feedback, with the configured feedback, and (with
+    --half-life/--strength) a candidate setting.
+    """
+    from store.feedback import replay_channel
+    from store.pick import PickSettings, interests_for
+
+    from .reactions import weights_of
+
+    weights = weights_of(c.settings)
+    current = c.settings.feedback_half_life_days
+    pickers = {"as posted": {"as_posted": True}, "no feedback": {"feedback": False},
+               f"feedback, half-life {current:g} d": {"half_life_days": current}}
+    if half_life is not None or strength is not None:
+        settings = PickSettings(feedback_strength=strength) if strength is not None else PickSettings()
+        pickers[f"candidate: half-life {half_life or current:g} d, strength {settings.feedback_strength:g}"] = {
+            "half_life_days": half_life or current, "settings": settings}
+    channels = [channel] if channel else c.store.reaction_channels()
+    if not channels:
+        click.echo("No reactions logged yet, so there is nothing to replay.", err=True)
+        return
+    ids, matrix = c.store.load_vectors(c.embedder.name)
+    results = {}
+    for ch in channels:
+        rows = c.store.interests(ch)
+        interests = list(zip(interests_for(c.store, ch, c.embedder), [r["created_at"] for r in rows]))
+        results[ch] = replay_channel(c.store, ch, ids, matrix, interests, pickers, weights=weights,
+                                     horizon=horizon)
+    if as_json:
+        click.echo(json.dumps({ch: [{"picker": s.name, "points": s.points, "precision_at_1": round(s.precision_at_1, 4),
+                                     "ndcg": round(s.ndcg, 4)} for s in scores]
+                               for ch, scores in results.items()}, indent=2))
+        return
+    for ch, scores in results.items():
+        points = scores[0].points if scores else 0
+        click.echo(f"{ch}: {points} ranking steps with a liked paper among the next {horizon} posts")
+        if not points:
+            continue
+        for s in scores:
+            click.echo(f"  {s.name:<44} P@1 {s.precision_at_1:.2f}   nDCG {s.ndcg:.2f}")
 
 
 def main(argv=None):

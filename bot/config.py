@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     llm_model: str | None = _env("PAPERCLUB_LLM_MODEL", default=None)
     llm_api_key: SecretStr | None = _env("PAPERCLUB_LLM_API_KEY", default=None)
     admins: str = _env("PAPERCLUB_ADMINS", default="")
+    reaction_weights: str = _env("PAPERCLUB_REACTION_WEIGHTS", default="")
+    feedback_half_life_days: float = _env("PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS", default=30.0, gt=0)
 
     @field_validator("slack_api_url")
     @classmethod
@@ -40,6 +42,14 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_is_none(cls, v):
         return v or None
+
+    @field_validator("reaction_weights")
+    @classmethod
+    def _weights(cls, v: str) -> str:
+        from store.feedback import parse_weights
+
+        parse_weights(v)  # a typo fails at start-up with the entry named, not silently at the first reaction
+        return v
 
     @property
     def has_slack_tokens(self) -> bool:

@@ -388,6 +388,44 @@ class Store:
         """(id, collection, year) of every paper, for filtering in-memory vector search."""
         return [tuple(r) for r in self.db.execute("select id, coalesce(collection, ''), year from papers")]
 
+    def fts_terms(self, words: Iterable[str]) -> dict[str, str]:
+        """word -> the term FTS indexes it under (lower-cased, Porter-stemmed: 'Videos' -> 'video').
+
+        Runs FTS5's own tokenizer in a private in-memory table, so the terms are
+        exactly those of papers_fts.
+        """
+        words = [w for w in dict.fromkeys(words) if w]
+        if not words:
+            return {}
+        probe = getattr(self._local, "stem_probe", None)
+        if probe is None:
+            probe = sqlite3.connect(":memory:", check_same_thread=False)
+            # The tokenizer papers_fts was created with in m001.
+            probe.execute("create virtual table probe using fts5(w, "
+                          "tokenize='porter unicode61 remove_diacritics 2')")
+            probe.execute("create virtual table probe_terms using fts5vocab(probe, instance)")
+            self._local.stem_probe = probe
+        with probe:
+            probe.executemany("insert into probe(rowid, w) values (?, ?)", enumerate(words))
+            terms = {words[doc]: term for doc, term in probe.execute("select doc, term from probe_terms")}
+            probe.execute("delete from probe")
+        return terms
+
+    def term_doc_counts(self, terms: Iterable[str]) -> dict[str, int]:
+        """FTS term -> how many papers hold it (0 for unknown terms)."""
+        terms = sorted(set(terms))
+        if not getattr(self._local, "fts_vocab", False):
+            self.db.execute("create virtual table if not exists temp.papers_fts_terms "
+                            "using fts5vocab(main, papers_fts, row)")
+            self._local.fts_vocab = True
+        counts = dict.fromkeys(terms, 0)
+        for i in range(0, len(terms), 500):
+            chunk = terms[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            counts.update(self.db.execute(
+                f"select term, doc from temp.papers_fts_terms where term in ({marks})", chunk).fetchall())
+        return counts
+
     # -- summaries cache -----------------------------------------------------
     def get_summary(self, content_hash: str, backend: str) -> dict | None:
         row = self.db.execute(
@@ -609,11 +647,14 @@ class Store:
 
     def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
         """The bot's paper messages in a channel posted in [since, until), oldest first."""
-        rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day}
-                for ts, pid, at, day in self.db.execute(
-                    "select ts, paper_id, posted_at, day from posts where channel = ? and status = 'posted' "
-                    "and paper_id is not null and posted_at >= ? and posted_at < ?", [channel, since, until])]
-        rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None}
+        rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day,
+                 "abstract_ts": abstract}
+                for ts, pid, at, day, abstract in self.db.execute(
+                    "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = ? "
+                    "and status = 'posted' and paper_id is not null and posted_at >= ? and posted_at < ?",
+                    [channel, since, until])]
+        rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None,
+                  "abstract_ts": None}
                  for ts, pid, kind, at, by in self.db.execute(
                      "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
                      "and posted_at >= ? and posted_at < ?", [channel, since, until])]
@@ -656,13 +697,22 @@ class Store:
 
     def save_paper(self, user: str, paper_id: str, *, source: str = "button",
                    now: float | None = None) -> bool:
-        """Put a paper on a member's reading list; False when it was already there."""
+        """Put a paper on a member's reading list; False when it was already there.
+
+        A Save click makes the entry the member's own choice ("button"), so taking a
+        👀 off later does not remove it.
+        """
         with self.transaction() as db:
-            cur = db.execute(
-                "insert into saved_papers(user, paper_id, source, saved_at) values (?, ?, ?, ?) "
-                "on conflict(user, paper_id) do nothing",
-                [user, paper_id, source, time.time() if now is None else now])
-            return cur.rowcount == 1
+            had = db.execute("select source from saved_papers where user = ? and paper_id = ?",
+                             [user, paper_id]).fetchone()
+            if had is None:
+                db.execute("insert into saved_papers(user, paper_id, source, saved_at) values (?, ?, ?, ?)",
+                           [user, paper_id, source, time.time() if now is None else now])
+                return True
+            if source == "button" and had[0] != "button":
+                db.execute("update saved_papers set source = 'button' where user = ? and paper_id = ?",
+                           [user, paper_id])
+            return False
 
     def unsave_paper(self, user: str, paper_id: str, *, source: str | None = None) -> bool:
         """Take a paper off a reading list (only if it was saved that way, when `source` is given)."""

@@ -13,13 +13,21 @@ tested without a clock. The recipe:
   strong paper from outside the interests, labelled as such;
 - never a paper this channel has already been shown.
 
-`feedback` (the reactions issue) is a per-paper score adjustment with an
-optional reason; it is added to relevance and named in the explanation.
+`feedback` adds to relevance. It maps paper ids either to a direct score
+adjustment (with an optional reason), or to a `Reacted`: how the team reacted
+to a paper it was shown (store/feedback.py builds these from the reaction log,
+decayed by age). A reaction spreads to the papers close to the one reacted to,
+so a liked paper lifts its neighbours and a disliked one sinks them. Each member's
+reactions are one voice (a weighted average over their own reactions), and when
+a member's turn comes their own voice counts most, so feedback sharpens whose
+turn it is rather than overriding it. When feedback changed a choice, the
+explanation says which reaction did it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Callable, Mapping, Sequence
@@ -44,6 +52,10 @@ class PickSettings:
     density_sample: int = 1500  # corpus sample for "strength" (how central a paper is to its area)
     candidate_sample: int = 3000  # exploration / breadth candidates considered per day
     runners_up: int = 2
+    feedback_strength: float = 0.5  # the most a team's reactions can add to a paper's relevance
+    feedback_floor: float = 0.3  # papers less similar than this to a reacted paper are not moved by it
+    feedback_own_share: float = 0.7  # on a member's turn, the share of their own reactions (rest: the team's)
+    feedback_shrink: float = 1.0  # a member's first reactions count less than a consistent record
 
 
 @dataclass(frozen=True)
@@ -62,6 +74,22 @@ class Interest:
 
 
 @dataclass(frozen=True)
+class Reacted:
+    """How a channel reacted to a paper it was shown (built by store/feedback.py).
+
+    by_member: each member's signed weight for it, already decayed by age.
+    The rest is for the explanation: "close to *SPIKE*, which got 🔥×2 from @bob".
+    """
+
+    by_member: Mapping[str, float]
+    name: str = ""
+    praise: str = ""  # the positive reactions as they read, "🔥×2 · 👍"
+    fans: tuple[str, ...] = ()
+    complaints: str = ""  # the negative ones, "😴"
+    critics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PastPost:
     """A day this channel was shown papers: the pick and its runners-up."""
 
@@ -74,6 +102,17 @@ class PastPost:
 
 def _mention_at(user: str) -> str:
     return f"@{user}"
+
+
+_MEMBER_REF = re.compile(r"@([UW][A-Z0-9]+)\b")
+
+
+def _people(members: Sequence[str], limit: int = 3) -> str:
+    """'@a', '@a and @b', '@a, @b and 2 others' (ids as @U..., turned into mentions by explain)."""
+    names = [f"@{m}" for m in members]
+    if len(names) > limit:
+        names = names[:limit - 1] + [f"{len(names) - limit + 1} others"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 @dataclass
@@ -102,7 +141,8 @@ class Choice:
         else:
             why = "picked for breadth: no interests yet"
         if self.feedback_why:
-            why += f"; {self.feedback_why}"
+            # Members named by a reaction reason are rendered like interest authors.
+            why += "; " + _MEMBER_REF.sub(lambda m: mention(m.group(1)), self.feedback_why)
         return why
 
     def to_dict(self) -> dict:
@@ -187,22 +227,91 @@ def member_order(members: Sequence[str], history: Sequence[PastPost], channel: s
                                           day_hash(channel, day, m)))
 
 
-def _feedback_arrays(ids: Sequence[str], feedback) -> tuple[np.ndarray, dict[str, str]]:
-    scores = np.zeros(len(ids), dtype=np.float32)
-    notes: dict[str, str] = {}
-    if not feedback:
-        return scores, notes
-    row = {pid: i for i, pid in enumerate(ids)}
-    for pid, value in feedback.items():
-        i = row.get(pid)
-        if i is None:
-            continue
-        if isinstance(value, tuple):
-            value, note = value
-            if note:
-                notes[pid] = note
-        scores[i] = float(value)
-    return scores, notes
+class FeedbackModel:
+    """Per-paper score adjustments from `feedback`: direct ones, plus reactions spread by similarity.
+
+    A reaction to paper q moves every paper p by weight × kernel(sim(p, q)), the
+    kernel rising linearly from 0 at `feedback_floor` to 1 at identical. Each
+    member's term is a weighted average over their own reactions (shrunk
+    towards 0 while they are few), so a member who reacts to everything is
+    still one voice; the team term is the mean of the members' terms.
+    """
+
+    def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings):
+        n = len(ids)
+        self.settings = settings
+        self.direct = np.zeros(n, dtype=np.float32)
+        self.notes: dict[int, str] = {}
+        row = {pid: i for i, pid in enumerate(ids)}
+        sources: list[tuple[int, Reacted]] = []
+        for pid, value in (feedback or {}).items():
+            i = row.get(pid)
+            if i is None:
+                continue
+            if isinstance(value, Reacted):
+                if value.by_member:
+                    sources.append((i, value))
+                continue
+            if isinstance(value, tuple):
+                value, note = value
+                if note:
+                    self.notes[i] = note
+            self.direct[i] = float(value)
+        self.sources = [r for _, r in sources]
+        self.members: dict[str, np.ndarray] = {}
+        self.team = np.zeros(n, dtype=np.float32)
+        self.active = bool(sources) or bool(self.direct.any())
+        if not sources:
+            return
+        floor = settings.feedback_floor
+        sims = matrix @ matrix[[i for i, _ in sources]].T  # (papers, reacted papers)
+        self.kernel = np.clip((sims - floor) / (1.0 - floor), 0.0, 1.0).astype(np.float32)
+        names = sorted({m for _, r in sources for m in r.by_member})
+        weights = np.zeros((len(names), len(sources)), dtype=np.float32)
+        for j, (_, r) in enumerate(sources):
+            for m, w in r.by_member.items():
+                weights[names.index(m), j] = w
+        norm = settings.feedback_shrink + np.abs(weights).sum(axis=1, keepdims=True)
+        self.voice = settings.feedback_strength * weights / norm  # (members, reacted papers)
+        per_member = self.kernel @ self.voice.T  # (papers, members)
+        self.members = {m: per_member[:, k] for k, m in enumerate(names)}
+        self.member_row = {m: k for k, m in enumerate(names)}
+        self.team = per_member.mean(axis=1)
+
+    def _mix(self, member: str | None) -> tuple[float, float]:
+        """(own share, team share) for a member's turn."""
+        if member is None or member not in self.members:
+            return 0.0, 1.0
+        own = self.settings.feedback_own_share
+        return own, 1.0 - own
+
+    def for_member(self, member: str | None) -> np.ndarray:
+        """The adjustment of every paper on `member`'s turn (None: the whole team's)."""
+        own, team = self._mix(member)
+        out = self.direct + team * self.team
+        if own:
+            out = out + own * self.members[member]
+        return out
+
+    def why(self, chosen: int, instead: int | None, member: str | None) -> str | None:
+        """Which reaction made `chosen` beat `instead` (the pick without feedback), in team terms."""
+        if not self.sources:
+            return self.notes.get(chosen)
+        own, team = self._mix(member)
+        voice = team * self.voice.mean(axis=0)
+        if own:
+            voice = voice + own * self.voice[self.member_row[member]]
+        gap = self.kernel[chosen] - (self.kernel[instead] if instead is not None else 0.0)
+        contrib = voice * gap
+        j = int(np.argmax(contrib))
+        if contrib[j] <= 0:
+            return self.notes.get(chosen)
+        r = self.sources[j]
+        if voice[j] > 0 and r.fans:
+            return f"close to *{r.name}*, which got {r.praise} from {_people(r.fans)}"
+        if voice[j] < 0 and r.critics:
+            return f"steering away from *{r.name}*, which got {r.complaints} from {_people(r.critics)}"
+        return self.notes.get(chosen)
 
 
 def _redundancy(matrix: np.ndarray, ids: Sequence[str], recent: Sequence[str]) -> np.ndarray:
@@ -252,14 +361,14 @@ def _sample_rows(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
 def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                interests: Sequence[Interest], history: Sequence[PastPost], *,
                signals: Mapping[str, float] | None = None,
-               feedback: Mapping[str, float | tuple[float, str | None]] | None = None,
+               feedback: Mapping[str, float | tuple[float, str | None] | Reacted] | None = None,
                settings: PickSettings = PickSettings()) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already shown.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
     history: the channel's earlier posts (any order). signals: optional per-paper
-    prior in [0, 1] (code, results). feedback: per-paper score adjustment, or
-    (adjustment, reason) pairs; the reason is added to the explanation.
+    prior in [0, 1] (code, results). feedback: per paper, a score adjustment, an
+    (adjustment, reason) pair, or a `Reacted` (see the module docstring).
     """
     if len(ids) == 0:
         return None
@@ -267,12 +376,15 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     history = [p for p in history if p.day < day]  # a replay of day D never sees D or later
     # A paper an interest was seeded from ("like X") has been read already: never pick X itself.
     shown = shown_ids(history) | {it.paper_id for it in interests if it.paper_id}
+    # A paper the team reacted to was in front of it (a share, say): never pick it again either.
+    shown |= {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
     open_mask = np.fromiter((pid not in shown for pid in ids), dtype=bool, count=len(ids))
     if not open_mask.any():
         return None
     seed = day_hash(channel, day) % (2**32)
     row = {pid: i for i, pid in enumerate(ids)}
-    fb, fb_notes = _feedback_arrays(ids, feedback)
+    fb = FeedbackModel(ids, matrix, feedback, settings)
+    team_fb = fb.for_member(None)
     sig = None
     if signals:
         sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
@@ -281,14 +393,18 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     redundancy = _redundancy(matrix, ids, recent)
     lam = settings.mmr_lambda
 
-    def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None) -> Choice:
-        pid = ids[i]
-        return Choice(pid, kind, float(score), float(sim), interest, member,
-                      float(fb[i]), fb_notes.get(pid) if fb[i] else None)
+    def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None,
+               instead: int | None = None) -> Choice:
+        """A Choice; `instead` is what the pick would have been without feedback."""
+        value = float(fb.for_member(member)[i]) if member else float(team_fb[i])
+        why = fb.notes.get(i) if fb.direct[i] else None
+        if instead is not None and instead != i:
+            why = fb.why(i, instead, member) or why
+        return Choice(ids[i], kind, float(score), float(sim), interest, member, value, why)
 
     open_rows = np.flatnonzero(open_mask)
     if not interests:
-        return _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice,
+        return _breadth_pick(matrix, open_rows, team_fb, sig, redundancy, seed, settings, choice,
                              channel, day)
 
     imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
@@ -300,27 +416,30 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     order = member_order(members, history, channel, day, settings.fairness_window)
 
     def best_for(member: str, taken: set[int], extra_penalty: np.ndarray | None = None):
+        """(row, score, similarity, interest, row without feedback) of the member's best open paper."""
         cols = cols_of[member]
         rel = sims[:, cols].max(axis=1)
-        score = lam * (rel + fb) - (1 - lam) * redundancy
+        base = lam * rel - (1 - lam) * redundancy
         if extra_penalty is not None:
-            score = score - (1 - lam) * extra_penalty
-        score = np.where(open_mask, score, -np.inf)
+            base = base - (1 - lam) * extra_penalty
+        base = np.where(open_mask, base, -np.inf)
         for i in taken:
-            score[i] = -np.inf
+            base[i] = -np.inf
+        score = base + lam * fb.for_member(member or None) if fb.active else base
         i = int(np.argmax(score))
         if not np.isfinite(score[i]):
             return None
         j = cols[int(sims[i, cols].argmax())]
-        return i, float(score[i]), float(sims[i, j]), interests[j]
+        return i, float(score[i]), float(sims[i, j]), interests[j], int(np.argmax(base))
 
     picked: list[Choice] = []
     taken: set[int] = set()
     if is_exploration_day(channel, day, settings.exploration_rate):
-        explore = _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settings)
+        explore = _exploration(matrix, open_rows, relevance, team_fb, sig, redundancy, seed, settings)
         if explore is not None:
-            i, score = explore
-            picked.append(choice(i, EXPLORATION, score, relevance[i], interests[int(best_interest[i])]))
+            i, score, instead = explore
+            picked.append(choice(i, EXPLORATION, score, relevance[i], interests[int(best_interest[i])],
+                                 instead=instead))
             taken.add(i)
 
     def serve(queue: list[str], penalty_rows: list[int]):
@@ -341,8 +460,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                 break
         if first is None:
             return None, None
-        (i, score, sim, interest), member = first
-        return choice(i, INTEREST, score, sim, interest, member or None), member
+        (i, score, sim, interest, instead), member = first
+        return choice(i, INTEREST, score, sim, interest, member or None, instead=instead), member
 
     queue = list(order)
     want = 1 + settings.runners_up
@@ -362,7 +481,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
 
 
 def _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settings):
-    """A strong open paper among those least like any interest: (row, score) or None."""
+    """A strong open paper among those least like any interest: (row, score, row without feedback)."""
     if not len(open_rows):
         return None
     cut = np.quantile(relevance[open_rows], settings.outside_quantile)
@@ -372,9 +491,10 @@ def _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settin
         return None
     lam = settings.mmr_lambda
     strong = strength(matrix, outside, signals=sig, sample=settings.density_sample, seed=seed)
-    score = lam * (strong + fb[outside]) - (1 - lam) * redundancy[outside]
+    base = lam * strong - (1 - lam) * redundancy[outside]
+    score = base + lam * fb[outside]
     k = int(np.argmax(score))
-    return int(outside[k]), float(score[k])
+    return int(outside[k]), float(score[k]), int(outside[int(np.argmax(base))])
 
 
 def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice,
@@ -383,7 +503,8 @@ def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice
     rows = _sample_rows(open_rows, settings.candidate_sample, seed)
     strong = strength(matrix, rows, signals=sig, sample=settings.density_sample, seed=seed)
     lam = settings.mmr_lambda
-    base = lam * (strong + fb[rows]) - (1 - lam) * redundancy[rows]
+    plain = lam * strong - (1 - lam) * redundancy[rows]
+    base = plain + lam * fb[rows]
     picked: list[Choice] = []
     used: list[int] = []
     penalty = np.zeros(len(rows), dtype=np.float32)
@@ -393,7 +514,9 @@ def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice
         k = int(np.argmax(score))
         if not np.isfinite(score[k]):
             break
-        picked.append(choice(int(rows[k]), BREADTH, score[k]))
+        without = plain - (1 - lam) * penalty
+        without[used] = -np.inf
+        picked.append(choice(int(rows[k]), BREADTH, score[k], instead=int(rows[int(np.argmax(without))])))
         used.append(k)
         penalty = np.maximum(penalty, matrix[rows] @ matrix[rows[k]])
     return DailyPick(channel, day, picked[0], picked[1:], no_interests=True)

@@ -1,0 +1,388 @@
+"""Reactions as feedback: what each emoji means, the log's current state, tallies, learning, replay.
+
+Pure-ish functions over a Store; time always comes in as an argument.
+
+The reaction log is append-only: every reaction_added and reaction_removed is
+a row, stored once per Slack event_id. The current state of one person's
+emoji on one message is its latest event, so a removal cancels the add before
+it whatever order retries arrive in. Skin-tone variants count as their base
+emoji; unknown emoji are logged with weight 0.
+
+Learning turns the log into `store.pick.Reacted` entries: each member's signed
+weight for each paper the channel was shown, halved every `half_life_days`,
+capped per member and paper. The pick spreads them to similar papers.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date, datetime, time as dtime, timezone
+from typing import Iterable, Mapping, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+
+from .pick import FeedbackModel, Interest, PickSettings, Reacted
+
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "fire": 2.0,
+    "+1": 1.0, "heart": 1.0, "star": 1.0, "tada": 1.0, "100": 1.0,
+    "eyes": 0.0,  # "want to read": no verdict yet, but it saves the paper
+    "-1": -1.0, "sleeping": -1.0,
+}
+# Slack sends either name for some emoji.
+ALIASES = {"thumbsup": "+1", "thumbsdown": "-1", "heavy_heart": "heart", "red_heart": "heart",
+           "hundred": "100", "sleepy": "sleeping"}
+SAVE_EMOJI = "eyes"
+EMOJI_CHARS = {"fire": "🔥", "+1": "👍", "-1": "👎", "heart": "❤️", "star": "⭐", "tada": "🎉",
+               "100": "💯", "eyes": "👀", "sleeping": "😴"}
+HALF_LIFE_DAYS = 30.0
+MAX_PER_PAPER = 3.0  # one member's reactions to one paper count at most this much, either way
+DAY = 86400.0
+
+
+# -- what an emoji means ------------------------------------------------------------------------
+def base_emoji(name: str) -> str:
+    """`+1::skin-tone-3` -> `+1`, `:thumbsup:` -> `+1`: the emoji a weight is looked up by."""
+    name = (name or "").strip().strip(":").lower().split("::", 1)[0]
+    return ALIASES.get(name, name)
+
+
+def parse_weights(text: str | None, base: Mapping[str, float] = DEFAULT_WEIGHTS) -> dict[str, float]:
+    """`"fire=2,+1=1,rocket=1"` on top of the defaults (set one to 0 to drop it); ValueError if malformed."""
+    weights = dict(base)
+    for part in re.split(r"[,;\s]+", text or ""):
+        if not part:
+            continue
+        name, sep, value = part.rpartition("=")
+        if not sep or not name.strip(": "):
+            raise ValueError(f"reaction weight {part!r} should look like fire=2")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"reaction weight {part!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"reaction weight {part!r} must be a finite number")
+        weights[base_emoji(name)] = number
+    return weights
+
+
+def weight_of(emoji: str, weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> float:
+    return float(weights.get(base_emoji(emoji), 0.0))
+
+
+def emoji_text(base: str) -> str:
+    """🔥 for the emoji we know; Slack's `:name:` (which it renders) for the rest."""
+    return EMOJI_CHARS.get(base, f":{base}:")
+
+
+# -- the log and its current state ----------------------------------------------------------------
+@dataclass
+class Recorded:
+    """What record_reaction did: recorded, duplicate (event already logged) or ignored (not our message)."""
+
+    status: str
+    paper_id: str | None = None
+    saved: bool | None = None  # 👀: whether the paper is now on the member's reading list
+
+
+def record_reaction(store, *, event_id: str, channel: str, message_ts: str, user: str, emoji: str,
+                    added: bool, event_ts: float, event_time: float | None = None,
+                    now: float) -> Recorded:
+    """Append one reaction event for a bot message to the log (once per event_id); 👀 saves the paper."""
+    message = store.paper_for_message(channel, message_ts)
+    if message is None:
+        return Recorded("ignored")
+    paper_id = message["paper_id"]
+    base = base_emoji(emoji)
+    inserted = store.add_reaction({
+        "event_id": event_id, "channel": channel, "message_ts": message_ts, "paper_id": paper_id,
+        "user": user, "emoji": emoji, "base": base, "action": "added" if added else "removed",
+        "event_ts": float(event_ts), "event_time": event_time, "recorded_at": now})
+    if not inserted:
+        return Recorded("duplicate", paper_id)
+    saved = sync_saved(store, user, paper_id, now=now) if base == SAVE_EMOJI else None
+    return Recorded("recorded", paper_id, saved)
+
+
+def sync_saved(store, user: str, paper_id: str, *, now: float) -> bool:
+    """Make the reading list match the log: saved while any of the member's 👀 on the paper stands."""
+    rows = store.reactions(user=user, paper_ids=[paper_id])
+    eyes = [r for r in current_reactions(rows) if r["base"] == SAVE_EMOJI]
+    if eyes:
+        store.save_paper(user, paper_id, source="eyes", now=now)
+        return True
+    store.unsave_paper(user, paper_id, source="eyes")
+    return any(r["paper_id"] == paper_id for r in store.saved_papers(user))
+
+
+def current_reactions(rows: Iterable[dict]) -> list[dict]:
+    """The reactions still standing: the latest event per (message, person, emoji), if it is an add.
+
+    Rows must come in log order (event_ts, then id). Skin-tone variants of one
+    emoji by one person on one message count once.
+    """
+    latest: dict[tuple, dict] = {}
+    for r in rows:
+        latest[(r["channel"], r["message_ts"], r["user"], r["emoji"])] = r
+    standing: dict[tuple, dict] = {}
+    for r in latest.values():
+        if r["action"] == "added":
+            standing.setdefault((r["channel"], r["message_ts"], r["user"], r["base"]), r)
+    return sorted(standing.values(), key=lambda r: (r["event_ts"], r["id"] if "id" in r else 0))
+
+
+def tally(reactions: Iterable[dict]) -> Counter:
+    """Standing reactions per base emoji."""
+    return Counter(r["base"] for r in reactions)
+
+
+def format_tally(counts: Mapping[str, int], weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> str:
+    """`👍 2 · 🔥 1`: most frequent first, then the stronger emoji."""
+    order = sorted(counts.items(), key=lambda kv: (-kv[1], -abs(weights.get(kv[0], 0.0)), kv[0]))
+    return " · ".join(f"{emoji_text(e)} {n}" for e, n in order if n)
+
+
+def _times(counts: Mapping[str, int], weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> str:
+    """`🔥×2 · 👍`: the compact form used inside an explanation (stronger emoji first)."""
+    order = sorted(counts.items(), key=lambda kv: (-abs(weights.get(kv[0], 0.0)), -kv[1], kv[0]))
+    return " · ".join(emoji_text(e) + (f"×{n}" if n > 1 else "") for e, n in order if n)
+
+
+# -- learning ---------------------------------------------------------------------------------
+def reacted_from_rows(rows: Iterable[dict], *, cutoff: float, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+                      half_life_days: float = HALF_LIFE_DAYS,
+                      names: Mapping[str, str] | None = None) -> dict[str, Reacted]:
+    """paper id -> Reacted from log rows that happened before `cutoff` (seconds), decayed to it."""
+    standing = current_reactions(r for r in rows if r["event_ts"] < cutoff)
+    per: dict[str, dict[str, float]] = {}
+    plus: dict[str, Counter] = {}
+    minus: dict[str, Counter] = {}
+    for r in standing:
+        w = weights.get(r["base"], 0.0)
+        if not w:
+            continue
+        age = max(0.0, cutoff - r["event_ts"]) / DAY
+        decay = 0.5 ** (age / half_life_days) if half_life_days > 0 else 1.0
+        pid = r["paper_id"]
+        by = per.setdefault(pid, {})
+        by[r["user"]] = by.get(r["user"], 0.0) + w * decay
+        (plus if w > 0 else minus).setdefault(pid, Counter())[r["base"]] += 1
+    out = {}
+    for pid, by in per.items():
+        by = {u: float(np.clip(w, -MAX_PER_PAPER, MAX_PER_PAPER)) for u, w in by.items() if w}
+        if not by:
+            continue
+        fans = tuple(u for u, w in sorted(by.items(), key=lambda kv: (-kv[1], kv[0])) if w > 0)
+        critics = tuple(u for u, w in sorted(by.items(), key=lambda kv: (kv[1], kv[0])) if w < 0)
+        out[pid] = Reacted(by, (names or {}).get(pid, pid), _times(plus.get(pid, {}), weights), fans,
+                           _times(minus.get(pid, {}), weights), critics)
+    return out
+
+
+def local_midnight(day: date, tz: str | None) -> float:
+    """The start of `day` in a time zone (UTC if unknown), as seconds."""
+    try:
+        zone = ZoneInfo(tz) if tz else timezone.utc
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = timezone.utc
+    return datetime.combine(day, dtime(0, 0), zone).timestamp()
+
+
+def reacted_papers(store, channel: str, cutoff: float, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+                   half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
+    """How this channel reacted to what it was shown, up to `cutoff` (the pick's feedback)."""
+    rows = store.reactions(channel=channel, before=cutoff)
+    if not rows:
+        return {}
+    ids = list(dict.fromkeys(r["paper_id"] for r in rows))
+    names = {p.id: p.short_name for p in store.get_papers(ids)}
+    return reacted_from_rows(rows, cutoff=cutoff, weights=weights, half_life_days=half_life_days, names=names)
+
+
+def feedback_for_day(store, channel: str, day: date, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+                     half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
+    """The feedback for a channel's pick on `day`: reactions before that day began in the channel's zone.
+
+    A fixed cutoff keeps the pick for a date the same however often it is
+    recomputed (`/paper today`, a retry, `paperclub pick`).
+    """
+    schedule = store.get_schedule(channel)
+    cutoff = local_midnight(day, schedule["tz"] if schedule else None)
+    return reacted_papers(store, channel, cutoff, weights=weights, half_life_days=half_life_days)
+
+
+# -- what the team read: tallies and the digest ---------------------------------------------------
+@dataclass
+class PaperTally:
+    """One paper posted in the window and how the channel reacted to it."""
+
+    paper_id: str
+    name: str
+    kind: str  # daily, share
+    posted_at: float
+    counts: Counter = field(default_factory=Counter)
+    score: float = 0.0  # the weighted sum of the standing reactions
+    people: set = field(default_factory=set)
+
+
+@dataclass
+class Digest:
+    """A channel's last `days`: its posts with tallies, the most liked, who engaged."""
+
+    channel: str
+    days: int
+    since: float
+    until: float
+    papers: list[PaperTally]
+    engaged: Counter  # person -> standing reactions in the window
+
+    @property
+    def most_liked(self) -> PaperTally | None:
+        liked = [p for p in self.papers if p.score > 0]
+        return max(liked, key=lambda p: (p.score, len(p.people), -p.posted_at)) if liked else None
+
+    @property
+    def reactions(self) -> int:
+        return sum(self.engaged.values())
+
+
+def message_reactions(store, channel: str, messages: Sequence[dict]) -> dict[str, list[dict]]:
+    """paper id -> standing reactions on these bot messages (a daily post's abstract reply included)."""
+    ts = {m["ts"] for m in messages} | {m["abstract_ts"] for m in messages if m.get("abstract_ts")}
+    rows = [r for r in store.reactions(channel=channel, paper_ids=[m["paper_id"] for m in messages])
+            if r["message_ts"] in ts]
+    out: dict[str, list[dict]] = {}
+    for r in current_reactions(rows):
+        out.setdefault(r["paper_id"], []).append(r)
+    return out
+
+
+def channel_digest(store, channel: str, *, now: float, days: int = 7,
+                   weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> Digest:
+    """This channel's posts of the last `days` with each paper's tally, for `/paper digest`."""
+    since = now - days * DAY
+    messages = store.channel_messages(channel, since=since, until=now + 1)
+    standing = message_reactions(store, channel, messages)
+    names = {p.id: p.short_name for p in store.get_papers([m["paper_id"] for m in messages])}
+    papers: dict[str, PaperTally] = {}
+    engaged: Counter = Counter()
+    for m in messages:
+        pid = m["paper_id"]
+        if pid in papers:
+            continue
+        t = PaperTally(pid, names.get(pid, pid), m["kind"], m["posted_at"] or 0.0)
+        for r in standing.get(pid, []):
+            t.counts[r["base"]] += 1
+            t.score += weights.get(r["base"], 0.0)
+            t.people.add(r["user"])
+            engaged[r["user"]] += 1
+        papers[pid] = t
+    return Digest(channel, days, since, now, list(papers.values()), engaged)
+
+
+def post_tally(store, channel: str, post: dict) -> tuple[Counter, set]:
+    """(counts per emoji, people) standing on one daily post row."""
+    message = {"ts": post.get("ts"), "abstract_ts": post.get("abstract_ts"), "paper_id": post["paper_id"]}
+    rows = message_reactions(store, channel, [message]).get(post["paper_id"], [])
+    return tally(rows), {r["user"] for r in rows}
+
+
+# -- reading lists and privacy --------------------------------------------------------------------
+def reading_list(store, user: str) -> list[tuple]:
+    """(Paper, saved row) for a member's saved papers, newest first (papers gone from the library left out)."""
+    rows = store.saved_papers(user)
+    papers = {p.id: p for p in store.get_papers([r["paper_id"] for r in rows])}
+    return [(papers[r["paper_id"]], r) for r in rows if r["paper_id"] in papers]
+
+
+def recent_reactions(store, user: str, limit: int = 5) -> list[dict]:
+    """A member's latest standing reactions, newest first."""
+    return list(reversed(current_reactions(store.reactions(user=user))))[:limit]
+
+
+def forget_member(store, user: str) -> dict[str, int]:
+    """Delete a member's reactions and reading list; their interests stay, unattributed."""
+    return store.forget_user(user)
+
+
+# -- replay: how would a ranking have done on this team's history? -------------------------------
+@dataclass
+class ReplayScore:
+    """precision@1 and nDCG of a ranking over past posts, judged by the reactions they got."""
+
+    name: str
+    points: int = 0
+    hits: int = 0
+    ndcg_sum: float = 0.0
+
+    @property
+    def precision_at_1(self) -> float:
+        return self.hits / self.points if self.points else 0.0
+
+    @property
+    def ndcg(self) -> float:
+        return self.ndcg_sum / self.points if self.points else 0.0
+
+
+def _ndcg(gains_in_rank_order: Sequence[float]) -> float:
+    g = np.maximum(np.asarray(gains_in_rank_order, dtype=np.float64), 0.0)
+    discounts = 1.0 / np.log2(np.arange(2, len(g) + 2))
+    ideal = float((np.sort(g)[::-1] * discounts).sum())
+    return float((g * discounts).sum()) / ideal if ideal > 0 else 0.0
+
+
+def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
+                   interests: Sequence[tuple[Interest, float]], pickers: Mapping[str, dict], *,
+                   weights: Mapping[str, float] = DEFAULT_WEIGHTS, horizon: int = 7) -> list[ReplayScore]:
+    """Score rankings on a channel's logged reactions.
+
+    At each past post, the next `horizon` posts (their papers) are ranked using
+    only what was known just before it (interests added earlier, reactions
+    logged earlier), and the ranking is judged by the reactions those posts got
+    later: precision@1 (the top paper was liked) and nDCG (gains: net weights).
+    `interests`: (Interest, created_at). `pickers`: name -> {"feedback": bool,
+    "half_life_days": float, "settings": PickSettings} or {"as_posted": True}.
+    """
+    messages = store.channel_messages(channel, since=0.0, until=float("inf"))
+    standing = message_reactions(store, channel, messages)
+    gain = {pid: sum(weights.get(r["base"], 0.0) for r in rows) for pid, rows in standing.items()}
+    order: list[tuple[str, float]] = []
+    for m in messages:  # one entry per paper: its first post
+        if m["paper_id"] not in {p for p, _ in order}:
+            order.append((m["paper_id"], m["posted_at"] or 0.0))
+    row = {pid: i for i, pid in enumerate(ids)}
+    order = [(p, t) for p, t in order if p in row]
+    log_rows = store.reactions(channel=channel)
+    scores = [ReplayScore(name) for name in pickers]
+    for k, (_, at) in enumerate(order):
+        window = [p for p, _ in order[k:k + horizon]]
+        gains = np.array([gain.get(p, 0.0) for p in window])
+        if len(window) < 2 or not (gains > 0).any():
+            continue
+        known = [it for it, created in interests if created < at]
+        cand = np.array([row[p] for p in window])
+        if known:
+            imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in known])
+            relevance = (matrix[cand] @ imat.T).max(axis=1)
+        else:
+            relevance = np.zeros(len(window), dtype=np.float32)
+        for score, (name, spec) in zip(scores, pickers.items()):
+            # "as_posted": the order the channel actually saw (the baseline every ranking must beat).
+            total = np.zeros(len(window), dtype=np.float32) if spec.get("as_posted") else relevance.copy()
+            if spec.get("feedback", True) and not spec.get("as_posted"):
+                fb = reacted_from_rows(log_rows, cutoff=at, weights=weights,
+                                       half_life_days=spec.get("half_life_days", HALF_LIFE_DAYS))
+                if fb:
+                    sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
+                    model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
+                                          spec.get("settings", PickSettings()))
+                    total = total + model.for_member(None)[: len(window)]
+            # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
+            ranked = gains[np.argsort(-total, kind="stable")]
+            score.points += 1
+            score.hits += int(ranked[0] > 0)
+            score.ndcg_sum += _ndcg(ranked)
+    return scores
