@@ -68,15 +68,16 @@ def make_client(settings) -> WebClient:
 
 
 def make_llm(settings):
-    """The optional LLM config for summaries (None when unset or store.llm is absent)."""
+    """The optional LLM client for TL;DRs (None unless PAPERCLUB_LLM_URL and _MODEL are set)."""
     if not getattr(settings, "llm_url", None):
         return None
-    try:
-        from store.llm import LLMConfig
-    except ImportError:
+    if not getattr(settings, "llm_model", None):
+        log.warning("PAPERCLUB_LLM_URL is set but PAPERCLUB_LLM_MODEL is not: using extractive summaries")
         return None
+    from store.llm import LLMClient, LLMConfig
+
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return LLMConfig(url=settings.llm_url, model=settings.llm_model, api_key=key)
+    return LLMClient(LLMConfig(url=settings.llm_url, model=settings.llm_model, api_key=key))
 
 
 def load_extensions(app: App | None, deps: Deps) -> None:

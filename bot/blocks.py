@@ -180,7 +180,11 @@ def _points_fields(points: dict | None) -> list[MarkdownTextObject]:
             continue
         if isinstance(value, (list, tuple)):
             value = " ".join(str(v) for v in value)
-        body = esc(cut_sentences(str(value), FIELD_TEXT - len(label) - 8))
+        value = str(value)
+        if key == "code" and re.fullmatch(r"https?://\S+", value.strip()):
+            body = link(value.strip(), cut_words(re.sub(r"^https?://(www\.)?", "", value.strip()), 60))
+        else:
+            body = esc(cut_sentences(value, FIELD_TEXT - len(label) - 8))
         fields.append(MarkdownTextObject(text=f"*{label}*\n{body}"))
     return fields
 

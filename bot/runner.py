@@ -127,19 +127,19 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
     if threading.current_thread() is threading.main_thread():
         _install_signal_handlers(stop)
 
-    started = time.perf_counter()
-    limit_torch_threads()
     searcher = Searcher(store, BatchingEmbedder(embedder))
-    searcher.warm()  # before connecting, so the first command is as fast as the rest
-    log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
-
     work = ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
-    try:
+    try:  # auth.test runs here: a wrong token fails in a second, before the model loads
         app = create_app(settings, store, searcher, llm=make_llm(settings), executor=work)
     except (BoltError, SlackClientError, OSError) as e:
         work.shutdown(wait=False)
         raise StartupError(redact(f"Slack at {settings.slack_api_url} refused the bot token "
                                   f"or could not be reached: {e}")) from None
+
+    started = time.perf_counter()
+    limit_torch_threads()
+    searcher.warm()  # before connecting, so the first command is as fast as the rest
+    log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
     handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
     try:

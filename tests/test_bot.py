@@ -388,6 +388,17 @@ def _texts(block: dict):
             yield e
 
 
+def test_summary_points_render_as_labelled_fields_with_the_code_link_clickable():
+    paper = Paper(id="p9", short_name="Net", headline="h", abstract="A. B.")
+    points = {"problem": "Slow <inference>.", "approach": None, "results": "2x faster.",
+              "code": "https://github.com/a/b?x=1&y=2"}
+    fields = next(b.to_dict()["fields"] for b in bk.summary_blocks(paper, tldr="t", points=points)
+                  if b.type == "section" and b.fields)
+    assert [f["text"].split("\n")[0] for f in fields] == ["*Problem*", "*Results*", "*Code*"]
+    assert "Slow &lt;inference&gt;." in fields[0]["text"]
+    assert "<https://github.com/a/b?x=1&amp;y=2|github.com/a/b?x=1&amp;y=2>" in fields[2]["text"]
+
+
 def test_long_abstracts_are_cut_at_a_sentence_boundary():
     sentences = [f"Sentence number {i} says something about models & data." for i in range(200)]
     paper = Paper(id="long1", short_name="Long", headline="h", abstract=" ".join(sentences))

@@ -231,3 +231,34 @@ def test_sigterm_stops_cleanly_and_no_token_was_ever_logged(bot):
     leaked = [s for s in TOKEN_SECRETS if s in logs]
     assert not leaked, f"token in the log: {leaked}"
     assert " DEBUG " in logs  # the check above covered the most verbose logging
+
+
+# -- start-up paths, each its own short-lived process ------------------------------------------------
+def _run(args, env, cwd, stdin=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_rejected_bot_token_fails_fast_with_one_line_and_no_token(seed_db, tmp_path, fake_slack):
+    fake_slack.respond_with("auth.test", {"ok": False, "error": "invalid_auth"})
+    started = time.monotonic()
+    result = _run(["run"], _env(fake_slack, copy_db(seed_db, tmp_path / "bot.db")), tmp_path)
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert "invalid_auth" in out and "Traceback" not in out
+    assert not [s for s in TOKEN_SECRETS if s in out]
+    assert time.monotonic() - started < 30  # no model load before the token is checked
+    assert not fake_slack.calls("apps.connections.open")
+
+
+def test_without_tokens_run_opens_the_console_which_answers_piped_lines(seed_db, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
+    env.update(PAPERCLUB_DB=str(copy_db(seed_db, tmp_path / "bot.db")), LOG_LEVEL="WARNING")
+    result = _run(["run"], env, tmp_path,
+                  stdin="/paper search predicting mRNA levels from DNA sequence\nsummary\nquit\n")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "starting the local console" in result.stderr
+    first = result.stdout.split("1. ", 1)[1]
+    gene = paper_id(Bot(None, None, tmp_path / "bot.db", tmp_path), GENE)
+    assert f"summary {gene}" in first.split("2. ", 1)[0]  # the top hit, with its buttons as commands
+    assert "Which paper?" in result.stdout  # "summary" alone gets a friendly question
