@@ -252,6 +252,10 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         later(lambda: share_paper(deps, client, respond, paper_from(action), _user_of(body),
                                   _channel_of(body)), respond)
 
+    # Bolt runs only the first listener that matches, so extensions register before the
+    # fallbacks below: a feature's reaction_added listener wins over the no-op one.
+    load_extensions(app, deps)
+
     # -- events (every subscribed one has a listener, so every envelope is acked) ------------
     @app.event("app_home_opened")
     def handle_app_home_opened(event, client):
@@ -284,7 +288,6 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         # Slack would show a timeout on top of our apology, and redeliver events. Ack anyway.
         return BoltResponse(status=200, body="")
 
-    load_extensions(app, deps)
     app.paperclub_deps = deps  # for extensions and tests that need the same wiring
     return app
 

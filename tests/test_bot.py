@@ -341,6 +341,31 @@ def test_a_redelivered_event_is_handled_once(app, slack):
     assert len(slack.calls("views.publish")) == 1
 
 
+def test_an_extension_listener_for_a_subscribed_event_is_not_shadowed(slack, module_store, searcher,
+                                                                     monkeypatch):
+    import sys
+    import types
+
+    from bot import app as app_module
+
+    seen = []
+    ext = types.ModuleType("paperclub_test_extension")
+
+    def register(app, deps):
+        @app.event("reaction_added")
+        def handle_reaction_added(event):
+            seen.append(event["reaction"])
+
+    ext.register = register
+    monkeypatch.setitem(sys.modules, ext.__name__, ext)
+    monkeypatch.setattr(app_module, "EXTENSIONS", [*app_module.EXTENSIONS, ext.__name__])
+    app = create_app(make_settings(slack_api_url=slack.api_url), module_store, searcher,
+                     process_before_response=True)
+    event(app, {"type": "reaction_added", "user": "U1", "reaction": "eyes",
+                "item": {"type": "message", "channel": "C1", "ts": "1.1"}}, event_id="EvEXT")
+    assert seen == ["eyes"]
+
+
 @pytest.mark.parametrize("ev", [
     {"type": "reaction_added", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
      "item": {"type": "message", "channel": "C1", "ts": "1.1"}},
