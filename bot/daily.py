@@ -858,6 +858,9 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         text = (f"The paper of the day comes at *{spec.describe()}*.\n"
                 f"Next post: {bk.esc(describe_next(spec, now))}.")
         return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps)))
+    if not call.channel_id:
+        return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
+                             "that should get the paper of the day.", hint=_schedule_usage(deps))
     if not is_admin(deps, call.user_id):
         return _admins_only(deps, "change the paper of the day's schedule")
     if is_off(call.args):

@@ -251,6 +251,14 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
+def test_the_local_console_cannot_schedule_posts_to_a_channel_that_does_not_exist(app, hashing_store):
+    from bot.commands import run_command
+
+    reply = run_command(app.paperclub_deps, "you", "schedule 09:00 UTC", channel_id="")
+    assert "Schedules belong to a Slack channel" in reply.text
+    assert hashing_store.schedules() == []
+
+
 def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_slack, hashing_store, searcher):
     from bot.app import create_app
 
