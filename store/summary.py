@@ -105,7 +105,7 @@ _LEAD_INS = [
     r"then|thus|therefore|hence|consequently|importantly|notably|interestingly|surprisingly|remarkably|"
     r"crucially|first(?:ly)?|second(?:ly)?|third(?:ly)?|lastly|overall|instead|meanwhile|as a result|"
     r"in contrast|by contrast|on the other hand|to (?:this|that) end|towards? (?:this|that) (?:end|goal)|"
-    r"in (?:this|the present|our) (?:paper|work|study|article|note|letter|manuscript|report|thesis)|"
+    r"in (?:this|the present|our) (?:[a-z-]+ )?(?:paper|work|study|article|note|letter|manuscript|report|thesis)|"
     r"in this regard|here(?:in)?|concretely|empirically|theoretically|experimentally|in practice|"
     r"in summary|in short|in sum|to summarize|accordingly|besides|further|nevertheless|nonetheless|"
     r"unfortunately|fortunately|indeed|in fact|similarly|likewise|alternatively|to date|so far|"
@@ -113,7 +113,7 @@ _LEAD_INS = [
     # clauses that lean on the previous sentence: "To address this challenge,", "Building on these insights,"
     r"(?:to|towards?|in order to) [^,.;]{0,60}?\b(?:this|these|that|those|such|above|aforementioned)\b[^,.;]{0,50}",
     r"(?:inspired|motivated|guided|driven|informed) by [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,50}",
-    r"(?:building|built|based|relying|drawing|capitalizing|grounded) (?:up)?on [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,50}",
+    r"(?:building|built|based|relying|drawing|capitalizing|grounded) (?:up)?on [^,.;]{0,20}\b(?:this|these|that|those|such|above|aforementioned)\b[^,.;]{0,50}",
     r"(?:given|with|following|from|under|leveraging|using) (?:this|these|that|those|such)\b[^,.;]{0,50}",
     r"(?:in|for) (?:this|these|that|those|such) (?:setting|case|context|regard|scenario|way)s?",
     r"[a-z]+ing [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,40}(?=,\s*we\b)",
@@ -138,10 +138,12 @@ _ADVERB = r"(?:also|further|then|first|additionally|finally|empirically|theoreti
           r"instead|newly|rigorously|extensively)"
 # adverbs that only link to the previous sentence; dropped when the subject goes
 _LINK_ADVERBS = frozenset("also further then first additionally finally next now therefore thus here hence "
-                          "subsequently instead".split())
-_WE_VERB = re.compile(
-    r"^(?:we|this (?:paper|work|study|article|note|letter|manuscript))\s+"
-    r"(?:(" + _ADVERB + r")\s+)?([a-z]+)\b\s*", re.I)
+                          "subsequently instead specifically conceptually".split())
+_WE_SUBJECT = re.compile(r"^(we|this (?:paper|work|study|article|note|letter|manuscript))\s+", re.I)
+_NOT_VERBS = frozenset("""are were was is be been have had has can could will would may might must should shall do did
+does need not all both each the a an as to in on for with by at of from and or only just still again too so first
+then thus hence here now therefore further also""".split())
+_LY_VERBS = frozenset("apply rely supply reply multiply imply comply fly".split())
 _COORDINATED = ("propose|introduce|present|develop|design|show|demonstrate|provide|conduct|evaluate|release|"
                 "validate|find|analyze|derive|prove|establish|explore|extend|study|observe|offer|construct")
 _BY_INTRODUCING = re.compile(
@@ -169,13 +171,20 @@ def _capitalize(s: str) -> str:
 
 def _rewrite_we(s: str) -> str:
     """'We propose X, a ...' -> 'X is a ...'; 'We show that ...' -> 'Shows that ...'."""
-    m = _WE_VERB.match(s)
+    m = _WE_SUBJECT.match(s)
     if not m:
         return s
-    subject, adverb, verb = s[:m.start(1) if m.group(1) else m.start(2)].strip().lower(), m.group(1), m.group(2).lower()
-    rest = s[m.end():]
+    subject = m.group(1).lower()
+    words = re.match(r"([A-Za-z]+)\s+(?:([A-Za-z]+)\b\s*)?", s[m.end():])
+    if not words:
+        return s
+    adverb, verb, end = None, words.group(1).lower(), m.end() + words.end(1)
+    if words.group(2) and (verb in _LINK_ADVERBS or re.fullmatch(_ADVERB, verb)
+                           or (verb.endswith("ly") and verb not in _LY_VERBS)):
+        adverb, verb, end = words.group(1).lower(), words.group(2).lower(), m.end() + words.end(2)
+    rest = s[end:].lstrip()
     if subject == "we":
-        if verb not in _VERB_SET:
+        if verb not in _VERB_SET and (not verb.isalpha() or verb in _NOT_VERBS or verb.endswith(("ed", "ing"))):
             return s
         name = re.match(r"([^,;:]{1,90}?),\s+(?:(?:which|that) is\s+)?(an?|the first|the)\s+(?=\S)", rest)
         if verb in _NAME_VERBS and not adverb and name and rest[:1].isupper() \
@@ -204,7 +213,18 @@ def _rewrite_we(s: str) -> str:
 _PAREN = re.compile(r"\s*\([^()]*\)")
 _CITATION_PAREN = re.compile(r"\s*(?:\([^()]*(?:et al|\d{4}[a-z]?)[^()]*\)|\[\d+(?:\s*[,–-]\s*\d+)*\])")
 _EG_PAREN = re.compile(r"\s*\((?:e\.g\.|i\.e\.|cf\.|see|such as|including|namely)[^()]*\)", re.I)
-_CLAUSE_CUT = re.compile(r"\s*(?:[,;:]|\s[—–-]{1,2}\s)\s*")
+# Where a long sentence may be cut, best first: clause ends that leave a whole main clause,
+# then any comma, then before a subordinate phrase. A cut inside "such as A, B" is refused.
+_CUTS = [
+    re.compile(r"\s*(?:;|:|\s[—–]\s|\s--?\s|,\s+(?=(?:which|where|while|whereas|thereby|thus|hence|achieving|"
+               r"leading|resulting|allowing|enabling|making|yielding|providing|showing|demonstrating|"
+               r"outperforming|improving|reducing|using|based|without|with|and (?:we|it|this|they|the|our|show|"
+               r"demonstrate|achieve)|but|yet|as well as|such that|so that|i\.e\.|e\.g\.)\b))\s*"),
+    re.compile(r"\s*,\s*"),
+    re.compile(r"\s+(?=(?:while|whereas|by|through|via|using|which|where|because|since|without|so that|"
+               r"in order to|thereby)\b)"),
+]
+_LIST_TAIL = re.compile(r"\b(?:such as|including|e\.g\.|i\.e\.|like|namely|both|between|either)\b[^,;:]*$", re.I)
 
 
 def _end(s: str) -> str:
@@ -222,34 +242,65 @@ def fit_words(s: str, limit: int) -> tuple[str, int]:
             prev, s = s, pattern.sub("", s)
         if n_words(s) <= limit:
             return _end(s), 0
-    best = None
-    for m in _CLAUSE_CUT.finditer(s):
-        head = s[:m.start()]
-        if n_words(head) > limit:
-            break
-        if n_words(head) >= max(6, limit // 3):
-            best = head
-    if best:
-        return _end(best), 1
-    words = s.split()[: limit]
-    while words and words[-1].lower().strip(",;:") in _STOP:
+    for cut in _CUTS:
+        best = None
+        for m in cut.finditer(s):
+            head = s[:m.start()]
+            if n_words(head) > limit:
+                break
+            if n_words(head) >= max(6, limit // 3) and not _LIST_TAIL.search(head):
+                best = head
+        if best and n_words(_trim_end(best)) >= max(6, limit // 3):
+            return _end(_trim_end(best)), 1
+    head = " ".join(s.split()[: limit])
+    tail = _LIST_TAIL.search(head)
+    if tail and n_words(head[:tail.start()]) >= limit // 2:
+        head = head[:tail.start()]
+    return _end(_trim_end(head)), 2
+
+
+def _trim_end(head: str) -> str:
+    """Drop trailing function words ('... style without') that a cut leaves hanging."""
+    words = head.split()
+    while words and words[-1].lower().strip(",;:") in _DANGLING_END:
         words.pop()
-    return _end(" ".join(words)), 2
+    return " ".join(words)
+
+
+# words a cut sentence must not end on
+_DANGLING_END = frozenset("""a an the and or but of in on at to for from by with as is are was were be been being
+this that these those it its their our we they which who whom whose what when where while than then such can could
+may might will would should do does did has have had not no nor so into onto over under about between through
+during before after above below via per if without within towards toward like versus among against across along
+whether either neither both each any all some more most very also""".split())
 
 
 def compress(sentence: str, limit: int = WORD_LIMIT) -> tuple[str, int]:
     """Drop lead-ins, turn 'we propose' into a standalone form, and fit the word limit."""
-    return fit_words(standalone(sentence), limit)
+    s = standalone(sentence)
+    if n_words(s) > limit:  # "While X does Y, we propose Z": Z is the part worth the words
+        s = standalone(sentence, drop_fronted=True)
+    return fit_words(s, limit)
 
 
-def standalone(sentence: str) -> str:
+_FRONTED = re.compile(
+    r"^(?:to|while|although|though|whereas|since|as|because|by|given|unlike|despite|inspired|motivated|"
+    r"building|based|in order to|compared|for|with|using|through|following|after|instead of|rather than|"
+    r"beyond|in addition to|apart from|on top of|in contrast to)\b[^;:]{3,200}?,\s+(?=we\b)", re.I)
+_MID_PAPER = re.compile(r",?\s+in (?:this|the present) (?:paper|work|study|article)\b,?", re.I)
+
+
+def standalone(sentence: str, *, drop_fronted: bool = False) -> str:
     """The sentence without lead-ins ('However,', 'To address this,') and with 'we propose' rewritten."""
     s = sentence.strip()
     for _ in range(3):  # "However, in this paper, we ..." has two
         t = _LEAD_IN_NO_COMMA.sub("", _LEAD_IN.sub("", s))
+        if drop_fronted:
+            t = _FRONTED.sub("", t)
         if t == s:
             break
         s = t
+    s = _MID_PAPER.sub("", s[:1]) + _MID_PAPER.sub("", s[1:]) if len(s) > 1 else s
     return _capitalize(_rewrite_we(_capitalize(s)))
 
 
@@ -393,7 +444,12 @@ def pick_sentence(scores: np.ndarray, compressed: list[tuple[str, int]]) -> int:
     """Best-scoring sentence that reads on its own (no dangling start, no bare URL)."""
     ok = [i for i, (c, _) in enumerate(compressed) if not is_dangling(c) and "http" not in c]
     pool = ok or list(range(len(compressed)))
-    return max(pool, key=lambda i: (scores[i], -i))
+    # "Shows that this property ..." points back too, if less loudly: a handicap, not a ban
+    return max(pool, key=lambda i: (scores[i] - EARLY_POINTER_PENALTY * bool(_EARLY_POINTER.match(compressed[i][0])), -i))
+
+
+EARLY_POINTER_PENALTY = 0.5
+_EARLY_POINTER = re.compile(r"^(?:\S+\s+){0,5}(?:this|these|those|such)\s+(?!paper|work|study|article)", re.I)
 
 
 def _undangle(s: str) -> str:
