@@ -550,7 +550,7 @@ class Store:
         with self.transaction() as db:
             cur = db.execute(
                 "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
-                "values (?, ?, ?, ?, ?, ?, ?, 0) on conflict(channel, day) do nothing",
+                "values (?, ?, ?, ?, ?, ?, ?, 0) on conflict do nothing",  # the day, or the paper, taken
                 [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
                  claimer, time.time() if now is None else now])
             return cur.rowcount == 1
