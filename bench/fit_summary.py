@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import statistics
 import sys
 from collections import Counter
@@ -63,6 +64,18 @@ def fit_openers(records: list[dict], min_count: int = 15, top: int = 40) -> list
     keep = [o for o, c in ones.most_common(top) if c >= min_count and o]
     keep += [o for o, c in twos.most_common(top) if c >= min_count and " " in o]
     return sorted(set(keep))
+
+
+def fit_verbs(records: list[dict], min_count: int = 2) -> list[str]:
+    """Words that follow "we" more often than "the"/"a": verbs, so theme names can skip them."""
+    we, det = Counter(), Counter()
+    for rec in records:
+        text = " ".join(rec["source"])
+        we.update({m.group(1) for m in re.finditer(r"\b[Ww]e (?:[a-z]+ly )?([a-z]+)\b", text)})
+        det.update({m.group(1) for m in re.finditer(r"\b(?:[Tt]he|[Aa]n?|[Oo]ur|[Tt]his|[Ee]ach) ([a-z]+)\b", text)})
+    return sorted(w for w, c in we.items() if c >= min_count and det[w] < c and not w.endswith("ly")
+                  and w not in {"a", "the", "our", "this", "also", "then", "thus", "here", "still", "further",
+                                "therefore", "instead"})
 
 
 def prepare(records: list[dict], idf: dict, openers: list[str], seed: int = 0):
@@ -150,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
                 best = (score, tau, l2)
     (score, tau, l2) = best
     w = fit(groups, mean, std, tau=tau, l2=l2)
-    meta = {"attribution": ATTRIBUTION, "data": Path(args.data).name, "n_abstracts": len(groups),
+    meta = {"attribution": ATTRIBUTION, "verbs": fit_verbs(records), "data": Path(args.data).name, "n_abstracts": len(groups),
             "model": "conditional logit over sentences, soft ROUGE targets",
             "tau": tau, "l2": l2, "heldout_rouge": [round(100 * s, 2) for s in score],
             "refit": "python bench/fit_summary.py --data train.jsonl --out store/data/summary_weights.json"}

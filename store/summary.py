@@ -764,8 +764,61 @@ frameworks task tasks performance results result data dataset datasets benchmark
 experiment existing recent prior current state art state-of-the-art significant significantly various
 different key extensive strong effective effectiveness efficient improve improves improved improvement
 improvements achieve achieves achieving demonstrate demonstrates enable enables first one two three
-however while across including however often learning large work study studies problem problems
-able general specific way ways such novel new propose proposed introduce introduced show shows""".split())
+however while across including learning large work study studies problem problems able general specific
+way ways such novel new propose proposed introduce introduced show shows capability capabilities ability
+abilities gap gaps example examples answer answers strategy strategies setting settings scenario scenarios
+component components level levels aspect aspects issue issues challenge challenges limitation limitations
+evidence insight insights information quality accuracy efficiency cost costs baseline baselines variant
+variants domain domains application applications property properties factor factors process step steps
+stage stages type types form forms set sets number amount range scale size sizes signal signals space
+analysis analyses understanding technique techniques practice manner terms fact case cases lack need use
+user users human humans world gains gain training trained inference time times input inputs output outputs
+evaluation evaluations experimental empirical theoretical previous prior traditional conventional popular
+widely often typically recently further well better best high low small simple single multiple diverse
+many most key crucial critical important fundamental explicit implicit unified joint overall real
+framework-agnostic plug-and-play training-free existing remains remain across""".split())
+# multiword names may end in these ("large language models", "graph neural networks")
+_HEAD_OK = frozenset("model models network networks learning".split())
+_ADJECTIVE_END = ("ive", "ous", "able", "ible", "ful", "less", "ly")
+_ADJECTIVES = frozenset("""visual temporal neural spatial optimal general multimodal causal global local textual
+final original additional several potential external internal structural practical fine-grained dynamic static
+open linguistic semantic statistical computational physical medical clinical relational compositional
+spatiotemporal cross-modal multi-modal end-to-end large-scale state-of-the-art challenging interesting promising
+existing emerging underlying corresponding leading growing increasing remaining following resulting like""".split())
+
+
+_GERUND_NOUNS = frozenset("""learning training pretraining pre-training fine-tuning tuning pruning embedding
+sampling modeling modelling planning reasoning understanding clustering prompting encoding forecasting scaling
+editing steering caching routing matching tracking ranking labeling labelling mapping rendering parsing
+inpainting denoising captioning grounding decoding unlearning distillation""".split())
+
+
+def _verbish(word: str, verbs: frozenset) -> bool:
+    """'address', 'aligns', 'identifying': a verb form ('learning', 'decoding' count as nouns)."""
+    if word.endswith("ing") and word not in _GERUND_NOUNS:
+        return word[:-3] in verbs or word[:-3] + "e" in verbs or word[:-4] in verbs
+    return word in verbs or (word.endswith("s") and (word[:-1] in verbs or word[:-2] in verbs))
+
+
+_NOUN_END = ("tion", "tions", "sion", "sions", "ment", "ments", "ness", "ity", "ities", "ance", "ence", "ing",
+             "ics", "ure", "ures", "ism", "isms", "ship", "er", "ers", "or", "ors", "ogy", "phy", "ization")
+
+
+def _nounish(words: list[str], verbs: frozenset = frozenset()) -> bool:
+    """A rough noun-phrase test without a tagger: no generic ends, no adjective, participle or verb last."""
+    first, last = words[0].lower(), words[-1].lower()
+    if _verbish(last, verbs) or (len(words) > 1 and _verbish(first, verbs)) or last.endswith(("izes", "ises")):
+        return False
+    # a lone word must look like a name (LLMs, VBench) or carry a noun ending (motion, reasoning)
+    if len(words) == 1 and not (any(c.isupper() for c in words[0]) or last.endswith(_NOUN_END)):
+        return False
+    if first in _GENERIC or first.endswith("ly") or any(w.lower() in _STOP for w in words):
+        return False
+    if last in _GENERIC and not (len(words) > 1 and last in _HEAD_OK):
+        return False
+    if last in _ADJECTIVES or last.endswith(_ADJECTIVE_END):
+        return False
+    return not (last.endswith("ed") and words[-1].islower())
 
 
 def _key(token: str) -> str:
@@ -773,19 +826,16 @@ def _key(token: str) -> str:
     return t[:-1] if len(t) > 3 and t.endswith("s") and not t.endswith(("ss", "is", "us")) else t
 
 
-def _phrases(text: str) -> Counter:
-    """Candidate name phrases (1-3 words, no stopword at either end), keyed by normalized form."""
+def _phrases(text: str, verbs: frozenset = frozenset()) -> Counter:
+    """Candidate name phrases (1-3 words that look like a noun phrase), keyed by normalized form."""
     found: Counter = Counter()
     for chunk in re.split(r"[.,;:!?()\[\]\"]", text):
         toks = _PHRASE_TOKEN.findall(chunk)
         for n in (1, 2, 3):
             for i in range(len(toks) - n + 1):
                 words = toks[i:i + n]
-                if words[0].lower() in _GENERIC or words[-1].lower() in _GENERIC:
-                    continue
-                if any(w.lower() in _STOP for w in words):
-                    continue
-                found[" ".join(_key(w) for w in words)] += 1
+                if _nounish(words, verbs):
+                    found[" ".join(_key(w) for w in words)] += 1
     return found
 
 
@@ -804,20 +854,38 @@ def _surface(key: str, texts: list[str]) -> str:
     return max(forms.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
+def _plain_case(phrase: str) -> str:
+    """'Language Models' -> 'language models' mid-sentence; 'LLMs' and 'VBench' stay."""
+    return " ".join(w.lower() if w[:1].isupper() and w[1:].islower() else w for w in phrase.split())
+
+
 def _paper_text(paper) -> str:
     return " . ".join(t for t in (paper.title, paper.headline, paper.abstract) if t)
 
 
-def name_themes(groups: list[list], idf: dict) -> list[str]:
-    """A 1-4 word name per group of papers: its most distinctive phrases (class-based TF-IDF)."""
+def _verbs(weights: Weights) -> frozenset:
+    return frozenset(weights.meta.get("verbs", [])) | _VERB_SET
+
+
+def _phrase_weight(key: str, surface: str) -> float:
+    """Names read best as two or three words; a single word only if it is a name like 'LLMs'."""
+    n = len(key.split())
+    return (1.3 if any(c.isupper() for c in surface) else 0.7) if n == 1 else (1.0, 1.8, 2.0)[n - 1]
+
+
+def name_themes(groups: list[list], weights: Weights) -> list[str]:
+    """A 1-4 word name per group of papers: its most distinctive noun phrases (class-based TF-IDF)."""
+    idf, verbs = weights.idf, _verbs(weights)
     texts = [[_paper_text(p) for p in g] for g in groups]
-    df = [Counter(k for t in ts for k in set(_phrases(t))) for ts in texts]
+    heads = [set().union(*(_phrases(" . ".join(t for t in (p.title, p.short_name, p.headline) if t), verbs)
+                           for p in g)) for g in groups]
+    df = [Counter(k for t in ts for k in set(_phrases(t, verbs))) for ts in texts]
     total = Counter()
     for d in df:
         total.update(d)
     n_docs = sum(len(g) for g in groups)
     default = max(idf.values()) if idf else 1.0
-    names = []
+    names: list[str] = []
     for gi, d in enumerate(df):
         size = len(groups[gi])
 
@@ -825,18 +893,22 @@ def name_themes(groups: list[list], idf: dict) -> list[str]:
             words = key.split()
             background = statistics_mean(idf.get(w, default) for w in words) / default
             distinct = math.log(1 + n_docs / total[key])
-            return (d[key] / size) * distinct * background * (1 + 0.35 * (len(words) - 1))
+            title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about
+            return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))
 
         cands = [k for k in d if d[k] >= min(2, size)] or list(d)
         ranked = sorted(cands, key=lambda k: (-score(k), k))
         chosen: list[str] = []
         for k in ranked:
+            if chosen and (len(chosen[0].split()) > 1 or len(k.split()) > 2):
+                continue
             if any(set(k.split()) & set(c.split()) for c in chosen):
                 continue
-            if sum(len(c.split()) for c in chosen) + len(k.split()) > 4:
-                continue
+            label = " & ".join(_surface(c, texts[gi]) for c in chosen + [k])
+            if not chosen and label.lower() in (n.lower() for n in names):
+                continue  # two themes must not share a name
             chosen.append(k)
-            if len(chosen) == 2:
+            if len(chosen) == 2 or len(k.split()) > 1:
                 break
         label = " & ".join(_surface(k, texts[gi]) for k in chosen) or f"Group {gi + 1}"
         names.append(label[:1].upper() + label[1:])
@@ -848,16 +920,17 @@ def statistics_mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def common_line(papers: list, topic: str, idf: dict) -> str:
-    """One line on what the papers share: the specific phrases that most of them use."""
+def common_line(papers: list, topic: str, weights: Weights) -> str:
+    """One line on what the papers share: the specific noun phrases that most of them use."""
+    idf, verbs = weights.idf, _verbs(weights)
     n = len(papers)
     texts = [_paper_text(p) for p in papers]
-    df = Counter(k for t in texts for k in set(_phrases(t)))
+    df = Counter(k for t in texts for k in set(_phrases(t, verbs)))
     default = max(idf.values()) if idf else 1.0
     topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
     cands = [k for k, c in df.items() if c >= max(2, math.ceil(n / 3)) and not set(k.split()) <= topic_keys]
     ranked = sorted(cands, key=lambda k: (-df[k] * statistics_mean(idf.get(w, default) for w in k.split())
-                                          * (1 + 0.35 * (len(k.split()) - 1)), k))
+                                          * _phrase_weight(k, _surface(k, texts)), k))
     chosen: list[str] = []
     for k in ranked:
         if not any(set(k.split()) & set(c.split()) for c in chosen):
@@ -866,13 +939,10 @@ def common_line(papers: list, topic: str, idf: dict) -> str:
             break
     if not chosen:
         return f"All {n} papers are about {topic}, each from its own angle."
-
-    def share(k: str) -> str:
-        return "all" if df[k] == n else f"{df[k]} of {n}"
-
-    parts = [f"{_surface(k, texts)} ({share(k)})" for k in chosen]
+    parts = [f"{_plain_case(_surface(k, texts))} ({'all' if df[k] == n else f'{df[k]} of {n}'}{' papers' if i == 0 else ''})"
+             for i, k in enumerate(chosen)]
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"Beyond {topic}, they share {listed}."
+    return f"Common threads beyond {topic}: {listed}."
 
 
 OVERVIEW_SYSTEM = (
@@ -917,10 +987,10 @@ def overview(topic: str, papers_with_scores: list, embeddings, *, summarizer, ll
         return Overview(topic, [], f"No papers found for {topic}.")
     relevance = [float(s) for _, s in papers_with_scores]
     groups = group_papers(np.asarray(embeddings), relevance)
-    idf = (weights or load_weights()).idf
-    names = name_themes([[papers[i] for i in g] for g in groups], idf) if len(groups) > 1 else [topic]
+    weights = weights or load_weights()
+    names = name_themes([[papers[i] for i in g] for g in groups], weights) if len(groups) > 1 else [topic]
     themes = [Theme(name, [(papers[i], summarizer(papers[i])) for i in g]) for name, g in zip(names, groups)]
-    result = Overview(topic, themes, common_line(papers, topic, idf))
+    result = Overview(topic, themes, common_line(papers, topic, weights))
     if llm is not None:
         try:
             names, result.common = _llm_overview(llm, topic, themes)
