@@ -470,6 +470,10 @@ _PROBLEM = re.compile(r"\b(?:however|but|yet|although|despite|challeng\w*|proble
                       r"unclear|remain\w*|gap|overlook\w*|ignor\w*|hinder\w*|insufficient|unexplored|"
                       r"underexplored|poorly|inefficien\w*|prone|vulnerab\w*|unreliable|brittle|rarely|"
                       r"little attention|open question)\b", re.I)
+_STRONG_RESULT = re.compile(r"\b(?:outperform\w*|state[- ]of[- ]the[- ]art|sota|surpass\w*|superior|"
+                            r"performance gains?|(?:significant|substantial|consistent|large) (?:gains?|improvements?)|"
+                            r"(?:experiment\w*|results?|evaluations?)\b[^.]{0,80}?\b(?:show|demonstrat|confirm|"
+                            r"validat|indicat|reveal|corroborat|verif|establish)\w*)", re.I)
 _BACKGROUND = re.compile(r"\b(?:recent(?:ly)?|existing|previous(?:ly)?|prior (?:work|method|approache)s?|"
                          r"conventional|traditional(?:ly)?|typically|popular|widely)\b", re.I)
 _WE = re.compile(r"\b(?:we|our)\b", re.I)
@@ -494,8 +498,19 @@ def find_code_url(text: str) -> str | None:
     return next((u for u in urls if _CODE_HOST.search(u)), urls[0] if urls else None)
 
 
-def _point(sentence: str, limit: int = POINT_LIMIT) -> str:
-    """A sentence as a key point: lead-in dropped, standalone, within `limit` words, figures kept."""
+_WE_SAY_THAT = re.compile(r"^(?:we|this (?:paper|work))\s+(?:\w+ly\s+)?(?:observe|notice|note|find|argue|"
+                          r"show|identify|hypothesize|posit|reveal|demonstrate|point out)s?\s+that\s+", re.I)
+_ENUMERATOR = re.compile(r"^\s*\(?(?:\d{1,2}|[ivx]{1,4}|[a-e])\)\s*")
+
+
+def _point(sentence: str, limit: int = POINT_LIMIT, *, claim_only: bool = False) -> str:
+    """A sentence as a key point: lead-in dropped, standalone, within `limit` words, figures kept.
+
+    claim_only drops "we observe that" too: a problem statement reads better without it."""
+    sentence = _ENUMERATOR.sub("", sentence)
+    if claim_only:
+        stripped = _WE_SAY_THAT.sub("", _LEAD_IN.sub("", sentence.strip()))
+        sentence = stripped if stripped != sentence.strip() and n_words(stripped) >= 5 else sentence
     short, _ = compress(sentence, limit)
     if len(figures(short)) < len(figures(sentence)):
         short, _ = compress(sentence, 10 * limit)  # never cut away the numbers
@@ -508,28 +523,30 @@ def key_points(sents: list[str], main: int, text: str) -> dict:
     plain = [not is_dangling(compress(s)[0]) for s in sents]
     is_result = [bool(_RESULT.search(s)) and i > 0 and "http" not in s for i, s in enumerate(sents)]
     with_figures = [i for i in range(n) if is_result[i] and figures(sents[i]) and i != main]
-    results = with_figures[-2:] or [i for i in range(n) if is_result[i] and i != main][-1:]
+    strong = [i for i in range(n) if is_result[i] and i != main and _STRONG_RESULT.search(sents[i])]
+    results = with_figures[-2:] or strong[-1:]
     if not results and is_result[main] and figures(sents[main]):
         results = [main]
 
     before = [j for j in range(main) if j not in results]
     problem = None
     cands = [j for j in (before or range(n)) if j != main and j not in results and _PROBLEM.search(sents[j])]
-    if cands:
-        problem = max(cands, key=lambda j: (len(_PROBLEM.findall(sents[j])) + plain[j] + (j == main - 1)
-                                            - 2 * bool(_WE.search(sents[j])), -j))
+    if cands:  # a plain statement of the gap beats "They struggle", which beats "We provide"
+        problem = max(cands, key=lambda j: (len(_PROBLEM.findall(sents[j])) + 2 * plain[j] + (j == main - 1)
+                                            - 4 * bool(_WE.search(sents[j])), -j))
     elif before:
         problem = 0
 
     taken = {main, problem, *results}
     cands = [j for j in range(n) if j not in taken and "http" not in sents[j] and (problem is None or j > problem)]
+    cands = [j for j in cands if plain[j] or _undangle(sents[j]) != sents[j]] or cands
     approach = max(cands, key=lambda j: (len(_METHOD.findall(sents[j])) + 0.5 * (j == main + 1)
                                          - 0.5 * (j < main) + 0.5 * plain[j]
                                          - 2 * bool(_BACKGROUND.search(sents[j])), -j), default=None)
     if approach is not None and not _METHOD.search(sents[approach]):
         approach = None
     return {
-        "problem": _point(sents[problem]) if problem is not None else None,
+        "problem": _point(sents[problem], claim_only=True) if problem is not None else None,
         "approach": _point(sents[approach]) if approach is not None else None,
         "results": " ".join(_point(sents[j]) for j in results) or None,
         "code": find_code_url(text),
