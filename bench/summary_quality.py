@@ -241,7 +241,7 @@ def _check_against_rouge_score(records: list[dict], preds: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Print Lead-1, our TL;DR and the oracle sentence side by side."""
-    from store.summary import is_dangling, load_weights, split_sentences, summarize_paper
+    from store.summary import figures, is_dangling, load_weights, split_sentences, summarize_paper
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="SciTLDR-style JSON Lines file")
@@ -254,15 +254,17 @@ def main(argv: list[str] | None = None) -> None:
     records = _load(args.data)[: args.limit]
     weights = load_weights(args.weights) if args.weights else load_weights()
     lead, ours, ours_t, oracle, preds, times = [], [], [], [], [], []
-    tldrs = []
+    tldrs, points = [], []
     for rec in records:
         golds, sents = rec["target"], rec["source"]
         text = " ".join(s.strip() for s in sents)
         lead.append(rouge_multi(sents[0], golds))
         oracle.append(max((rouge_multi(s, golds) for s in sents), key=lambda x: x[0]))
         t0 = time.perf_counter()
-        tldr = summarize_paper(text, weights=weights).tldr
+        summary = summarize_paper(text, weights=weights)
+        tldr = summary.tldr
         times.append(time.perf_counter() - t0)
+        points.append((text, summary.points))
         ours.append(rouge_multi(tldr, golds))
         ours_t.append(rouge_multi(summarize_paper(text, rec.get("title"), weights=weights).tldr, golds))
         preds.append(tldr)
@@ -282,7 +284,13 @@ def main(argv: list[str] | None = None) -> None:
           f"{100 * sum(not is_dangling(t) for t in tldrs) / len(tldrs):.1f}%")
     print(f"one sentence (splitter finds one): "
           f"{100 * sum(len(split_sentences(t)) == 1 for t in tldrs) / len(tldrs):.1f}%")
-    print(f"time per abstract: median {1000 * statistics.median(times):.2f} ms")
+    print(f"time per abstract (TL;DR and key points): median {1000 * statistics.median(times):.2f} ms")
+    for key in ("problem", "approach", "results", "code"):
+        print(f"  {key} point given: {100 * sum(bool(p[key]) for _, p in points) / len(points):.1f}%")
+    # the Results point should carry the figures: of the abstracts stating a percentage, how many keep one
+    with_pct = [p for text, p in points if any("%" in f for f in figures(text))]
+    kept = sum(bool(p["results"]) and any("%" in f for f in figures(p["results"])) for p in with_pct)
+    print(f"abstracts stating a percentage whose Results point keeps one: {kept}/{len(with_pct)}")
     if args.check_rouge_score:
         _check_against_rouge_score(records, preds)
 

@@ -462,6 +462,8 @@ _CODE_HOST = re.compile(r"github\.com|gitlab|huggingface\.co|bitbucket|4open\.sc
 _FIGURE = re.compile(r"(?<![\w.@\-−/])[+−]?\d+(?:[.,]\d+)?\s*(?:%|×|x\b|[kKMB]\b|points?\b|pp\b|times\b)?(?![A-Za-z\d])")
 _RESULT = re.compile(r"\b(?:outperform\w*|state[- ]of[- ]the[- ]art|sota|achiev\w*|improv\w*|surpass\w*|gains?|"
                      r"boost\w*|speed-?ups?|faster|reduc\w*|accuracy|exceed\w*|better|superior|competitive|"
+                     r"obtain\w*|higher|lower|fewer|compared (?:to|with)|as low as|up to|precision|recall|F1|"
+                     r"by (?:over|up to|roughly|about|nearly|more than|less than)|"
                      r"(?:experiment\w*|results?|evaluations?|analys[ie]s|studies|tests?)\b[^.]{0,80}?\b"
                      r"(?:show|demonstrat|confirm|validat|indicat|reveal|suggest|corroborat|establish|verif)\w*)\b",
                      re.I)
@@ -522,8 +524,10 @@ def key_points(sents: list[str], main: int, text: str) -> dict:
     n = len(sents)
     plain = [not is_dangling(compress(s)[0]) for s in sents]
     is_result = [bool(_RESULT.search(s)) and i > 0 and "http" not in s for i, s in enumerate(sents)]
-    with_figures = [i for i in range(n) if is_result[i] and figures(sents[i]) and i != main]
     strong = [i for i in range(n) if is_result[i] and i != main and _STRONG_RESULT.search(sents[i])]
+    # measured figures (7.1%, 2.3x, 0.74) or a strong claim with any number; "15 billion parameters" alone is setup
+    with_figures = [i for i in range(n) if is_result[i] and i != main and figures(sents[i])
+                    and (i in strong or any(re.search(r"[%×x.]|point", f) for f in figures(sents[i])))]
     results = with_figures[-2:] or strong[-1:]
     if not results and is_result[main] and figures(sents[main]):
         results = [main]
