@@ -353,40 +353,42 @@ def find_daily_message(client: WebClient, channel: str, day: date, *, oldest: fl
 
 def send_with_retries(client: WebClient, message: dict, *, budget: float = POST_BUDGET,
                       sleep: Callable[[float], None] = time.sleep,
-                      already_posted: Callable[[], str | None] | None = None) -> str:
+                      already_posted: Callable[[], str | None] | None = None, unsure: bool = False) -> str:
     """chat.postMessage until Slack takes it; returns the ts.
 
-    After an ambiguous failure (5xx, timeout, dropped connection) `already_posted`
-    is asked first, so a post Slack accepted is never sent twice.
+    After an ambiguous failure (5xx, timeout, dropped connection), or from the start
+    when `unsure`, `already_posted` is asked first, so a post Slack accepted is never
+    sent twice. A lookup that fails for a while is retried like a post, never skipped:
+    only one that can never work (e.g. no channels:history scope) lets it post blind.
     """
     started = time.monotonic()
     attempt = 0
+    unsure = unsure and already_posted is not None
     while True:
+        looking = unsure
         try:
+            if looking:
+                found = already_posted()
+                if found:
+                    return found
+                unsure = looking = False
             return client.chat_postMessage(**message)["ts"]
         except Exception as exc:  # classified below; anything unknown is re-raised
             retryable, ambiguous, wait = _classify(exc)
+            if looking and not retryable:  # can't look at all: post rather than stay silent
+                log.warning("could not check the channel for an earlier post: %s", _describe(exc))
+                unsure = False
+                continue
             if not retryable:
                 raise
+            unsure = unsure or (ambiguous and already_posted is not None)
             attempt += 1
             wait = wait if wait is not None else min(60.0, 2.0 ** attempt) * (0.5 + random.random() / 2)
             if time.monotonic() - started + wait > budget:
                 raise PostFailed(f"gave up after {attempt} attempts: {exc}") from exc
-            log.warning("daily post attempt %d failed (%s); retrying in %.1f s", attempt,
-                        _describe(exc), wait)
+            log.warning("daily post attempt %d failed (%s%s); retrying in %.1f s", attempt,
+                        "checking the channel: " if looking else "", _describe(exc), wait)
             sleep(wait)
-            if ambiguous and already_posted is not None:
-                found = _lookup(already_posted)
-                if found:
-                    return found
-
-
-def _lookup(already_posted) -> str | None:
-    try:
-        return already_posted()
-    except Exception as exc:  # can't look (e.g. no channels:history): post rather than stay silent
-        log.warning("could not check the channel for an earlier post: %s", _describe(exc))
-        return None
 
 
 def _describe(exc: Exception) -> str:
@@ -474,14 +476,21 @@ def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budg
     pick = _pick_from_dict(pick_data, channel, day)
     poster = _posting_client(client)
     look = lambda: find_daily_message(poster, channel, day, oldest=claimed_at)  # noqa: E731
-    ts = _lookup(look) if recover else None
+    ts, unsure = None, False
+    if recover:
+        try:
+            ts = look()
+        except Exception as exc:  # send_with_retries looks again (with backoff) before posting
+            log.warning("could not check the channel for an earlier post: %s", _describe(exc))
+            unsure = True
     status = "recovered" if ts else "posted"
     if ts:
         log.info("the %s post for %s was already in the channel (ts %s); not posting again", key, channel, ts)
     else:
         try:
             message = build_digest(store, pick, channel, day, llm=llm, command=command)
-            ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look)
+            ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
+                                   unsure=unsure)
         except Exception as exc:
             store.fail_post(channel, key, claimer=claimer, error=_describe(exc))
             log.error("the %s paper of the day for %s was not posted: %s", key, channel, _describe(exc))
