@@ -44,9 +44,10 @@ class Summary:
 
 
 # ------------------------------------------------------------------ sentences
+# ("ms" is not here: "runs in 10 ms. We ..." ends a sentence)
 _ABBREVIATIONS = {"e.g", "i.e", "al", "vs", "cf", "etc", "fig", "figs", "eq", "eqs", "sec", "tab",
-                  "approx", "resp", "w.r.t", "wrt", "dr", "mr", "ms", "no", "incl", "viz", "ca",
-                  "et", "st", "ref", "refs", "appx", "ch", "pp", "vol"}
+                  "approx", "resp", "w.r.t", "wrt", "dr", "mr", "incl", "viz", "et", "ref", "refs",
+                  "appx", "pp", "vol"}
 _BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
@@ -69,9 +70,12 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in sents if s]
 
 
+_MD_LINK = re.compile(r"\[([^\]]*)\]\((https?://[^)\s]+)\)")
+
+
 def _tidy(text: str) -> str:
     """Drop markdown emphasis and links and any TeX left over, so no markup reaches a reader."""
-    text = re.sub(r"\[([^\]]*)\]\((https?://[^)\s]+)\)", lambda m: m.group(2) if m.group(1).startswith("http") else m.group(1), text)
+    text = _MD_LINK.sub(lambda m: m.group(2) if m.group(1).startswith("http") else m.group(1), text)
     text = re.sub(r"(\*{1,2}|_{2})(\S(?:.*?\S)?)\1", r"\2", text)
     if "\\" in text or "$" in text:
         from store.parse import clean_text
@@ -559,7 +563,7 @@ def key_points(sents: list[str], main: int, text: str) -> dict:
 
 def summarize_paper(text: str, title: str | None = None, *, weights: Weights | None = None) -> Summary:
     """Extractive TL;DR (one standalone sentence, <= 30 words) and key points of an abstract."""
-    text = _tidy(text)
+    raw, text = text, _tidy(text)
     sents = split_sentences(text)
     if not sents:
         tldr = fit_words(_tidy(title), WORD_LIMIT)[0] if title else ""
@@ -570,7 +574,7 @@ def summarize_paper(text: str, title: str | None = None, *, weights: Weights | N
     tldr = comp[main][0]
     if is_dangling(tldr):
         tldr = _undangle(tldr)
-    return Summary(tldr, key_points(sents, main, text), EXTRACTIVE)
+    return Summary(tldr, key_points(sents, main, raw), EXTRACTIVE)  # raw: a markdown link's URL is kept
 
 
 # ------------------------------------------------------------------ LLM backend
@@ -619,19 +623,24 @@ def llm_tldr(llm, text: str, title: str | None = None) -> str:
     return tldr
 
 
-def summarize(text: str, title: str | None = None, *, llm=None, weights: Weights | None = None) -> Summary:
-    """The extractive summary, with the model's TL;DR when an LLM client is given and answers well."""
+def _with_llm_tldr(base: Summary, llm, text: str, title: str | None, what: str) -> Summary | None:
+    """The extractive summary with the model's TL;DR instead; None (and a warning) if the model fails."""
     from store.llm import LLMError, describe
 
-    base = summarize_paper(text, title, weights=weights)
-    if llm is None or not base.tldr:
-        return base
     try:
         tldr = llm_tldr(llm, _tidy(text), title)
     except LLMError as e:
-        log.warning("LLM %s gave no usable TL;DR (%s); using the extractive one", describe(llm), e)
-        return base
+        log.warning("LLM %s gave no usable TL;DR for %s (%s); using the extractive one", describe(llm), what, e)
+        return None
     return Summary(tldr, base.points, llm.model)
+
+
+def summarize(text: str, title: str | None = None, *, llm=None, weights: Weights | None = None) -> Summary:
+    """The extractive summary, with the model's TL;DR when an LLM client is given and answers well."""
+    base = summarize_paper(text, title, weights=weights)
+    if llm is None or not base.tldr:
+        return base
+    return _with_llm_tldr(base, llm, text, title, title or "an abstract") or base
 
 
 # ----------------------------------------------------------------------- cache
@@ -647,10 +656,16 @@ def _cached(store, key: str, backend: str) -> Summary | None:
     return Summary.from_dict(data)
 
 
-def summary_for(store, paper, *, llm=None, weights: Weights | None = None) -> Summary:
-    """The paper's summary from the store's cache, made (and cached) on a miss."""
-    from store.llm import LLMError, describe
+def _put(store, key: str, summary: Summary) -> None:
+    store.put_summary(key, summary.backend, {**summary.to_dict(), "version": SUMMARY_VERSION})
 
+
+def summary_for(store, paper, *, llm=None, weights: Weights | None = None) -> Summary:
+    """The paper's summary from the store's cache, made (and cached) on a miss.
+
+    With an LLM client the model's TL;DR is cached under its model name; when the model
+    fails the extractive summary is returned and nothing is cached for the model, so the
+    next call asks again."""
     key = content_hash(paper.abstract)
     if llm is not None and (hit := _cached(store, key, llm.model)):
         return hit
@@ -659,18 +674,13 @@ def summary_for(store, paper, *, llm=None, weights: Weights | None = None) -> Su
         base = summarize_paper(paper.abstract, paper.title, weights=weights)
         if not base.points.get("code") and paper.code_urls:
             base.points["code"] = paper.code_urls[0]
-        store.put_summary(key, EXTRACTIVE, {**base.to_dict(), "version": SUMMARY_VERSION})
+        _put(store, key, base)
     if llm is None or not base.tldr:
         return base
-    try:
-        tldr = llm_tldr(llm, paper.abstract, paper.title)
-    except LLMError as e:
-        # not cached: the model may be back next time
-        log.warning("LLM %s gave no usable TL;DR for %s (%s); using the extractive one",
-                    describe(llm), paper.id, e)
+    made = _with_llm_tldr(base, llm, paper.abstract, paper.title, paper.id)
+    if made is None:
         return base
-    made = Summary(tldr, base.points, llm.model)
-    store.put_summary(key, llm.model, {**made.to_dict(), "version": SUMMARY_VERSION})
+    _put(store, key, made)
     return made
 
 
@@ -912,7 +922,7 @@ def name_themes(groups: list[list], weights: Weights) -> list[str]:
 
         def score(key: str) -> float:
             words = key.split()
-            background = statistics_mean(idf.get(w, default) for w in words) / default
+            background = _mean(idf.get(w, default) for w in words) / default
             distinct = math.log(1 + n_docs / total[key])
             title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about
             return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))
@@ -936,7 +946,7 @@ def name_themes(groups: list[list], weights: Weights) -> list[str]:
     return names
 
 
-def statistics_mean(values) -> float:
+def _mean(values) -> float:
     values = list(values)
     return sum(values) / len(values) if values else 0.0
 
@@ -950,7 +960,7 @@ def common_line(papers: list, topic: str, weights: Weights) -> str:
     default = max(idf.values()) if idf else 1.0
     topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
     cands = [k for k, c in df.items() if c >= max(2, math.ceil(n / 3)) and not set(k.split()) <= topic_keys]
-    ranked = sorted(cands, key=lambda k: (-df[k] * statistics_mean(idf.get(w, default) for w in k.split())
+    ranked = sorted(cands, key=lambda k: (-df[k] * _mean(idf.get(w, default) for w in k.split())
                                           * _phrase_weight(k, _surface(k, texts)), k))
     chosen: list[str] = []
     for k in ranked:

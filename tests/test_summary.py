@@ -78,6 +78,8 @@ def test_code_links_are_found_and_trimmed():
     assert find_code_url("Code: [here](https://github.com/a/b). More at https://x.org/page.") == \
         "https://github.com/a/b"
     assert find_code_url("No link in this one.") is None
+    linked = summarize_paper("We propose X, a method for Y. Code: [our repo](https://github.com/a/b).")
+    assert linked.points["code"] == "https://github.com/a/b" and "[" not in linked.tldr
 
 
 @pytest.mark.parametrize("sentence, expected", [
