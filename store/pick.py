@@ -13,15 +13,15 @@ tested without a clock. The recipe:
   strong paper from outside the interests, labelled as such;
 - never a paper this channel has already been shown.
 
-`feedback` adds to relevance. It maps paper ids either to a direct score
+`feedback` adjusts relevance. It maps paper ids either to a direct score
 adjustment (with an optional reason), or to a `Reacted`: how the team reacted
 to a paper it was shown (store/feedback.py builds these from the reaction log,
-decayed by age). A reaction spreads to the papers close to the one reacted to,
-so a liked paper lifts its neighbours and a disliked one sinks them. Each member's
-reactions are one voice (a weighted average over their own reactions), and when
-a member's turn comes their own voice counts most, so feedback sharpens whose
-turn it is rather than overriding it. When feedback changed a choice, the
-explanation says which reaction did it.
+decayed by age). What members liked becomes a learned interest of theirs
+("papers like the ones I liked"), so papers close to liked ones rise; papers
+close to disliked ones fall (see FeedbackModel). Feedback changes what a
+member is served on their turn, never whose turn it is, and a member's own
+reactions count most on their turn. When feedback changed a choice, the
+explanation names the reaction that did it.
 """
 from __future__ import annotations
 
@@ -52,8 +52,9 @@ class PickSettings:
     density_sample: int = 1500  # corpus sample for "strength" (how central a paper is to its area)
     candidate_sample: int = 3000  # exploration / breadth candidates considered per day
     runners_up: int = 2
-    feedback_strength: float = 0.5  # the most a team's reactions can add to a paper's relevance
-    feedback_floor: float = 0.3  # papers less similar than this to a reacted paper are not moved by it
+    feedback_strength: float = 1.0  # how much "like the papers I liked" counts against a stated interest
+    feedback_dislike: float = 0.3  # the most a dislike can take off a paper's relevance
+    feedback_floor: float = 0.3  # papers less similar than this to what was disliked lose nothing
     feedback_own_share: float = 0.7  # on a member's turn, the share of their own reactions (rest: the team's)
     feedback_shrink: float = 1.0  # a member's first reactions count less than a consistent record
 
@@ -228,18 +229,28 @@ def member_order(members: Sequence[str], history: Sequence[PastPost], channel: s
 
 
 class FeedbackModel:
-    """Per-paper score adjustments from `feedback`: direct ones, plus reactions spread by similarity.
+    """What `feedback` does to each paper's relevance on a member's turn.
 
-    A reaction to paper q moves every paper p by weight × kernel(sim(p, q)), the
-    kernel rising linearly from 0 at `feedback_floor` to 1 at identical. Each
-    member's term is a weighted average over their own reactions (shrunk
-    towards 0 while they are few), so a member who reacts to everything is
-    still one voice; the team term is the mean of the members' terms.
+    Direct adjustments (number or (number, reason) values) are added as given.
+    Reactions (`Reacted` values) are learned per member:
+    - likes: the weighted centroid of the papers a member liked acts like one
+      more interest of theirs, "papers like the ones I liked": relevance
+      becomes the better of the stated interests and strength × confidence ×
+      cosine to that centroid, so a vague interest ("machine learning") gives
+      way to what the member actually liked, and a precise one still counts;
+    - dislikes: papers close to the centroid of what the member disliked
+      lose up to `feedback_dislike` (only above `feedback_floor` similarity);
+    - confidence grows with the evidence, W / (W + shrink), W the member's
+      summed (decayed) weights, so one stray 👍 is a hint, not a command;
+    - per-member weighting: each member's likes are one voice (a centroid, not
+      a sum over reactions), the team's voice is the mean of its members', and
+      on a member's turn their own voice gets `feedback_own_share`.
     """
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings):
         n = len(ids)
         self.settings = settings
+        self.matrix = matrix
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
         row = {pid: i for i, pid in enumerate(ids)}
@@ -258,58 +269,87 @@ class FeedbackModel:
                     self.notes[i] = note
             self.direct[i] = float(value)
         self.sources = [r for _, r in sources]
-        self.members: dict[str, np.ndarray] = {}
-        self.team = np.zeros(n, dtype=np.float32)
+        self.like: dict[str, np.ndarray] = {}
+        self.dislike: dict[str, np.ndarray] = {}
+        zero = np.zeros(n, dtype=np.float32)
+        self.team_like, self.team_dislike = zero, zero
         self.active = bool(sources) or bool(self.direct.any())
         if not sources:
             return
-        floor = settings.feedback_floor
-        sims = matrix @ matrix[[i for i, _ in sources]].T  # (papers, reacted papers)
-        self.kernel = np.clip((sims - floor) / (1.0 - floor), 0.0, 1.0).astype(np.float32)
+        self.src = matrix[[i for i, _ in sources]]  # (reacted papers, dim)
         names = sorted({m for _, r in sources for m in r.by_member})
-        weights = np.zeros((len(names), len(sources)), dtype=np.float32)
-        for j, (_, r) in enumerate(sources):
-            for m, w in r.by_member.items():
-                weights[names.index(m), j] = w
-        norm = settings.feedback_shrink + np.abs(weights).sum(axis=1, keepdims=True)
-        self.voice = settings.feedback_strength * weights / norm  # (members, reacted papers)
-        per_member = self.kernel @ self.voice.T  # (papers, members)
-        self.members = {m: per_member[:, k] for k, m in enumerate(names)}
-        self.member_row = {m: k for k, m in enumerate(names)}
-        self.team = per_member.mean(axis=1)
+        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r in sources], dtype=np.float32)
+                        for m in names}
+        shrink = settings.feedback_shrink
+        floor = settings.feedback_floor
+        for m, w in self.weights.items():
+            pos, neg = np.maximum(w, 0), np.maximum(-w, 0)
+            if pos.sum() > 0:
+                centre = pos @ self.src
+                conf = pos.sum() / (pos.sum() + shrink)
+                self.like[m] = settings.feedback_strength * conf * (matrix @ (centre / np.linalg.norm(centre)))
+            if neg.sum() > 0:
+                centre = neg @ self.src
+                conf = neg.sum() / (neg.sum() + shrink)
+                near = matrix @ (centre / np.linalg.norm(centre))
+                self.dislike[m] = conf * np.clip((near - floor) / (1.0 - floor), 0.0, 1.0)
+        if self.like:
+            self.team_like = np.mean(list(self.like.values()), axis=0)
+        if self.dislike:
+            self.team_dislike = np.mean(list(self.dislike.values()), axis=0)
 
-    def _mix(self, member: str | None) -> tuple[float, float]:
-        """(own share, team share) for a member's turn."""
-        if member is None or member not in self.members:
-            return 0.0, 1.0
+    def _parts(self, member: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """(learned interest, dislike) of every paper on `member`'s turn (None: the team's)."""
+        if member is None:
+            return self.team_like, self.team_dislike
         own = self.settings.feedback_own_share
-        return own, 1.0 - own
+        like = (1 - own) * self.team_like
+        dislike = (1 - own) * self.team_dislike
+        if member in self.like:
+            like = like + own * self.like[member]
+        if member in self.dislike:
+            dislike = dislike + own * self.dislike[member]
+        return like, dislike
 
-    def for_member(self, member: str | None) -> np.ndarray:
-        """The adjustment of every paper on `member`'s turn (None: the whole team's)."""
-        own, team = self._mix(member)
-        out = self.direct + team * self.team
-        if own:
-            out = out + own * self.members[member]
-        return out
+    def for_member(self, member: str | None, relevance: np.ndarray | None = None) -> np.ndarray:
+        """The adjustment to `relevance` (the member's stated-interest match; none: 0) on their turn."""
+        if not self.sources:
+            return self.direct
+        like, dislike = self._parts(member)
+        base = relevance if relevance is not None else np.zeros_like(like)
+        return (self.direct + np.maximum(like - base, 0.0)
+                - self.settings.feedback_dislike * dislike).astype(np.float32)
 
-    def why(self, chosen: int, instead: int | None, member: str | None) -> str | None:
+    def why(self, chosen: int, instead: int | None, member: str | None,
+            relevance: np.ndarray | None = None) -> str | None:
         """Which reaction made `chosen` beat `instead` (the pick without feedback), in team terms."""
         if not self.sources:
             return self.notes.get(chosen)
-        own, team = self._mix(member)
-        voice = team * self.voice.mean(axis=0)
-        if own:
-            voice = voice + own * self.voice[self.member_row[member]]
-        gap = self.kernel[chosen] - (self.kernel[instead] if instead is not None else 0.0)
-        contrib = voice * gap
-        j = int(np.argmax(contrib))
-        if contrib[j] <= 0:
+        like, dislike = self._parts(member)
+        base = relevance if relevance is not None else np.zeros_like(like)
+        lift = float(max(like[chosen] - base[chosen], 0.0))
+        if instead is not None:
+            lift -= float(max(like[instead] - base[instead], 0.0))
+            sink = self.settings.feedback_dislike * float(dislike[instead] - dislike[chosen])
+        else:
+            sink = 0.0
+        if lift <= 0 and sink <= 0:
+            return self.notes.get(chosen)
+        liked = lift >= sink
+        target = chosen if liked else instead
+        sims = self.src @ self.matrix[target]
+        voices = [member] if member in (self.like if liked else self.dislike) else list(self.weights)
+        score = np.zeros(len(self.sources), dtype=np.float32)
+        for m in voices:
+            w = self.weights[m]
+            score = np.maximum(score, (np.maximum(w, 0) if liked else np.maximum(-w, 0)) * sims)
+        j = int(np.argmax(score))
+        if score[j] <= 0:
             return self.notes.get(chosen)
         r = self.sources[j]
-        if voice[j] > 0 and r.fans:
+        if liked and r.fans:
             return f"close to *{r.name}*, which got {r.praise} from {_people(r.fans)}"
-        if voice[j] < 0 and r.critics:
+        if not liked and r.critics:
             return f"steering away from *{r.name}*, which got {r.complaints} from {_people(r.critics)}"
         return self.notes.get(chosen)
 
@@ -384,7 +424,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     seed = day_hash(channel, day) % (2**32)
     row = {pid: i for i, pid in enumerate(ids)}
     fb = FeedbackModel(ids, matrix, feedback, settings)
-    team_fb = fb.for_member(None)
+    team_fb = fb.for_member(None)  # exploration and breadth days: the whole team's taste
     sig = None
     if signals:
         sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
@@ -394,13 +434,13 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     lam = settings.mmr_lambda
 
     def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None,
-               instead: int | None = None) -> Choice:
-        """A Choice; `instead` is what the pick would have been without feedback."""
-        value = float(fb.for_member(member)[i]) if member else float(team_fb[i])
+               instead: int | None = None, adjust: np.ndarray = team_fb,
+               rel: np.ndarray | None = None) -> Choice:
+        """A Choice; `instead`: the pick without feedback; `adjust`/`rel`: feedback and relevance used."""
         why = fb.notes.get(i) if fb.direct[i] else None
         if instead is not None and instead != i:
-            why = fb.why(i, instead, member) or why
-        return Choice(ids[i], kind, float(score), float(sim), interest, member, value, why)
+            why = fb.why(i, instead, member, rel) or why
+        return Choice(ids[i], kind, float(score), float(sim), interest, member, float(adjust[i]), why)
 
     open_rows = np.flatnonzero(open_mask)
     if not interests:
@@ -416,7 +456,11 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     order = member_order(members, history, channel, day, settings.fairness_window)
 
     def best_for(member: str, taken: set[int], extra_penalty: np.ndarray | None = None):
-        """(row, score, similarity, interest, row without feedback) of the member's best open paper."""
+        """The member's best open paper: (row, score, match, interest, row without feedback, extras).
+
+        match is how well it fits the member: the stated interest's similarity, or
+        their learned taste ("like the papers I liked") when that fits better.
+        """
         cols = cols_of[member]
         rel = sims[:, cols].max(axis=1)
         base = lam * rel - (1 - lam) * redundancy
@@ -425,12 +469,14 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         base = np.where(open_mask, base, -np.inf)
         for i in taken:
             base[i] = -np.inf
-        score = base + lam * fb.for_member(member or None) if fb.active else base
+        adjust = fb.for_member(member or None, rel) if fb.active else np.zeros_like(rel)
+        score = base + lam * adjust
         i = int(np.argmax(score))
         if not np.isfinite(score[i]):
             return None
         j = cols[int(sims[i, cols].argmax())]
-        return i, float(score[i]), float(sims[i, j]), interests[j], int(np.argmax(base))
+        match = max(float(sims[i, j]), float(fb._parts(member or None)[0][i])) if fb.sources else float(sims[i, j])
+        return i, float(score[i]), match, interests[j], int(np.argmax(base)), (adjust, rel, float(sims[i, j]))
 
     picked: list[Choice] = []
     taken: set[int] = set()
@@ -460,8 +506,9 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                 break
         if first is None:
             return None, None
-        (i, score, sim, interest, instead), member = first
-        return choice(i, INTEREST, score, sim, interest, member or None, instead=instead), member
+        (i, score, _, interest, instead, (adjust, rel, sim)), member = first
+        return choice(i, INTEREST, score, sim, interest, member or None, instead=instead, adjust=adjust,
+                      rel=rel), member
 
     queue = list(order)
     want = 1 + settings.runners_up

@@ -200,17 +200,21 @@ def _vague(member: str, iid: int = 1) -> Interest:
 def test_a_liked_paper_lifts_its_neighbours_and_the_explanation_says_so():
     ids, m = _vectors()
     day = date(2024, 6, 5)
-    # Yesterday's paper was a0; b0 is a paper someone shared, and Bob 🔥'd it.
+    # Yesterday's paper was a0; b0 is a paper someone shared, and Alice 🔥'd it.
     history = [PastPost(date(2024, 6, 4), "a0", "UALICE")]
     interests = [_vague("UALICE")]
     settings = PickSettings(exploration_rate=0, runners_up=0)
     plain = pick_daily(CH, day, ids, m, interests, history, settings=settings)
     assert plain.paper_id == "g" and plain.choice.feedback_why is None
-    liked = {"b0": Reacted({"UBOB": 2.0}, "SPIKE", "🔥", ("UBOB",))}
+    liked = {"b0": Reacted({"UALICE": 2.0}, "SPIKE", "🔥", ("UALICE",))}
     moved = pick_daily(CH, day, ids, m, interests, history, feedback=liked, settings=settings)
     assert moved.paper_id in ("b1", "b2")
     assert moved.choice.feedback > 0
-    assert moved.explain().endswith("close to *SPIKE*, which got 🔥 from @UBOB")
+    assert moved.explain().endswith("close to *SPIKE*, which got 🔥 from @UALICE")
+    # Someone else's like counts on Alice's turn too, but only as the team's voice: weaker.
+    theirs = {"b0": Reacted({"UBOB": 2.0}, "SPIKE", "🔥", ("UBOB",))}
+    weaker = pick_daily(CH, day, ids, m, interests, history, feedback=theirs, settings=settings)
+    assert weaker.paper_id == "g"
     # The same input gives the same pick: feedback keeps the pick deterministic.
     again = pick_daily(CH, day, ids, m, interests, history, feedback=liked, settings=settings)
     assert again.to_dict() == moved.to_dict()
@@ -223,11 +227,12 @@ def test_a_disliked_paper_sinks_its_neighbours_and_the_explanation_says_so():
     settings = PickSettings(exploration_rate=0, runners_up=0)
     plain = pick_daily(CH, day, ids, m, [_vague("UALICE")], history, settings=settings)
     assert plain.paper_id.startswith("a")
-    disliked = {"a0": Reacted({"UBOB": -1.0, "UCAROL": -1.0}, "TREC", complaints="😴×2",
-                              critics=("UBOB", "UCAROL"))}
+    disliked = {"a0": Reacted({"UALICE": -1.0, "UCAROL": -1.0}, "TREC", complaints="😴×2",
+                              critics=("UALICE", "UCAROL"))}
     away = pick_daily(CH, day, ids, m, [_vague("UALICE")], history, feedback=disliked, settings=settings)
     assert away.paper_id.startswith("b")
-    assert away.explain().endswith("steering away from *TREC*, which got 😴×2 from @UBOB and @UCAROL")
+    assert away.choice.feedback == 0  # b was not lifted: the a papers sank
+    assert away.explain().endswith("steering away from *TREC*, which got 😴×2 from @UALICE and @UCAROL")
 
 
 def test_on_each_members_turn_their_own_reactions_count_most_and_turns_stay_fair():
