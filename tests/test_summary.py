@@ -319,3 +319,24 @@ def test_batch_uses_the_llm_when_given(fake_llm):
     summarize_jsonl(io.StringIO(line + "\n"), out, llm=client(fake_llm))
     record = json.loads(out.getvalue())
     assert record["tldr"] == GOOD and record["backend"] == "fake-model"
+
+
+def test_fit_script_refits_weights_that_summarize(tmp_path):
+    """bench/fit_summary.py on a slice of SciTLDR writes a weights file summarize_paper can use."""
+    import subprocess
+    import sys
+
+    train = Path(__file__).resolve().parents[2] / "shared" / "eval" / "scitldr" / "train.jsonl"
+    if not train.exists():
+        pytest.skip("SciTLDR train split not beside the repo")
+    small = tmp_path / "train.jsonl"
+    small.write_text("".join(train.read_text(encoding="utf-8").splitlines(keepends=True)[:60]))
+    out = tmp_path / "w.json"
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, str(root / "bench" / "fit_summary.py"), "--data", str(small), "--out", str(out)],
+                   check=True, capture_output=True, timeout=120)
+    data = json.loads(out.read_text())
+    assert "SciTLDR" in data["attribution"] and data["n_abstracts"] == 60
+    weights = load_weights(str(out))
+    s = summarize_paper(abstract_with("SPIKE"), weights=weights)
+    assert 5 <= len(s.tldr.split()) <= 30 and not is_dangling(s.tldr)
