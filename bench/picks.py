@@ -205,6 +205,8 @@ def main() -> None:
         print(f"settings: {overrides}", file=sys.stderr)
 
     totals = Counter()
+    redundancy: list[float] = []
+    row = {pid: i for i, pid in enumerate(ids)}
     topic_days, topic_hits = Counter(), Counter()
     fair_rows = []
     started = time.perf_counter()
@@ -224,6 +226,10 @@ def main() -> None:
                 totals["ran_out"] += 1
                 break
             seen.append(pick.paper_id)
+            recent = [row[p.paper_id] for p in history[-7:]]
+            if recent:
+                # how close today's paper is to the closest of the last week's: topic pile-up
+                redundancy.append(float((matrix[recent] @ matrix[row[pick.paper_id]]).max()))
             seen.extend(c.paper_id for c in pick.runners_up)
             history.append(PastPost(day, pick.paper_id, pick.choice.member, pick.exploration,
                                     tuple(c.paper_id for c in pick.runners_up)))
@@ -287,7 +293,7 @@ def main() -> None:
         "repeats": totals["repeats"], "pick_repeats": totals["pick_repeats"],
         "exploration_days": edays, "exploration_share": edays / max(1, edays + days),
         "exploration_relevant": totals["explore_hit"] / max(1, edays),
-        "ran_out": totals["ran_out"], "seconds_per_pick": elapsed / max(1, days + edays),
+        "ran_out": totals["ran_out"], "redundancy_vs_last_week": float(np.mean(redundancy)), "seconds_per_pick": elapsed / max(1, days + edays),
     }
     f = figures
     print(f"paper of the day, {f['teams']} teams x {f['days_per_team']} days over {f['papers']} papers")
@@ -300,7 +306,8 @@ def main() -> None:
     print(f"    share of days relevant to each member: {f['share_relevant_min_mean']:.2f} / "
           f"{f['share_relevant_max_mean']:.2f} (greedy: {f['greedy_share_relevant_min_mean']:.2f} / "
           f"{f['greedy_share_relevant_max_mean']:.2f})")
-    print(f"  repeats: {f['repeats']} (paper of the day: {f['pick_repeats']})")
+    print(f"  repeats: {f['repeats']} (paper of the day: {f['pick_repeats']}); similarity to the closest "
+          f"of the last 7 days' papers: {f['redundancy_vs_last_week']:.3f} (lower = more varied)")
     print(f"  exploration days: {f['exploration_days']} ({f['exploration_share']:.1%}; "
           f"{f['exploration_relevant']:.0%} of them still relevant to someone)")
     print(f"  {f['seconds_per_pick'] * 1000:.0f} ms per pick; ran out of papers: {f['ran_out']}")
