@@ -1,0 +1,513 @@
+"""Faults: Slack answering 429, 500 or dropping the connection on every Web API method the bot
+uses; `disconnect` messages and killed sockets; the database locked by another writer.
+
+Nothing may be lost: a reply arrives (or the user is told it failed), a daily
+post ends up in the channel exactly once, every reaction ends up in the log.
+
+The first half drives the real Bolt app in-process (process_before_response=True);
+the second runs the real `paperclub run` process over Socket Mode. Both use the
+weightless HashingEmbedder: these tests are about plumbing, not search quality.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from slack_bolt import BoltRequest
+from slack_sdk import WebClient
+
+from bot import blocks as bk
+from bot.app import SORRY
+from conftest import APP_TOKEN, BOT_TOKEN, copy_db, make_settings
+from figures import record
+
+ROOT = Path(__file__).resolve().parent.parent
+UTC = timezone.utc
+CH = "C1"
+NOW = datetime(2024, 6, 3, 9, 0, 5, tzinfo=UTC)
+KINDS = ("429", "500", "drop")
+INJECTED: dict[str, int] = {}  # fault kind -> how many were injected (figures)
+
+
+def inject(fake, method: str, kind: str, times: int = 1) -> None:
+    """Make the next `times` calls of `method` fail with `kind`."""
+    if kind == "429":
+        fake.fail(method, status=429, retry_after=1, times=times)
+    elif kind == "500":
+        fake.fail(method, status=500, times=times)
+    else:
+        fake.fail(method, drop=True, times=times)
+    INJECTED[kind] = INJECTED.get(kind, 0) + times
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures():
+    yield
+    record("faults", injected=dict(INJECTED), lost=0)
+
+
+# -- in-process: the real Bolt app against the fake Slack ---------------------------------------
+class Env:
+    """A store, a searcher and (built on first use, so auth.test can be faulted first) the app."""
+
+    def __init__(self, fake, store, searcher, **settings):
+        self.fake, self.store, self.searcher = fake, store, searcher
+        self.settings = make_settings(slack_api_url=fake.api_url, timezone="UTC", **settings)
+        self._app = None
+
+    @property
+    def app(self):
+        if self._app is None:
+            from bot.app import create_app
+
+            self._app = create_app(self.settings, self.store, self.searcher, process_before_response=True)
+            self._app.paperclub_deps.daily.sleep = lambda s: None  # our backoff; Retry-After is still honoured
+        return self._app
+
+    def close(self):
+        if self._app is not None:
+            self._app.paperclub_deps.daily.shutdown()
+
+    def dispatch(self, body: dict) -> int:
+        return self.app.dispatch(BoltRequest(body=body, mode="socket_mode")).status
+
+    def command(self, text: str, *, user: str = "U1", channel: str = CH) -> dict:
+        url = self.fake.new_response_url(channel=channel, user=user)
+        body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
+                "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+                "response_url": url, "trigger_id": "1.2.3"}
+        assert self.dispatch(body) == 200
+        (reply,) = self.fake.responses(url)
+        return reply
+
+    def click(self, action_id: str, value: str, *, user: str = "U1", channel: str = CH) -> list[dict]:
+        url = self.fake.new_response_url(channel=channel, user=user)
+        body = {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",
+                "team": {"id": "T1"}, "channel": {"id": channel, "name": "general"},
+                "container": {"type": "message", "channel_id": channel, "is_ephemeral": True,
+                              "message_ts": "1.000001"},
+                "response_url": url, "trigger_id": "1.2.3",
+                "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+        assert self.dispatch(body) == 200
+        return self.fake.responses(url)
+
+    def event(self, event: dict, event_id: str) -> int:
+        body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
+                "event_time": int(time.time()), "event": event,
+                "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+        return self.dispatch(body)
+
+    def post_daily(self, now=NOW, **kw):
+        from bot.daily import post_daily
+
+        return post_daily(self.app.client, self.store, self.searcher, CH, now, settings=self.settings,
+                          sleep=lambda s: None, **kw)
+
+
+@pytest.fixture
+def env(fake_slack, hashing_store):
+    from store.embed import HashingEmbedder
+    from store.search import Searcher
+
+    env = Env(fake_slack, hashing_store, Searcher(hashing_store, HashingEmbedder()))
+    yield env
+    env.close()
+
+
+def daily_posts(fake, channel: str = CH) -> list[dict]:
+    return [m for m in fake.messages(channel) if (m.get("metadata") or {}).get("event_type") == "paperclub_daily"]
+
+
+def thread_replies(fake, ts: str, channel: str = CH) -> list[dict]:
+    return [m for m in fake.messages(channel) if m.get("thread_ts") == ts and m["ts"] != ts]
+
+
+def text_of(message: dict) -> str:
+    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
+
+
+def a_paper(store):
+    return next(store.iter_papers())
+
+
+# One scenario per Web API method the bot calls (grep `client\.` in bot/): each makes the
+# bot call it once with the fault in place, then checks what a person would see.
+def auth_test(env, kind):
+    inject(env.fake, "auth.test", kind)
+    assert env.app is not None  # create_app's auth.test went through on a retry
+    assert len(env.fake.calls("auth.test")) == 2
+
+
+def share_post(env, kind):
+    paper = a_paper(env.store)
+    env.app
+    inject(env.fake, "chat.postMessage", kind)
+    replies = env.click(bk.ACTION_SHARE, paper.id, channel="C2")
+    (posted,) = env.fake.messages("C2")  # once, not twice
+    assert f"shared-{paper.id}" in text_of(posted)
+    assert "Shared" in replies[-1]["text"]
+    assert env.store.paper_for_message("C2", posted["ts"])["paper_id"] == paper.id
+
+
+def daily_post(env, kind):
+    env.app
+    inject(env.fake, "chat.postMessage", kind)
+    result = env.post_daily()
+    assert result.status == "posted"
+    (post,) = daily_posts(env.fake)
+    assert len(thread_replies(env.fake, post["ts"])) == 1
+    assert env.store.get_post(CH, "2024-06-03")["ts"] == post["ts"]
+
+
+def history_lookup(env, kind):
+    env.app
+    inject(env.fake, "chat.postMessage", "500")  # ambiguous: the bot must look before posting again
+    inject(env.fake, "conversations.history", kind)
+    result = env.post_daily()
+    assert result.status == "posted"
+    assert len(daily_posts(env.fake)) == 1
+    assert env.fake.calls("conversations.history")
+
+
+def permalink(env, kind):
+    env.post_daily(now=datetime.now(UTC))
+    inject(env.fake, "chat.getPermalink", kind)
+    reply = env.command("today")
+    assert "Today's paper is *" in text_of(reply) and "slack.com/archives/C1/p" in text_of(reply)
+
+
+def reactions_get(env, kind):
+    # A share posted through a response_url: the bot learns its paper from reactions.get.
+    paper = a_paper(env.store)
+    ts = env.fake.add_message(CH, "U1 shared a paper", user="UBOT", bot_id="B1",
+                              blocks=[{"type": "section", "block_id": f"shared-{paper.id}",
+                                       "text": {"type": "mrkdwn", "text": paper.short_name}}])
+    env.app
+    inject(env.fake, "reactions.get", kind)
+    ev = {"type": "reaction_added", "user": "U2", "reaction": "fire", "item_user": "UBOT",
+          "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
+    assert env.event(ev, "EvFAULT1") == 200
+    (row,) = env.store.reactions(channel=CH)
+    assert (row["paper_id"], row["user"], row["emoji"]) == (paper.id, "U2", "fire")
+
+
+def views_publish(env, kind):
+    env.app
+    inject(env.fake, "views.publish", kind)
+    assert env.event({"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9"}, "EvHOME1") == 200
+    assert "/paper search" in json.dumps(env.fake.home_view("U9"))
+
+
+SCENARIOS = {"auth.test": auth_test, "chat.postMessage (share)": share_post,
+             "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
+             "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish}
+
+
+def test_every_web_api_method_the_bot_uses_is_covered_here():
+    import re
+
+    used = set()
+    for path in (ROOT / "bot").glob("*.py"):
+        used |= set(re.findall(r"client\.([a-z]+_[A-Za-z]+)\(", path.read_text()))
+    used.discard("is_connected")  # the Socket Mode client's own state, not a Web API call
+    covered = {name.split(" ")[0].replace(".", "_") for name in SCENARIOS}
+    # auth.test runs inside Bolt's App(); apps.connections.open inside the Socket Mode client
+    # (test_reconnects_when_apps_connections_open_fails below).
+    assert used <= covered, f"add a fault scenario for {used - covered}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("method", list(SCENARIOS))
+def test_a_fault_on_each_web_api_method_loses_nothing(env, method, kind):
+    SCENARIOS[method](env, kind)
+
+
+# -- faults that last: the user is told, the daily post comes later, exactly once ----------------------
+def test_a_share_slack_keeps_refusing_gets_an_apology_and_posts_nothing(env):
+    paper = a_paper(env.store)
+    env.app
+    inject(env.fake, "chat.postMessage", "500", times=3)  # the first try and both of the SDK's retries
+    replies = env.click(bk.ACTION_SHARE, paper.id, channel="C2")
+    assert SORRY in replies[-1]["text"] and replies[-1]["response_type"] == "ephemeral"
+    assert env.fake.messages("C2") == []
+
+
+def test_a_daily_post_slack_keeps_refusing_is_made_once_when_it_is_back(env):
+    from bot.daily import SWEEP_EVERY
+
+    service = env.app.paperclub_deps.daily
+    service.clock = lambda: NOW - timedelta(days=1)
+    env.command("schedule 09:00 UTC")
+    service.budget = 0.5  # give up quickly; the sweep takes it from there
+    service.clock = lambda: NOW
+    inject(env.fake, "chat.postMessage", "500")  # with that budget, one failure is the whole try
+    assert service.fire(CH).status == "failed"
+    assert daily_posts(env.fake) == []
+    env.fake.reset()
+    service.budget = 60
+    for _ in range(SWEEP_EVERY):
+        service.poll()
+    assert service.results[-1].status == "posted"
+    assert len(daily_posts(env.fake)) == 1
+
+
+def test_a_post_slack_took_but_never_answered_is_not_repeated_even_if_the_lookup_fails(env, fake_slack):
+    # Both at once: the answer to chat.postMessage is lost (a timeout after Slack posted it), and
+    # the channel lookup that would find it fails once. Posting blind then would post twice.
+    from bot.daily import post_daily
+
+    fake = fake_slack
+    fake.delay("chat.postMessage", 2.5, times=1, after=True)
+    inject(fake, "conversations.history", "500")
+    client = WebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=1)
+    result = post_daily(client, env.store, env.searcher, CH, NOW, sleep=lambda s: None)
+    assert result.status == "posted"
+    assert len(daily_posts(fake)) == 1
+    assert env.store.get_post(CH, "2024-06-03")["ts"] == daily_posts(fake)[0]["ts"]
+
+
+# -- the database locked by another writer -------------------------------------------------------
+class Locker:
+    """Another process's connection holding the write lock (BEGIN IMMEDIATE) until released."""
+
+    def __init__(self, path: str):
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("insert into meta(key, value) values ('locker', 'x') "
+                          "on conflict(key) do update set value = 'x'")
+
+    def release(self):
+        self.conn.execute("COMMIT")
+        self.conn.close()
+
+
+def in_thread(fn, *args):
+    out = {}
+
+    def run():
+        started = time.monotonic()
+        out["value"] = fn(*args)
+        out["seconds"] = time.monotonic() - started
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+def test_a_database_locked_for_seconds_delays_writes_but_loses_none(env):
+    from bot.daily import ACTION_SAVE
+
+    paper = a_paper(env.store)
+    env.post_daily(now=NOW)  # a daily post to react to
+    ts = env.store.get_post(CH, "2024-06-03")["ts"]
+    service = env.app.paperclub_deps.daily
+    service.clock = lambda: NOW - timedelta(days=1)
+    env.command("schedule 09:00 UTC", user="UADMIN", channel="C2")
+    service.clock = lambda: NOW
+    env.fake.reset()
+    reaction = {"type": "reaction_added", "user": "U2", "reaction": "+1", "item_user": "UBOT",
+                "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
+
+    locker = Locker(env.store.path)
+    jobs = {
+        "search": in_thread(env.command, "search video grounding"),
+        "interests": in_thread(env.command, "interests add graph neural networks"),
+        "schedule": in_thread(env.command, "schedule 10:00 UTC"),
+        "save": in_thread(env.click, ACTION_SAVE, paper.id),
+        "reaction": in_thread(env.event, reaction, "EvLOCK1"),
+        "daily": in_thread(service.fire, "C2"),
+    }
+    jobs["search"][0].join(10)
+    searched_while_locked = not jobs["search"][0].is_alive()
+    time.sleep(3)
+    assert all(t.is_alive() for name, (t, _) in jobs.items() if name != "search")  # the writers waited
+    locker.release()
+    for t, _ in jobs.values():
+        t.join(30)
+    out = {name: o for name, (_, o) in jobs.items()}
+
+    assert searched_while_locked  # readers are not blocked by a writer (WAL)
+    assert "Papers for" in out["search"]["value"]["text"] or "Top" in text_of(out["search"]["value"])
+    assert "Added *graph neural networks*" in text_of(out["interests"]["value"])
+    assert env.store.get_schedule(CH)["hour"] == 10
+    assert "Saved" in out["save"]["value"][0]["text"]
+    assert [r["emoji"] for r in env.store.reactions(channel=CH)] == ["+1"]
+    assert out["daily"]["value"].status == "posted" and len(daily_posts(env.fake, "C2")) == 1
+    for o in out.values():
+        assert "locked" not in json.dumps(o["value"], default=str)
+    record("db_locked", lock_seconds=3, writes_waited=5, lost=0,
+           slowest_write_seconds=round(max(o["seconds"] for n, o in out.items() if n != "search"), 2),
+           search_seconds=round(out["search"]["seconds"], 2))
+
+
+def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_reaction(
+        fake_slack, hashing_db, tmp_path, monkeypatch):
+    import store.db
+    from store.db import Store
+    from store.embed import HashingEmbedder
+    from store.search import Searcher
+
+    monkeypatch.setattr(store.db, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
+    s = Store(copy_db(hashing_db, tmp_path / "short.db"))
+    env = Env(fake_slack, s, Searcher(s, HashingEmbedder()))
+    try:
+        env.post_daily(now=NOW)
+        ts = s.get_post(CH, "2024-06-03")["ts"]
+        locker = Locker(s.path)
+        cmd = in_thread(env.command, "interests add graph neural networks")
+        reaction = {"type": "reaction_added", "user": "U2", "reaction": "fire", "item_user": "UBOT",
+                    "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
+        ev = in_thread(env.event, reaction, "EvLOCK2")
+        cmd[0].join(20)
+        time.sleep(max(0.0, 1.5 - cmd[1].get("seconds", 0)))
+        locker.release()
+        ev[0].join(30)
+        reply = cmd[1]["value"]
+        assert SORRY in reply["text"] and reply["response_type"] == "ephemeral"  # told, briefly
+        assert "locked" not in text_of(reply)
+        assert [r["emoji"] for r in s.reactions(channel=CH)] == ["fire"]  # waited out, not dropped
+    finally:
+        env.close()
+        s.close()
+
+
+# -- the real process over Socket Mode ------------------------------------------------------------------
+START_TIMEOUT = 60
+
+
+class Bot:
+    def __init__(self, proc, fake, db: Path, log: Path):
+        self.proc, self.fake, self.db, self.log = proc, fake, db, log
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+
+@pytest.fixture(scope="module")
+def bot(hashing_db, tmp_path_factory):
+    from fake_slack import start_fake_slack
+    from store.db import Store
+
+    tmp = tmp_path_factory.mktemp("faults")
+    db = copy_db(hashing_db, tmp / "bot.db")
+    s = Store(db)  # a daily post in C1 to react to
+    s.claim_post(CH, "2024-06-03", claimer="earlier", paper_id=a_paper(s).id, pick=None, now=NOW.timestamp())
+    s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp())
+    s.close()
+    fake = start_fake_slack()
+    log = tmp / "bot.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
+    env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
+               PAPERCLUB_DB=str(db), PAPERCLUB_MODEL="hashing-256", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
+               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=tmp, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+    bot = Bot(proc, fake, db, log)
+    try:
+        fake.wait_for(lambda: "connected to Slack" in bot.logs() or not bot.alive(), timeout=START_TIMEOUT)
+        assert bot.alive(), bot.logs()[-3000:]
+        fake.wait_connected(timeout=5)
+        yield bot
+        assert "Traceback" not in bot.logs()
+    finally:
+        if bot.alive():
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        fake.close()
+
+
+def send_command(fake, text: str, user: str = "U1", channel: str = CH) -> tuple[str, str]:
+    url = fake.new_response_url(channel=channel, user=user)
+    envelope = fake.slash_command(text, user=user, channel=channel, response_url=url)
+    return envelope, url
+
+
+def send_reaction(fake, user: str, emoji: str) -> str:
+    return fake.event({"type": "reaction_added", "user": user, "reaction": emoji, "item_user": "UBOT",
+                       "item": {"type": "message", "channel": CH, "ts": "1717405205.000100"}})
+
+
+def logged_reactions(db: Path) -> list[tuple]:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return conn.execute("select user, emoji from reactions order by id").fetchall()
+    finally:
+        conn.close()
+
+
+def interests_of(db: Path) -> list[str]:
+    conn = sqlite3.connect(db, timeout=30)
+    try:
+        return [r[0] for r in conn.execute("select text from interests where channel = ?", [CH])]
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["disconnect", "killed socket"])
+def test_replies_and_reactions_in_flight_survive_the_connection_going_away(bot, how):
+    fake = bot.fake
+    fake.reset()
+    before = fake.connections_total
+    reactions_before = len(logged_reactions(bot.db))
+    locker = Locker(str(bot.db))  # so the work is still in flight when the socket goes
+    try:
+        sent = [send_command(fake, f"interests add topic {how} {i}") for i in range(3)]
+        sent += [send_command(fake, "search video grounding")]
+        events = [send_reaction(fake, f"U{i}", "fire") for i in range(3)]
+        for envelope in [e for e, _ in sent] + events:
+            fake.wait_ack(envelope, timeout=3)  # acked at once, whatever the database does
+        gone = time.monotonic()
+        if how == "disconnect":
+            fake.send_disconnect("refresh_requested")
+        else:
+            fake.kill_socket()
+        fake.wait_connected(total=before + 1, timeout=30)
+        deaf = time.monotonic() - gone  # Slack cannot deliver a command to the bot meanwhile
+        time.sleep(1)
+    finally:
+        locker.release()
+    for _, url in sent:  # replies go out over HTTP (response_url), not the socket: none is lost
+        (reply,) = fake.wait_for(lambda: fake.responses(url), timeout=30)
+        assert SORRY not in reply["text"]
+    assert all(f"topic {how} {i}" in interests_of(bot.db) for i in range(3))
+    fake.wait_for(lambda: len(logged_reactions(bot.db)) == reactions_before + 3, timeout=30)
+    fake.wait_for(lambda: fake.connections_open == 1, timeout=10)
+    envelope, url = send_command(fake, "search speculative decoding")  # and the new connection works
+    fake.wait_ack(envelope, timeout=3)
+    assert fake.wait_for(lambda: fake.responses(url), timeout=10)
+    assert bot.alive()
+    record(f"socket_{how.replace(' ', '_')}", reconnect_seconds=round(deaf, 2), replies_in_flight=len(sent),
+           reactions_in_flight=len(events), lost=0)
+    assert deaf < 6, f"no connection for {deaf:.1f} s"  # commands sent meanwhile fail in Slack
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, times", [("429", 1), ("500", 1), ("drop", 1), ("500", 4)])
+def test_reconnects_when_apps_connections_open_fails(bot, kind, times):
+    fake = bot.fake
+    fake.reset()
+    fake.wait_for(lambda: fake.connections_open == 1, timeout=10)
+    before = fake.connections_total
+    inject(fake, "apps.connections.open", kind, times=times)
+    fake.kill_socket()
+    fake.wait_connected(total=before + 1, timeout=60)
+    assert len(fake.calls("apps.connections.open")) >= times + 1
+    envelope, url = send_command(fake, "help")
+    fake.wait_ack(envelope, timeout=3)
+    assert fake.wait_for(lambda: fake.responses(url), timeout=10)
