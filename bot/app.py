@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Modules that add subcommands (via @subcommand at import) or listeners (a `register(app, deps)`
 # function). Later features append their module here: "bot.interests", "bot.daily", ...
-EXTENSIONS: list[str] = ["bot.daily", "bot.reactions"]
+EXTENSIONS: list[str] = ["bot.daily", "bot.reactions", "bot.overview"]
 
 # App Home hooks: functions (deps, user_id) -> extra blocks (schedules, interests, saved papers).
 HomeSection = Callable[[Deps, str], list[Block]]

@@ -48,6 +48,12 @@ class Ctx:
 
         return Searcher(self.store, self.embedder)
 
+    @cached_property
+    def llm(self):
+        from .app import make_llm
+
+        return make_llm(self.settings)
+
 
 pass_ctx = click.make_pass_decorator(Ctx)
 
@@ -200,6 +206,68 @@ def show(c: Ctx, ref, as_json):
         click.echo(f"code: {url}")
     if paper.url:
         click.echo(f"url: {paper.url}")
+
+
+@cli.command()
+@click.argument("ref", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="{id, name, tldr, points, backend}.")
+@pass_ctx
+def summary(c: Ctx, ref, as_json):
+    """A paper's TL;DR and key points (REF: id, short name, or words)."""
+    from store.summary import summary_for
+
+    paper, exact = resolve_ref(c, " ".join(ref))
+    s = summary_for(c.store, paper, llm=c.llm)
+    if as_json:
+        click.echo(json.dumps({"id": paper.id, "name": paper.short_name, **s.to_dict()},
+                              ensure_ascii=False, indent=2))
+        return
+    if not exact:
+        click.echo(f"(best match for '{' '.join(ref)}')", err=True)
+    click.echo(f"{paper.short_name}  [{paper.id}]  {paper.collection}")
+    click.echo(f"TL;DR: {s.tldr}")
+    for key in ("problem", "approach", "results", "code"):
+        if s.points.get(key):
+            click.echo(f"  {key.capitalize()}: {s.points[key]}")
+
+
+@cli.command()
+@click.argument("infile", type=click.File("r", encoding="utf-8"))
+@pass_ctx
+def summarize(c: Ctx, infile):
+    """Batch mode: read {id, title?, abstract} JSON Lines, write {id, tldr, points} to stdout."""
+    from store.summary import summarize_jsonl
+
+    done, failed = summarize_jsonl(infile, click.get_text_stream("stdout"), llm=c.llm)
+    click.echo(f"{done} summarized, {failed} failed", err=True)
+    if failed and not done:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("topic", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def overview(c: Ctx, topic, as_json):
+    """The most relevant papers on TOPIC, grouped into named themes with TL;DRs."""
+    from store.overview import topic_overview
+
+    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm)
+    if as_json:
+        click.echo(json.dumps({"topic": ov.topic, "common": ov.common, "backend": ov.backend, "themes": [
+            {"name": t.name, "papers": [{"id": p.id, "name": p.short_name, "tldr": s.tldr}
+                                        for p, s in t.papers]} for t in ov.themes]},
+            ensure_ascii=False, indent=2))
+        return
+    if not ov.themes:
+        click.echo(f"No papers about {ov.topic}.", err=True)
+        return
+    click.echo(f"Overview: {ov.topic}")
+    click.echo(ov.common)
+    for t in ov.themes:
+        click.echo(f"\n{t.name}")
+        for p, s in t.papers:
+            click.echo(f"  {p.id}  {p.short_name}: {s.tldr}")
 
 
 @cli.command()

@@ -1,0 +1,72 @@
+"""/paper overview and the summary / summarize / overview CLI commands."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from test_bot import all_text, app, command, module_store, one, searcher, slack  # noqa: F401 (fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+VIDEO = ("video", "Video")
+
+
+def test_overview_groups_the_topic_papers_into_named_themes(app, slack, module_store):
+    reply = one(command(app, slack, "overview video language models"))
+    blocks = reply["blocks"]
+    assert blocks[0]["type"] == "header" and "video language models" in blocks[0]["text"]["text"]
+    themes = [b for i, b in enumerate(blocks) if i and blocks[i - 1]["type"] == "divider"]
+    assert 2 <= len(themes) <= 3
+    assert all(t["text"]["text"].strip("* ") for t in themes)
+    ids = [p.id for p in module_store.iter_papers()]
+    shown = [i for i in ids if f"`{i}`" in all_text(reply)]
+    assert 5 <= len(shown) <= 8
+    # They are about the topic: most of the chosen abstracts talk about video.
+    about_video = [module_store.get_paper(i) for i in shown]
+    assert sum(any(v in p.abstract for v in VIDEO) for p in about_video) >= len(shown) - 1
+    assert reply["response_type"] == "ephemeral"
+
+
+def test_overview_without_a_topic_asks_for_one(app, slack):
+    reply = one(command(app, slack, "overview"))
+    assert "Which topic" in all_text(reply)
+
+
+def cli(*args, db=None, stdin=None):
+    env = {**os.environ, "PAPERCLUB_MODEL": "hashing-64"}
+    if db:
+        env["PAPERCLUB_DB"] = str(db)
+    return subprocess.run([sys.executable, "-m", "bot", *args], input=stdin, capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+
+
+def test_summarize_batch_mode_writes_one_line_per_record_and_reports_bad_lines(tmp_path):
+    abstract = ("Training large vision transformers is expensive. We propose TinyViT-Distill, which distils "
+                "a large teacher into a 5M-parameter student. TinyViT-Distill reaches 84.8% top-1 accuracy "
+                "on ImageNet-1k, 3.1% above the previous best small model. Code: https://github.com/x/tvd.")
+    lines = [json.dumps({"id": "a", "title": "TinyViT-Distill", "abstract": abstract}),
+             "{broken json", json.dumps({"id": "c"})]
+    infile = tmp_path / "in.jsonl"
+    infile.write_text("\n".join(lines) + "\n")
+    out = cli("summarize", str(infile), db=tmp_path / "s.db")
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(records) == 3
+    good = records[0]
+    assert good["id"] == "a" and len(good["tldr"].split()) <= 30
+    assert "84.8%" in json.dumps(good["points"]) and "https://github.com/x/tvd" in json.dumps(good["points"])
+    assert "error" in records[1] and records[1].get("line") == 2
+    assert "error" in records[2] and records[2].get("id") == "c"
+    assert "Traceback" not in out.stderr
+
+
+def test_summary_command_prints_tldr_and_points(tmp_path):
+    db = tmp_path / "c.db"
+    assert cli("ingest", str(ROOT / "store" / "samples"), db=db).returncode == 0
+    out = cli("summary", "SPIKE", "--json", db=db)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["name"] == "SPIKE" and data["tldr"] and set(data["points"]) >= {"problem", "approach", "results"}
+    missing = cli("summary", "--json", db=db)
+    assert missing.returncode != 0 and "Traceback" not in missing.stderr
