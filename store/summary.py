@@ -57,9 +57,8 @@ def split_sentences(text: str) -> list[str]:
     # ("essential.", "LLMs.") for an abbreviation and merges sentences.
     sents, start = [], 0
     for m in _BOUNDARY.finditer(text):
-        before = text[start:m.start() + 1]
-        word = re.search(r"([A-Za-z][A-Za-z.]*)\.$", before.rstrip(".!?\"')]") + ".")
-        last = word.group(1).lower().rstrip(".") if word else ""
+        word = re.search(r"([A-Za-z][A-Za-z.]*)\.$", text[start:m.start() + 1])
+        last = word.group(1).lower().rstrip(".") if word else ""  # none after "etc.)." or "etc)."
         if text[m.start()] == "." and last in _ABBREVIATIONS:
             continue
         sents.append(text[start:m.end()].strip())

@@ -106,10 +106,10 @@ def test_compress_fits_thirty_words_at_a_clause_boundary():
 
 def test_sentence_splitter_keeps_abbreviations_and_decimals():
     text = ("Prior work (Liao et al., 2016) uses e.g. cats. We gain 7.1% vs. 3.2% on X. "
-            "Models like LLMs. Are essential. Done!")
+            "Models like LLMs. Are essential. Done (a, b, etc.). Next (x, y etc). Last!")
     assert split_sentences(text) == ["Prior work (Liao et al., 2016) uses e.g. cats.",
                                      "We gain 7.1% vs. 3.2% on X.", "Models like LLMs.", "Are essential.",
-                                     "Done!"]
+                                     "Done (a, b, etc.).", "Next (x, y etc).", "Last!"]
 
 
 def test_dangling_openers():
