@@ -154,7 +154,8 @@ def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
 
 
 def results_blocks(title: str, hits: Sequence, *, note: str | None = None,
-                   empty: str = "No papers matched.", footer: str | None = None) -> list[Block]:
+                   empty: str = "No papers matched.", footer: str | None = None,
+                   tldrs: dict | None = None) -> list[Block]:
     """A header, an optional note, then each hit; never more blocks than a message may hold."""
     blocks: list[Block] = [header(title)]
     if note:
@@ -162,7 +163,7 @@ def results_blocks(title: str, hits: Sequence, *, note: str | None = None,
     if not hits:
         blocks.append(section(empty))
     for i, hit in enumerate(hits, start=1):
-        part = hit_blocks(hit, i)
+        part = hit_blocks(hit, i, tldr=(tldrs or {}).get(hit.paper.id))
         if len(blocks) + len(part) + (2 if footer else 0) > MAX_MESSAGE_BLOCKS:
             break
         blocks.extend(part)

@@ -257,7 +257,9 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
              f"{code(deps.command + ' help')}.")
     names = bk.esc(", ".join(h.paper.short_name for h in hits))
     text = f"Papers for {quoted(query)}: {names}" if hits else f"No papers match {quoted(query)}."
-    return Reply(text, bk.results_blocks(title, hits, note=note, empty=empty))
+    # A TL;DR reads better than the derived headline; summaries are cached after the first time.
+    tldrs = {h.paper.id: getattr(get_summary(deps, h.paper), "tldr", None) for h in hits}
+    return Reply(text, bk.results_blocks(title, hits, note=note, empty=empty, tldrs=tldrs))
 
 
 def _guess_note(deps: Deps, ref: str, paper) -> str:
