@@ -1,6 +1,8 @@
 """The one place that reads the environment (and `.env`)."""
 from __future__ import annotations
 
+import re
+
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -57,7 +59,10 @@ class Settings(BaseSettings):
 
     @property
     def admin_ids(self) -> set[str]:
-        return {a.strip() for a in self.admins.replace(";", ",").split(",") if a.strip()}
+        # Commas, semicolons or spaces between ids, and pasted mentions (<@U123|ann>) work too:
+        # a list read as one unknown id would lock everyone out of schedules.
+        ids = re.sub(r"<@(\w+)(?:\|[^>]*)?>", r" \1 ", self.admins)
+        return {a for a in re.split(r"[\s,;]+", ids) if a}
 
 
 def load_settings(**overrides) -> Settings:
