@@ -105,11 +105,15 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
     assert (local.hour, local.minute, local.second) == (9, 30, 0) and local.weekday() < 5
 
     # It is now that minute: the scheduler runs the job on its own thread.
+    from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED
+
+    finished = []
+    service.scheduler.add_listener(lambda e: finished.append(e.job_id), EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
     service.clock = lambda: run_at
     service.run_now(CH)
-    fake.wait_for(lambda: len(service.results) == 1, timeout=20)
+    fake.wait_for(lambda: finished.count(service.job_id(CH)) == 1, timeout=30)
     service.run_now(CH)  # fires again the same day (a DST repeat, a second scheduler): no second post
-    fake.wait_for(lambda: len(service.results) == 2, timeout=20)
+    fake.wait_for(lambda: finished.count(service.job_id(CH)) == 2, timeout=30)
     assert [r.status for r in service.results] == ["posted", "already"]
 
     posts = daily_posts(fake)
