@@ -11,10 +11,7 @@ weightless HashingEmbedder: these tests are about plumbing, not search quality.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -26,7 +23,7 @@ from slack_sdk import WebClient
 
 from bot import blocks as bk
 from bot.app import SORRY
-from conftest import APP_TOKEN, BOT_TOKEN, copy_db, make_settings
+from conftest import BOT_TOKEN, copy_db, make_settings
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,22 +376,9 @@ def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_r
 
 
 # -- the real process over Socket Mode ------------------------------------------------------------------
-START_TIMEOUT = 60
-
-
-class Bot:
-    def __init__(self, proc, fake, db: Path, log: Path):
-        self.proc, self.fake, self.db, self.log = proc, fake, db, log
-
-    def logs(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-
 @pytest.fixture(scope="module")
 def bot(hashing_db, tmp_path_factory):
+    from botproc import start_bot
     from fake_slack import start_fake_slack
     from store.db import Store
 
@@ -404,31 +388,13 @@ def bot(hashing_db, tmp_path_factory):
     s.claim_post(CH, "2024-06-03", claimer="earlier", paper_id=a_paper(s).id, pick=None, now=NOW.timestamp())
     s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp())
     s.close()
-    fake = start_fake_slack()
-    log = tmp / "bot.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_"))}
-    env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
-               PAPERCLUB_DB=str(db), PAPERCLUB_MODEL="hashing-256", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
-               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=tmp, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
-    bot = Bot(proc, fake, db, log)
-    try:
-        fake.wait_for(lambda: "connected to Slack" in bot.logs() or not bot.alive(), timeout=START_TIMEOUT)
-        assert bot.alive(), bot.logs()[-3000:]
-        fake.wait_connected(timeout=5)
-        yield bot
+    with start_fake_slack() as fake:
+        bot = start_bot(fake, db, tmp / "bot.log")
+        try:
+            yield bot
+        finally:
+            bot.stop()
         assert "Traceback" not in bot.logs()
-    finally:
-        if bot.alive():
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        fake.close()
 
 
 def send_command(fake, text: str, user: str = "U1", channel: str = CH) -> tuple[str, str]:
