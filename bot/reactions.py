@@ -307,7 +307,8 @@ def handle_digest(deps: Deps, call: Call) -> Reply:
     for t in digest.papers[:40]:
         kind = "paper of the day" if t.kind == "daily" else "shared"
         tally = fb.format_tally(t.counts, weights()) or "no reactions"
-        lines.append(f"• *{bk.esc(t.name)}* ({_day(t.posted_at, zone)}, {kind}): {tally}")
+        when = f"{date.fromisoformat(t.day):%a %-d %b}" if t.day else _day(t.posted_at, zone)
+        lines.append(f"• *{bk.esc(t.name)}* ({when}, {kind}): {tally}")
         plain.append(f"{t.name}: {tally}")
     blocks: list[Block] = [bk.header(title)]
     posts = len(digest.papers)
@@ -349,8 +350,11 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
     if not any(counts.values()):
         text = "I had nothing stored about you: no reactions, no saved papers, no interests with your name."
         return Reply(text, bk.message_blocks(text))
-    done = [f"deleted {_count(counts['reactions'], 'reaction')}",
-            f"deleted {_count(counts['saved'], 'saved paper')} (your reading list)"]
+    done = []
+    if counts["reactions"]:
+        done.append(f"deleted {_count(counts['reactions'], 'reaction')}")
+    if counts["saved"]:
+        done.append(f"emptied your reading list ({_count(counts['saved'], 'paper')})")
     if counts["interests"]:
         done.append(f"took your name off {_count(counts['interests'], 'interest')} "
                     "(the topics stay for the channel, unattributed)")
@@ -358,7 +362,7 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
         done.append(f"took your name off {_count(counts['shares'], 'shared paper')}")
     if counts["picks"]:
         done.append(f"took your name off {_count(counts['picks'], 'past pick')}")
-    text = "Done. I " + ", ".join(done[:-1]) + (" and " if len(done) > 1 else "") + done[-1] + "."
+    text = "Done. I " + (", ".join(done[:-1]) + " and " if len(done) > 1 else "") + done[-1] + "."
     footer = ("Messages already in Slack, and the reactions on them, are Slack's: "
               "remove a reaction there if you want it gone from the channel too.")
     return Reply(bk.esc(text), bk.message_blocks(bk.esc(text), title="Forgotten", footer=footer))

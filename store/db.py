@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -646,19 +647,29 @@ class Store:
         return {"paper_id": row[0], "kind": row[1], "posted_at": row[2]} if row else None
 
     def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
-        """The bot's paper messages in a channel posted in [since, until), oldest first."""
+        """The bot's paper messages in a channel from [since, until), in posting order.
+
+        A daily post counts by its date as well as its posted_at, so a post made for
+        a date (a catch-up, a test clock) lands in that date's window.
+        """
+        def day_of(t: float) -> str:
+            t = min(max(t, 0.0), 253402214400.0)  # datetime's range, for 0 and inf
+            return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
+
         rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day,
                  "abstract_ts": abstract}
                 for ts, pid, at, day, abstract in self.db.execute(
                     "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = ? "
-                    "and status = 'posted' and paper_id is not null and posted_at >= ? and posted_at < ?",
-                    [channel, since, until])]
+                    "and status = 'posted' and paper_id is not null and ts is not null "
+                    "and ((posted_at >= ? and posted_at < ?) or (day >= ? and day <= ?))",
+                    [channel, since, until, day_of(since), day_of(until)])]
         rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None,
                   "abstract_ts": None}
                  for ts, pid, kind, at, by in self.db.execute(
                      "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
                      "and posted_at >= ? and posted_at < ?", [channel, since, until])]
-        return sorted(rows, key=lambda r: (r["posted_at"], r["ts"]))
+        # Slack's message ts is the time it was posted, whatever clock wrote posted_at.
+        return sorted(rows, key=lambda r: (float(r["ts"]), r["ts"]))
 
     def add_reaction(self, row: dict) -> bool:
         """Append one reaction event to the log; False when its event_id is already there."""

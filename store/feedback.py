@@ -223,6 +223,7 @@ class PaperTally:
     name: str
     kind: str  # daily, share
     posted_at: float
+    day: str | None = None  # a daily post's date
     counts: Counter = field(default_factory=Counter)
     score: float = 0.0  # the weighted sum of the standing reactions
     people: set = field(default_factory=set)
@@ -273,7 +274,7 @@ def channel_digest(store, channel: str, *, now: float, days: int = 7,
         pid = m["paper_id"]
         if pid in papers:
             continue
-        t = PaperTally(pid, names.get(pid, pid), m["kind"], m["posted_at"] or 0.0)
+        t = PaperTally(pid, names.get(pid, pid), m["kind"], m["posted_at"] or 0.0, m.get("day"))
         for r in standing.get(pid, []):
             t.counts[r["base"]] += 1
             t.score += weights.get(r["base"], 0.0)
