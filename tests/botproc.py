@@ -38,19 +38,21 @@ class BotProcess:
         return self.proc.returncode
 
 
-def bot_env(fake, db: Path, **extra: str) -> dict:
-    """The environment of a bot process: fake Slack, this database, the hashing model."""
+def bot_env(fake, db: Path, **extra: str | None) -> dict:
+    """The environment of a bot process: fake Slack, this database, the hashing model (None: unset)."""
     from conftest import APP_TOKEN, BOT_TOKEN
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
     env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
                PAPERCLUB_DB=str(db), PAPERCLUB_MODEL="hashing-256", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
                OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    env.update(extra)
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for key in [k for k, v in extra.items() if v is None]:
+        env.pop(key, None)
     return env
 
 
-def start_bot(fake, db: Path, log: Path, **extra: str) -> BotProcess:
+def start_bot(fake, db: Path, log: Path, **extra: str | None) -> BotProcess:
     """Start `paperclub run` and wait until it is connected over Socket Mode."""
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=log.parent, env=bot_env(fake, db, **extra),
