@@ -6,6 +6,7 @@ be exact.
 """
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timezone
 
 import numpy as np
@@ -334,3 +335,37 @@ def test_replay_scores_feedback_above_the_order_the_channel_saw(hashing_store):
     assert by["feedback"].hits == by["feedback"].points - 1  # only the first step, before any reaction, misses
     assert by["as posted"].precision_at_1 < 0.7
     assert by["feedback"].ndcg > by["as posted"].ndcg
+
+
+def test_paperclub_replay_compares_rankings_on_the_logged_reactions(hashing_db, tmp_path):
+    from click.testing import CliRunner
+
+    from bot.cli import cli
+    from conftest import copy_db
+    from store.db import Store
+
+    db = copy_db(hashing_db, tmp_path / "replay.db")
+    env = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": "",
+           "PAPERCLUB_REACTION_WEIGHTS": "", "PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS": "30"}
+    empty = CliRunner().invoke(cli, ["--db", str(db), "replay"], env=env)
+    assert empty.exit_code == 0 and "No reactions logged yet" in empty.output
+
+    store = Store(db)
+    react = Log(store)
+    for i, pid in enumerate(paper_ids(store, 10)):
+        at = T0 + i * DAY
+        post(store, f"2024-06-{3 + i:02d}", pid, f"{1000 + i}.000001", at)
+        react("UALICE", "+1" if i % 3 else "sleeping", f"{1000 + i}.000001", at=at + 3600)
+    store.close()
+    out = CliRunner().invoke(cli, ["--db", str(db), "replay", "--half-life", "7", "--horizon", "4"], env=env)
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0].startswith("C1: ") and "ranking steps with a liked paper among the next 4 posts" in lines[0]
+    names = [line.split("P@1")[0].strip() for line in lines[1:]]
+    assert names == ["as posted", "no feedback", "feedback, half-life 30 d",
+                     "candidate: half-life 7 d, strength 1"]
+    as_json = CliRunner().invoke(cli, ["--db", str(db), "replay", "--json"], env=env)
+    data = json.loads(as_json.output)
+    assert [s["picker"] for s in data["C1"]][:2] == ["as posted", "no feedback"]
+    assert all(0 <= s["precision_at_1"] <= 1 and 0 <= s["ndcg"] <= 1 for s in data["C1"])
+    assert len({s["points"] for s in data["C1"]}) == 1 and data["C1"][0]["points"] >= 6
