@@ -28,9 +28,7 @@ sys.path.insert(0, str(ROOT))
 from store.db import Store  # noqa: E402
 from store.embed import SentenceTransformerEmbedder  # noqa: E402
 from store.ingest import Record, ingest_records  # noqa: E402
-from store.search import (  # noqa: E402
-    COLUMN_WEIGHTS, FUSION, Searcher, clip_query, fuse, match_expression,
-)
+from store.search import COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, clip_query, fuse  # noqa: E402
 
 DEPTH = 10
 
@@ -83,7 +81,7 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
 def query_vectors(embedder, texts: list[str], cache: Path | None) -> np.ndarray:
     """Encode the queries, reusing a saved copy next to a --db store when the texts match."""
     key = hashlib.sha1(json.dumps([embedder.name, texts]).encode()).hexdigest()[:16]
-    path = cache.with_name(f"{cache.stem}.queries-{key}.npy") if cache else None
+    path = cache.with_name(f"queries-{key}.npy") if cache else None
     if path and path.exists():
         return np.load(path)
     qv = embedder.encode(texts)
@@ -111,13 +109,8 @@ class Runs:
 
     def bm25(self, weights: tuple) -> list[list[tuple[str, float]]]:
         if weights not in self._bm25:
-            store = self.searcher.store
-            out = []
-            for q, _ in self.queries:
-                m = match_expression(clip_query(q))
-                out.append(store.fts_search(m, weights=weights, limit=self.searcher.candidates)
-                           if m else [])
-            self._bm25[weights] = out
+            self.searcher.column_weights = weights
+            self._bm25[weights] = [self.searcher.bm25(clip_query(q)) for q, _ in self.queries]
         return self._bm25[weights]
 
     def score(self, weights: tuple, fusion: dict) -> dict[str, dict[str, float]]:
@@ -164,6 +157,8 @@ def main(argv=None) -> int:
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
     ap.add_argument("--db", default=None, help="keep the store here and reuse it on the next run")
     ap.add_argument("--limit", type=int, default=None, help="only the first N records per file")
+    ap.add_argument("--max-df", type=float, default=MAX_DF,
+                    help="drop query words held by more than this share of papers")
     args = ap.parse_args(argv)
 
     titles = not args.no_titles
@@ -171,9 +166,9 @@ def main(argv=None) -> int:
     db = args.db or str(Path(tempfile.mkdtemp(prefix="pc-quality-")) / "quality.db")
     embedder = SentenceTransformerEmbedder()
     store, ids = build_store(db, files, embedder)
-    searcher = Searcher(store, embedder)
+    searcher = Searcher(store, embedder, max_df=args.max_df)
     print(f"titles searched: {'yes' if titles else 'no (--no-titles)'}; corpus {store.count_papers()} "
-          f"papers; model {embedder.name}")
+          f"papers; model {embedder.name}; max_df {args.max_df}")
 
     runs = {}
     for name, rows in files.items():
@@ -185,19 +180,20 @@ def main(argv=None) -> int:
     if args.tune:
         first = next(iter(runs))
         columns, fusions = grid()
-        best = None
+        best: dict[str, tuple] = {}  # per fusion method: (train MRR@10, columns, fusion)
         for w in columns:
             for f in fusions:
                 mrr = runs[first].score(w, f)["hybrid"]["MRR@10"]
-                if best is None or mrr > best[0]:
-                    best = (mrr, w, f)
-            print(f"  columns {w}: best so far MRR@10 {best[0]:.4f} with {best[1]} {best[2]}",
-                  file=sys.stderr)
+                if f["method"] not in best or mrr > best[f["method"]][0]:
+                    best[f["method"]] = (mrr, w, f)
+        print(f"\ntuned on {first} (columns = short_name, headline, title, abstract):")
+        for method, (mrr, w, f) in sorted(best.items()):
+            held = "  ".join(f"{name} {run.score(w, f)['hybrid']['MRR@10']:.4f}"
+                             for name, run in runs.items())
+            print(f"  best {method:5}: columns {w} {f}  hybrid MRR@10: {held}")
         bm25_best = max(columns, key=lambda w: runs[first].score(w, fusion)["bm25"]["MRR@10"])
-        print(f"\ntuned on {first}: columns (short_name, headline, title, abstract) = {best[1]}, "
-              f"fusion = {best[2]}; BM25 alone is best with columns {bm25_best}")
-        print(f"shipped settings: columns = {COLUMN_WEIGHTS}, fusion = {FUSION}")
-        weights, fusion = best[1], best[2]
+        print(f"  BM25 alone is best with columns {bm25_best}")
+        _, weights, fusion = max(best.values(), key=lambda b: b[0])
 
     print(f"\nsettings: columns {weights}, fusion {fusion}")
     for name, run in runs.items():
