@@ -217,7 +217,9 @@ class FakeSlack:
         error: str | None = None,
         drop: bool = False,
     ) -> None:
-        """Make the next `times` calls of `method` ("*" = any) fail.
+        """Make the next `times` calls of `method` ("*" = any Web API method) fail.
+
+        method="response_url": the next POSTs to any response_url fail the same way.
 
         No arguments: 429 + Retry-After + ratelimited. `status=500/503`: a server
         error. `error="x"`: HTTP 200 with ok:false. `drop=True`: close the
@@ -654,6 +656,13 @@ class FakeSlack:
         elif not token.startswith("xox"):
             raise _ApiError("invalid_auth")
 
+    def _respond_fault(self) -> _Rule | None:
+        """A fault queued with fail("response_url", ...), consumed by this POST to a response_url."""
+        with self._lock:
+            fault = next((r for r in self._rules if r.method == "response_url" and r.take("response_url")), None)
+            self._rules = [r for r in self._rules if r.times != 0]
+        return fault
+
     def _handle_respond(self, rid: str, body: dict) -> int:
         """A POST to a response_url: record it and apply it to the channel like Slack."""
         with self._lock:
@@ -982,6 +991,14 @@ class _HttpHandler(BaseHTTPRequestHandler):
                 return
             self._reply(status, reply, headers)
         elif len(parts) == 2 and parts[0] == "respond" and self.command == "POST":
+            fault = fake._respond_fault()
+            if fault is not None and fault.drop:
+                self.close_connection = True
+                return
+            if fault is not None:
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+                self._reply(fault.status, {"ok": False, "error": fault.error}, headers)
+                return
             try:
                 reply = json.loads(body or b"{}")
             except ValueError:
