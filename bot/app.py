@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Callable
@@ -44,6 +45,7 @@ SORRY = ("Sorry, something went wrong on my side while answering that. It has be
          "please try again in a minute.")
 WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
 SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at least once)
+RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
 def home_section(fn: HomeSection) -> HomeSection:
@@ -135,12 +137,48 @@ def report_error(error: BaseException, respond, logger: logging.Logger | None = 
     """Log the failure (tokens are scrubbed by the log formatter) and say sorry, briefly."""
     (logger or log).error("listener failed: %s: %s", type(error).__name__, error,
                           exc_info=(type(error), error, error.__traceback__))
-    if respond is None:
+    if respond is None or isinstance(error, ReplyNotDelivered):  # the same way would fail again
         return
     try:
         respond(text=SORRY, response_type="ephemeral", replace_original=False)
     except Exception as e:  # the apology itself failed (response_url expired): logging is all we can do
         log.warning("could not tell the user about the error: %s", e)
+
+
+class ReplyNotDelivered(Exception):
+    """The response_url kept refusing a reply: logged, since the user cannot be told that way."""
+
+
+class RetryingRespond:
+    """Bolt's respond(), except that a reply refused with 429 or 5xx is retried (Retry-After is
+    honoured) and one that never gets through raises, instead of vanishing without a trace."""
+
+    def __init__(self, respond, sleep: Callable[[float], None] = time.sleep):
+        self.respond, self.sleep = respond, sleep
+        self.response_url = respond.response_url
+
+    def __call__(self, *args, **kwargs):
+        for attempt in range(1, RESPOND_TRIES + 1):
+            response = self.respond(*args, **kwargs)
+            status = response.status_code
+            if status < 400:
+                return response
+            if status != 429 and status < 500:
+                break  # e.g. 404: the response_url expired; sending again will not help
+            if attempt < RESPOND_TRIES:
+                try:
+                    wait = float((response.headers or {}).get("Retry-After"))
+                except (TypeError, ValueError):
+                    wait = 0.5 * 2 ** (attempt - 1)
+                self.sleep(min(wait, 10.0))
+        raise ReplyNotDelivered(f"Slack refused the reply (HTTP {status}: {str(response.body)[:100]})")
+
+
+def _retrying_respond(context, next):
+    """Middleware: every listener's respond() retries refused replies (see RetryingRespond)."""
+    if context.response_url:
+        context["respond"] = RetryingRespond(context.respond)
+    return next()
 
 
 def _drop_token_unused_warning(record: logging.LogRecord) -> bool:
@@ -212,6 +250,7 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         respond(**reply.to_message(), replace_original=False)
 
     app.middleware(_EventDeduper())
+    app.middleware(_retrying_respond)
 
     # -- /paper ---------------------------------------------------------------------------
     @app.command(deps.command)
