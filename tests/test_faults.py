@@ -203,7 +203,15 @@ def views_publish(env, kind):
     assert "/paper search" in json.dumps(env.fake.home_view("U9"))
 
 
-SCENARIOS = {"auth.test": auth_test, "chat.postMessage (share)": share_post,
+def response_url(env, kind):
+    # Not a Web API method, but every reply travels this way.
+    env.app
+    inject(env.fake, "response_url", kind)
+    reply = env.command("search video grounding")  # exactly one copy arrived
+    assert reply["text"].startswith("Papers for")
+
+
+SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMessage (share)": share_post,
              "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
              "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish}
 
@@ -235,6 +243,21 @@ def test_a_share_slack_keeps_refusing_gets_an_apology_and_posts_nothing(env):
     replies = env.click(bk.ACTION_SHARE, paper.id, channel="C2")
     assert SORRY in replies[-1]["text"] and replies[-1]["response_type"] == "ephemeral"
     assert env.fake.messages("C2") == []
+
+
+def test_a_reply_slack_keeps_refusing_is_logged_not_silently_dropped(env, caplog):
+    import logging
+
+    env.app
+    inject(env.fake, "response_url", "500", times=20)
+    url = env.fake.new_response_url()
+    body = {"command": "/paper", "text": "search video grounding", "user_id": "U1", "channel_id": CH,
+            "team_id": "T1", "api_app_id": "A1", "response_url": url, "trigger_id": "1.2.3"}
+    with caplog.at_level(logging.WARNING):
+        assert env.dispatch(body) == 200
+    assert env.fake.responses(url) == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("HTTP 500" in m and "reply" in m for m in errors), errors
 
 
 def test_a_daily_post_slack_keeps_refusing_is_made_once_when_it_is_back(env):
