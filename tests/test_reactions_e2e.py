@@ -11,10 +11,9 @@ import json
 import sqlite3
 import threading
 import time
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from slack_bolt import BoltRequest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
