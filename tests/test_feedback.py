@@ -204,7 +204,7 @@ def test_a_liked_paper_lifts_its_neighbours_and_the_explanation_says_so():
     # Yesterday's paper was a0; b0 is a paper someone shared, and Alice 🔥'd it.
     history = [PastPost(date(2024, 6, 4), "a0", "UALICE")]
     interests = [_vague("UALICE")]
-    settings = PickSettings(exploration_rate=0, runners_up=0)
+    settings = PickSettings(exploration_rate=0, runners_up=0, mmr_lambda=0.75)  # the toy is sized for this
     plain = pick_daily(CH, day, ids, m, interests, history, settings=settings)
     assert plain.paper_id == "g" and plain.choice.feedback_why is None
     liked = {"b0": Reacted({"UALICE": 2.0}, "SPIKE", "🔥", ("UALICE",))}
@@ -225,7 +225,7 @@ def test_a_disliked_paper_sinks_its_neighbours_and_the_explanation_says_so():
     ids, m = _vectors()
     day = date(2024, 6, 5)
     history = [PastPost(date(2024, 6, 4), "g", "UALICE")]
-    settings = PickSettings(exploration_rate=0, runners_up=0)
+    settings = PickSettings(exploration_rate=0, runners_up=0, mmr_lambda=0.75)  # the toy is sized for this
     plain = pick_daily(CH, day, ids, m, [_vague("UALICE")], history, settings=settings)
     assert plain.paper_id.startswith("a")
     disliked = {"a0": Reacted({"UALICE": -1.0, "UCAROL": -1.0}, "TREC", complaints="😴×2",
@@ -243,7 +243,7 @@ def test_on_each_members_turn_their_own_reactions_count_most_and_turns_stay_fair
     interests = [_vague("UALICE", 1), _vague("UBOB", 2)]
     liked = {"a0": Reacted({"UALICE": 2.0}, "A0", "🔥", ("UALICE",)),
              "b0": Reacted({"UBOB": 2.0}, "B0", "🔥", ("UBOB",))}
-    settings = PickSettings(exploration_rate=0, runners_up=0)
+    settings = PickSettings(exploration_rate=0, runners_up=0, mmr_lambda=0.75)  # the toy is sized for this
     history: list[PastPost] = []
     served = []
     for d in range(3, 7):
