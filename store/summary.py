@@ -25,7 +25,6 @@ log = logging.getLogger(__name__)
 WORD_LIMIT = 30  # a TL;DR longer than this is not read in ten seconds
 POINT_LIMIT = 40
 EXTRACTIVE = "extractive"
-SUMMARY_VERSION = 1  # bump when the extractive output changes so cached ones are redone
 
 
 @dataclass
@@ -251,6 +250,9 @@ def fit_words(s: str, limit: int) -> tuple[str, int]:
             head = s[:m.start()]
             if n_words(head) > limit:
                 break
+            after_colon = head.rsplit(":", 1)[1] if ":" in head else None
+            if after_colon is not None and n_words(after_colon) < 4:
+                continue  # "two proxy tasks: DarkEventInfer." reads worse than "two proxy tasks."
             if n_words(head) >= max(6, limit // 3) and not _LIST_TAIL.search(head):
                 best = head
         if best and n_words(_trim_end(best)) >= max(6, limit // 3):
@@ -648,15 +650,23 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+@lru_cache(maxsize=1)
+def summary_version() -> str:
+    """Changes whenever this code or the packaged weights change, so stale cached summaries are remade."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(resources.files("store").joinpath("data/summary_weights.json").read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def _cached(store, key: str, backend: str) -> Summary | None:
     data = store.get_summary(key, backend)
-    if not data or data.get("version") != SUMMARY_VERSION or "tldr" not in data:
+    if not data or data.get("version") != summary_version() or "tldr" not in data:
         return None
     return Summary.from_dict(data)
 
 
 def _put(store, key: str, summary: Summary) -> None:
-    store.put_summary(key, summary.backend, {**summary.to_dict(), "version": SUMMARY_VERSION})
+    store.put_summary(key, summary.backend, {**summary.to_dict(), "version": summary_version()})
 
 
 def summary_for(store, paper, *, llm=None, weights: Weights | None = None) -> Summary:
@@ -780,9 +790,11 @@ def group_papers(embeddings: np.ndarray, relevance: list[float]) -> list[list[in
         labels = _kmeans(x, k, order)
         if len(set(labels.tolist())) < k:
             continue
-        sil = _silhouette(x, labels)
-        if best is None or sil > best[0] + 1e-9:
-            best = (sil, labels)
+        # a theme of one paper is barely a theme: prefer groupings without, then the better silhouette
+        whole = n < 5 or min(np.bincount(labels)) >= 2
+        key = (whole, _silhouette(x, labels))
+        if best is None or key > best[0]:
+            best = (key, labels)
     labels = best[1] if best else np.zeros(n, dtype=int)
     groups = [[i for i in order if labels[i] == j] for j in sorted(set(labels.tolist()))]
     return sorted(groups, key=lambda g: order.index(g[0]))
@@ -830,6 +842,9 @@ def _verbish(word: str, verbs: frozenset) -> bool:
     return word in verbs or (word.endswith("s") and (word[:-1] in verbs or word[:-2] in verbs))
 
 
+_COMPOUND_ADJECTIVE_END = ("-quality", "-based", "-free", "-aware", "-level", "-scale", "-specific", "-grained",
+                           "-centric", "-agnostic", "-efficient", "-like", "-wise", "-driven", "-guided",
+                           "-preserving", "-consistent", "-dependent", "-independent", "-time", "-shot", "-style")
 _NOUN_END = ("tion", "tions", "sion", "sions", "ment", "ments", "ness", "ity", "ities", "ance", "ence", "ing",
              "ics", "ure", "ures", "ism", "isms", "ship", "er", "ers", "or", "ors", "ogy", "phy", "ization")
 
@@ -839,14 +854,16 @@ def _nounish(words: list[str], verbs: frozenset = frozenset()) -> bool:
     first, last = words[0].lower(), words[-1].lower()
     if _verbish(last, verbs) or (len(words) > 1 and _verbish(first, verbs)) or last.endswith(("izes", "ises")):
         return False
-    # a lone word must look like a name (LLMs, VBench) or carry a noun ending (motion, reasoning)
-    if len(words) == 1 and not (any(c.isupper() for c in words[0]) or last.endswith(_NOUN_END)):
+    # a lone word must look like a name (LLMs, VBench; not just "Language" from a title) or carry a
+    # noun ending (motion, reasoning)
+    if len(words) == 1 and not (any(c.isupper() for c in words[0][1:]) or last in _GERUND_NOUNS
+                                or (last.endswith(_NOUN_END) and not last.endswith("ing"))):
         return False
     if first in _GENERIC or first.endswith("ly") or any(w.lower() in _STOP for w in words):
         return False
     if last in _GENERIC and not (len(words) > 1 and last in _HEAD_OK):
         return False
-    if last in _ADJECTIVES or last.endswith(_ADJECTIVE_END):
+    if last in _ADJECTIVES or last.endswith(_ADJECTIVE_END) or last.endswith(_COMPOUND_ADJECTIVE_END):
         return False
     return not (last.endswith("ed") and words[-1].islower())
 
@@ -903,9 +920,10 @@ def _phrase_weight(key: str, surface: str) -> float:
     return (1.3 if any(c.isupper() for c in surface) else 0.7) if n == 1 else (1.0, 1.8, 2.0)[n - 1]
 
 
-def name_themes(groups: list[list], weights: Weights) -> list[str]:
+def name_themes(groups: list[list], weights: Weights, topic: str = "") -> list[str]:
     """A 1-4 word name per group of papers: its most distinctive noun phrases (class-based TF-IDF)."""
     idf, verbs = weights.idf, _verbs(weights)
+    topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
     texts = [[_paper_text(p) for p in g] for g in groups]
     heads = [set().union(*(_phrases(" . ".join(t for t in (p.title, p.short_name, p.headline) if t), verbs)
                            for p in g)) for g in groups]
@@ -926,8 +944,13 @@ def name_themes(groups: list[list], weights: Weights) -> list[str]:
             title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about
             return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))
 
-        cands = [k for k in d if d[k] >= min(2, size)] or list(d)
-        ranked = sorted(cands, key=lambda k: (-score(k), k))
+        cands = [k for k in d if d[k] >= 2 and not set(k.split()) <= topic_keys]  # the reader knows the topic
+        if not cands:  # one paper, or nothing shared: the papers' own names say more than any phrase
+            label = " & ".join(p.short_name for p in groups[gi][:2])
+            if n_words(label) <= 6:
+                names.append(label)
+                continue
+        ranked = sorted(cands or list(d), key=lambda k: (-score(k), k))
         chosen: list[str] = []
         for k in ranked:
             if chosen and (len(chosen[0].split()) > 1 or len(k.split()) > 2):
@@ -1018,7 +1041,7 @@ def overview(topic: str, papers_with_scores: list, embeddings, *, summarizer, ll
     relevance = [float(s) for _, s in papers_with_scores]
     groups = group_papers(np.asarray(embeddings), relevance)
     weights = weights or load_weights()
-    names = name_themes([[papers[i] for i in g] for g in groups], weights) if len(groups) > 1 else [topic]
+    names = name_themes([[papers[i] for i in g] for g in groups], weights, topic) if len(groups) > 1 else [topic]
     themes = [Theme(name, [(papers[i], summarizer(papers[i])) for i in g]) for name, g in zip(names, groups)]
     result = Overview(topic, themes, common_line(papers, topic, weights))
     if llm is not None:

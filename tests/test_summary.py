@@ -340,3 +340,13 @@ def test_fit_script_refits_weights_that_summarize(tmp_path):
     weights = load_weights(str(out))
     s = summarize_paper(abstract_with("SPIKE"), weights=weights)
     assert 5 <= len(s.tldr.split()) <= 30 and not is_dangling(s.tldr)
+
+
+def test_stale_cached_summaries_are_remade(hashing_store):
+    paper = paper_for("Temporal Video Grounding (TVG)")
+    key = content_hash(paper.abstract)
+    hashing_store.put_summary(key, "extractive", {"tldr": "Stale words.", "points": {}, "backend": "extractive",
+                                                  "version": "made-by-older-code"})
+    fresh = summary_for(hashing_store, paper)
+    assert fresh.tldr == summarize_paper(paper.abstract).tldr
+    assert hashing_store.get_summary(key, "extractive")["tldr"] == fresh.tldr
