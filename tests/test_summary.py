@@ -350,3 +350,21 @@ def test_stale_cached_summaries_are_remade(hashing_store):
     fresh = summary_for(hashing_store, paper)
     assert fresh.tldr == summarize_paper(paper.abstract).tldr
     assert hashing_store.get_summary(key, "extractive")["tldr"] == fresh.tldr
+
+
+def test_any_text_gets_a_tldr_within_the_limit():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(["We", "propose", "this", "However,", "7.1%", "(e.g.,", "et", "al.", "x).", "In",
+                             "paper,", "https://github.com/a/b.", "$x$", "\\textbf{A}", "**B**", "—", ";", ":",
+                             "These", "it", "model", "outperforms", "by", "3.2", "Fig.", "vs.", ".", "?", "\n"])
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.one_of(st.lists(words, max_size=120).map(" ".join), st.text(max_size=300)),
+           st.one_of(st.none(), st.text(max_size=30)))
+    def check(text, title):
+        s = summarize_paper(text, title)
+        assert len(s.tldr.split()) <= 30 and set(s.points) == {"problem", "approach", "results", "code"}
+
+    check()
