@@ -40,8 +40,8 @@ def _endpoint(url: str) -> str:
 
 
 def _redact(url: str) -> str:
-    """The URL without any user:password@ part, for log lines."""
-    return re.sub(r"//[^/@]*@", "//", url)
+    """The URL without a user:password@ part or a query string (either may hold a key), for log lines."""
+    return re.sub(r"//[^/@]*@", "//", url).split("?", 1)[0]
 
 
 class LLMClient:
