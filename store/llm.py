@@ -33,6 +33,9 @@ class LLMConfig:
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 20.0
 
+    def __repr__(self) -> str:
+        return f"LLMConfig(url={_redact(self.url)!r}, model={self.model!r}, timeout={self.timeout!r})"
+
 
 def _endpoint(url: str) -> str:
     url = url.rstrip("/")
