@@ -25,6 +25,7 @@ from .paper import Paper
 
 migrations = Migrations("paperclub")
 BUSY_TIMEOUT_MS = 15_000
+CACHE_BUSY_MS = 250  # a cache write waits at most this long for another writer, then is skipped
 _JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
 
 
@@ -434,13 +435,31 @@ class Store:
             [content_hash, backend]).fetchone()
         return json.loads(row[0]) if row else None
 
-    def put_summary(self, content_hash: str, backend: str, data: dict) -> None:
-        with self.transaction() as db:
-            db.execute(
-                "insert into summaries(content_hash, backend, data, created_at) values (?,?,?,?) "
-                "on conflict(content_hash, backend) do update set data = excluded.data, "
-                "created_at = excluded.created_at",
-                [content_hash, backend, json.dumps(data, ensure_ascii=False), time.time()])
+    def put_summary(self, content_hash: str, backend: str, data: dict) -> bool:
+        """Cache a summary; False (not cached) when another writer holds the database.
+
+        Replies compute summaries on the way (search results show TL;DRs), so a cache
+        write must not make a reply wait out someone else's long write, or fail after it.
+        """
+        if not self._write_lock.acquire(timeout=CACHE_BUSY_MS / 1000):
+            return False  # a thread of ours is queued for the write lock already
+        conn = self.db.conn
+        conn.execute(f"PRAGMA busy_timeout = {CACHE_BUSY_MS}")
+        try:
+            with self.transaction() as db:
+                db.execute(
+                    "insert into summaries(content_hash, backend, data, created_at) values (?,?,?,?) "
+                    "on conflict(content_hash, backend) do update set data = excluded.data, "
+                    "created_at = excluded.created_at",
+                    [content_hash, backend, json.dumps(data, ensure_ascii=False), time.time()])
+            return True
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._write_lock.release()
 
     # -- maintenance ---------------------------------------------------------
     def integrity_ok(self) -> bool:
