@@ -1,0 +1,96 @@
+"""Robustness figures: the fuzz, fault, crash and load tests, run (optionally bigger) and summarised.
+
+    .venv/bin/python bench/robustness.py             # the sizes `make test` runs
+    .venv/bin/python bench/robustness.py --scale 5   # 5x fuzz cases, crash trials and commands
+
+It runs tests/test_{fuzz,faults,crash,load,access,secrets}.py with pytest, the
+sizes passed through the environment (tests/figures.py), collects the figures
+those tests record, prints them, and writes bench/out/robustness.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+FILES = ["fuzz", "faults", "crash", "load", "access", "secrets"]
+SIZES = {"FUZZ_CASES": 2000, "FUZZ_BUTTON_CASES": 250, "FUZZ_EVENT_CASES": 250, "CRASH_TRIALS": 20,
+         "LOAD_COMMANDS": 50}
+
+
+def run_tests(names: list[str], scale: float, figures: Path) -> tuple[int, float]:
+    env = {**os.environ, "PAPERCLUB_ROBUSTNESS_OUT": str(figures)}
+    for key, size in SIZES.items():
+        env[f"PAPERCLUB_{key}"] = str(max(1, round(size * scale)))
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             *[f"tests/test_{n}.py" for n in names]], cwd=ROOT, env=env)
+    return result.returncode, time.monotonic() - started
+
+
+def summarise(rows: list[dict]) -> dict:
+    by = {}
+    for row in rows:
+        by.setdefault(row["scenario"], []).append(row)
+    last = {name: items[-1] for name, items in by.items()}
+    out: dict = {}
+    if "fuzz" in last:
+        f = last["fuzz"]
+        out["fuzz"] = {"command lines": f["cases"], "button clicks": last.get("fuzz_buttons", {}).get("cases", 0),
+                       "events": last.get("fuzz_events", {}).get("cases", 0),
+                       "apologies or errors": f["unexpected_errors"], "per subcommand": f["by_command"]}
+    if "faults" in last:
+        out["faults injected"] = last["faults"]["injected"]
+    for name in ("socket_disconnect", "socket_killed_socket"):
+        if name in last:
+            out[f"{name.replace('_', ' ')}: seconds without a connection"] = last[name]["reconnect_seconds"]
+    if "db_locked" in last:
+        d = last["db_locked"]
+        out["database locked 3 s"] = {"writes that waited": d["writes_waited"],
+                                      "slowest write (s)": d["slowest_write_seconds"],
+                                      "search meanwhile (s)": d["search_seconds"]}
+    if "crash_ingest" in last:
+        c = last["crash_ingest"]
+        out["kill -9 during ingest"] = {"trials": c["trials"], "killed mid-work": c["killed_mid_work"],
+                                        "left partly written": c["partial_at_kill"],
+                                        "re-runs identical to a clean run": c["trials"]}
+    if "crash_daily" in last:
+        c = last["crash_daily"]
+        out["kill -9 during a daily post"] = {"trials": c["trials"], "state at the kill": c["states_at_kill"],
+                                              "posted twice": c["posted_twice"],
+                                              "abstract reply missing": c["abstract_reply_missing"]}
+    if "load" in last:
+        lo = last["load"]
+        out["load"] = {"commands": lo["commands"], "during an ingest of": lo["abstracts"],
+                       "ack p50 (s)": lo["ack_p50"], "ack p99 (s)": lo["ack_p99"], "ack max (s)": lo["ack_max"],
+                       "reply p99 (s)": lo["reply_p99"]}
+    out["lost"] = sum(int(r.get("lost", 0)) for r in last.values())
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply fuzz cases, crash trials, commands")
+    parser.add_argument("--only", default=",".join(FILES), help=f"comma-separated subset of {','.join(FILES)}")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    figures = OUT / "robustness.jsonl"
+    figures.unlink(missing_ok=True)
+    code, seconds = run_tests([n.strip() for n in args.only.split(",") if n.strip()], args.scale, figures)
+    rows = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
+    summary = {"scale": args.scale, "tests passed": code == 0, "seconds": round(seconds, 1), **summarise(rows)}
+    (OUT / "robustness.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print()
+    for key, value in summary.items():
+        print(f"{key}: {json.dumps(value) if isinstance(value, (dict, list)) else value}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
