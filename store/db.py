@@ -25,7 +25,7 @@ from .paper import Paper
 
 migrations = Migrations("paperclub")
 BUSY_TIMEOUT_MS = 15_000
-CACHE_BUSY_MS = 250  # a cache write waits at most this long for another writer, then is skipped
+CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer, then is skipped
 _JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
 
 
