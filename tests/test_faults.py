@@ -248,8 +248,10 @@ def test_a_share_slack_keeps_refusing_gets_an_apology_and_posts_nothing(env):
 def test_a_reply_slack_keeps_refusing_is_logged_not_silently_dropped(env, caplog):
     import logging
 
+    from bot.app import RESPOND_TRIES
+
     env.app
-    inject(env.fake, "response_url", "500", times=20)
+    inject(env.fake, "response_url", "500", times=RESPOND_TRIES)
     url = env.fake.new_response_url()
     body = {"command": "/paper", "text": "search video grounding", "user_id": "U1", "channel_id": CH,
             "team_id": "T1", "api_app_id": "A1", "response_url": url, "trigger_id": "1.2.3"}
