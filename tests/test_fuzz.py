@@ -116,17 +116,6 @@ def check_counts(name: str, before: dict, after: dict) -> None:
 
 
 # -- what Slack would accept -----------------------------------------------------------------------
-def _texts(block: dict):
-    for key in ("text", "title"):
-        if isinstance(block.get(key), dict):
-            yield key, block[key].get("text", "")
-    for f in block.get("fields") or []:
-        yield "field", f.get("text", "")
-    for e in block.get("elements") or []:
-        if isinstance(e, dict):
-            yield "element", e.get("text", "") if isinstance(e.get("text"), str) else (e.get("text") or {}).get("text", "")
-
-
 def check_message(msg: dict) -> None:
     """Slack's limits for a message (what it would refuse as invalid_blocks or cut)."""
     assert isinstance(msg.get("text"), str) and msg["text"].strip(), msg
