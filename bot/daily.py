@@ -65,6 +65,7 @@ MAX_INTERESTS = 50
 MAX_INTEREST_CHARS = 200
 CLAIM_LEASE = timedelta(minutes=30)  # a claim by another host older than this is taken over
 POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to the next start
+LOOK_BACK = timedelta(hours=36)  # how far back a fresh claim looks for the day's post already in the channel
 POLL_SECONDS = 60  # how often a running scheduler looks for schedules changed elsewhere
 SWEEP_EVERY = 10  # every 10th poll retries today's failed or orphaned posts (within the window)
 CONSOLE_CHANNEL = "console"
@@ -475,14 +476,16 @@ def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budg
     key = day.isoformat()
     pick = _pick_from_dict(pick_data, channel, day)
     poster = _posting_client(client)
-    look = lambda: find_daily_message(poster, channel, day, oldest=claimed_at)  # noqa: E731
+    # A fresh claim looks too: a database restored from a backup (or a second copy of it)
+    # has no row for a post that is already in the channel.
+    since = claimed_at if recover or claimed_at is None else claimed_at - LOOK_BACK.total_seconds()
+    look = lambda: find_daily_message(poster, channel, day, oldest=since)  # noqa: E731
     ts, unsure = None, False
-    if recover:
-        try:
-            ts = look()
-        except Exception as exc:  # send_with_retries looks again (with backoff) before posting
-            log.warning("could not check the channel for an earlier post: %s", _describe(exc))
-            unsure = True
+    try:
+        ts = look()
+    except Exception as exc:  # send_with_retries looks again (with backoff) before posting
+        log.warning("could not check the channel for an earlier post: %s", _describe(exc))
+        unsure = True
     status = "recovered" if ts else "posted"
     if ts:
         log.info("the %s post for %s was already in the channel (ts %s); not posting again", key, channel, ts)
