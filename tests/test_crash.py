@@ -272,3 +272,30 @@ def test_kill_9_at_random_moments_during_a_daily_post_then_a_rerun_posts_it_exac
     record("crash_daily", trials=TRIALS, states_at_kill=states, clean_run_seconds=round(duration, 2),
            posted_twice=0, lost=0, abstract_reply_missing=no_abstract)
     assert len(states) >= 2, states  # the kills landed at different stages
+
+
+# -- restore from a backup ----------------------------------------------------------------------------
+def test_after_restoring_a_backup_from_before_the_post_the_post_is_not_made_again(hashing_db, tmp_path, fake_slack):
+    # The README's restore: a backup from last night, today's post already in the channel.
+    from datetime import datetime, timezone
+
+    from slack_sdk import WebClient
+
+    from bot.daily import post_daily
+    from store.db import Store
+    from store.embed import HashingEmbedder
+    from store.search import Searcher
+
+    client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
+    backup = copy_db(hashing_db, tmp_path / "backup.db")
+    live = Store(copy_db(hashing_db, tmp_path / "live.db"))
+    first = post_daily(client, live, Searcher(live, HashingEmbedder()), CH,
+                       datetime(2024, 6, 3, 9, 0, tzinfo=timezone.utc), claimer="before-the-restore")
+    assert first.status == "posted"
+    live.close()
+    restored = Store(backup)  # the post's row is not in it
+    again = post_daily(client, restored, Searcher(restored, HashingEmbedder()), CH,
+                       datetime(2024, 6, 3, 15, 0, tzinfo=timezone.utc), claimer="after-the-restore")
+    (post,) = daily_posts(fake_slack)
+    assert again.ts == post["ts"] and restored.get_post(CH, DAY)["ts"] == post["ts"]
+    restored.close()
