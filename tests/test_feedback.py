@@ -181,12 +181,12 @@ def test_reactions_decay_with_the_half_life_and_a_member_counts_at_most_three_pe
 
 
 def _vectors():
-    """Unit vectors for two topics (a0-a2, b0-b2; the a papers a shade closer to the channel's
+    """Unit vectors for two topics (a0-a2, b0-b3; the a papers a shade closer to the channel's
     vague interest) and a broad paper g that matches the interest best of all."""
     raw = {
         "a0": [1, 0, 0.0, 0.1], "a1": [0.95, 0.1, 0, 0.3], "a2": [0.9, -0.1, 0, 0.35],
         "b0": [0, 1, 0.0, 0.1], "b1": [0.1, 0.95, 0, 0.3], "b2": [-0.1, 0.9, 0, 0.35],
-        "g": [0.35, 0.35, 0.6, 0.6],
+        "b3": [0.05, 0.92, 0, 0.32], "g": [0.35, 0.35, 0.6, 0.6],
     }
     ids = list(raw)
     m = np.array([raw[k] for k in ids], dtype=np.float32)
@@ -198,27 +198,44 @@ def _vague(member: str, iid: int = 1) -> Interest:
     return Interest(iid, "machine learning", member, v / np.linalg.norm(v))
 
 
-def test_a_liked_paper_lifts_its_neighbours_and_the_explanation_says_so():
+def test_liked_papers_lift_their_neighbours_and_the_explanation_says_so():
     ids, m = _vectors()
-    day = date(2024, 6, 5)
-    # Yesterday's paper was a0; b0 is a paper someone shared, and Alice 🔥'd it.
-    history = [PastPost(date(2024, 6, 4), "a0", "UALICE")]
+    day = date(2024, 6, 6)
+    # The channel was shown a0 and a1; Alice 🔥'd three b papers others shared, not the a ones.
+    history = [PastPost(date(2024, 6, 4), "a0", "UALICE"), PastPost(date(2024, 6, 5), "a1", "UALICE")]
     interests = [_vague("UALICE")]
     settings = PickSettings(exploration_rate=0, runners_up=0, mmr_lambda=0.75)  # the toy is sized for this
     plain = pick_daily(CH, day, ids, m, interests, history, settings=settings)
     assert plain.paper_id == "g" and plain.choice.feedback_why is None
-    liked = {"b0": Reacted({"UALICE": 2.0}, "SPIKE", "🔥", ("UALICE",))}
+    liked = {pid: Reacted({"UALICE": 2.0}, name, "🔥", ("UALICE",))
+             for pid, name in (("b0", "SPIKE"), ("b1", "VIB"), ("b2", "CARE"))}
     moved = pick_daily(CH, day, ids, m, interests, history, feedback=liked, settings=settings)
-    assert moved.paper_id in ("b1", "b2")
-    assert moved.choice.feedback > 0
-    assert moved.explain().endswith("close to *SPIKE*, which got 🔥 from @UALICE")
-    # Someone else's like counts on Alice's turn too, but only as the team's voice: weaker.
-    theirs = {"b0": Reacted({"UBOB": 2.0}, "SPIKE", "🔥", ("UBOB",))}
-    weaker = pick_daily(CH, day, ids, m, interests, history, feedback=theirs, settings=settings)
-    assert weaker.paper_id == "g"
+    assert moved.paper_id == "b3"
+    assert moved.choice.feedback > 0.1
+    assert moved.explain().endswith("which got 🔥 from @UALICE")
+    assert "; close to *" in moved.explain()
     # The same input gives the same pick: feedback keeps the pick deterministic.
     again = pick_daily(CH, day, ids, m, interests, history, feedback=liked, settings=settings)
     assert again.to_dict() == moved.to_dict()
+    # Someone else's likes count on Alice's turn too, but only as the team's voice: weaker.
+    theirs = {pid: Reacted({"UBOB": 2.0}, r.name, "🔥", ("UBOB",)) for pid, r in liked.items()}
+    weaker = pick_daily(CH, day, ids, m, interests, history, feedback=theirs, settings=settings)
+    assert weaker.paper_id == "g"
+
+
+def test_learned_taste_gives_way_to_a_stated_interest_that_already_explains_it():
+    """When the stated interest ranked what Alice liked above what she did not, it keeps the say."""
+    ids, m = _vectors()
+    day = date(2024, 6, 6)
+    history = [PastPost(date(2024, 6, 4), "a0", "UALICE"), PastPost(date(2024, 6, 5), "a1", "UALICE")]
+    liked = {pid: Reacted({"UALICE": 2.0}, pid, "🔥", ("UALICE",)) for pid in ("b0", "b1", "b2")}
+    settings = PickSettings(exploration_rate=0, runners_up=0, mmr_lambda=0.75)
+    vague = pick_daily(CH, day, ids, m, [_vague("UALICE")], history, feedback=liked, settings=settings)
+    precise = Interest(1, "topic b", "UALICE", m[ids.index("b0")] * 0.5 + m[ids.index("g")] * 0.5)
+    precise = Interest(1, "topic b", "UALICE", precise.vector / np.linalg.norm(precise.vector))
+    kept = pick_daily(CH, day, ids, m, [precise], history, feedback=liked, settings=settings)
+    assert vague.choice.feedback > 0.1
+    assert kept.choice.feedback < vague.choice.feedback / 2
 
 
 def test_a_disliked_paper_sinks_its_neighbours_and_the_explanation_says_so():

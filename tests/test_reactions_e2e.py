@@ -187,7 +187,7 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
 
     at = WED.replace(hour=14)
     deliver(fake, reaction("UALICE", "fire", shared[0]["ts"], at=at), "EvS1")
-    deliver(fake, reaction("UALICE", "+1", day1["ts"], at=at), "EvS2")
+    deliver(fake, reaction("UBOB", "+1", day1["ts"], at=at), "EvS2")
     deliver(fake, reaction("UDAN", "heart", by_command["ts"], at=at), "EvS3")
     learned = store.paper_for_message(CH, by_command["ts"])
     assert (learned["paper_id"], learned["kind"]) == (spike.id, "share")
