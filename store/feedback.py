@@ -364,12 +364,17 @@ def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
         if len(window) < 2 or not (gains > 0).any():
             continue
         known = [it for it, created in interests if created < at]
-        cand = np.array([row[p] for p in window])
-        if known:
-            imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in known])
-            relevance = (matrix[cand] @ imat.T).max(axis=1)
-        else:
-            relevance = np.zeros(len(window), dtype=np.float32)
+        before = [p for p, _ in order[:k]]
+        imat = (np.stack([np.asarray(it.vector, dtype=np.float32) for it in known]) if known
+                else np.zeros((0, matrix.shape[1]), dtype=np.float32))
+
+        def relevance_of(papers: list[str]) -> np.ndarray:
+            """The team's best stated-interest match for each paper (0 with no interests yet)."""
+            if not len(imat):
+                return np.zeros(len(papers), dtype=np.float32)
+            return (matrix[[row[p] for p in papers]] @ imat.T).max(axis=1)
+
+        relevance = relevance_of(window)
         for score, (name, spec) in zip(scores, pickers.items()):
             # "as_posted": the order the channel actually saw (the baseline every ranking must beat).
             total = np.zeros(len(window), dtype=np.float32) if spec.get("as_posted") else relevance.copy()
@@ -377,10 +382,11 @@ def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
                 fb = reacted_from_rows(log_rows, cutoff=at, weights=weights,
                                        half_life_days=spec.get("half_life_days", HALF_LIFE_DAYS))
                 if fb:
-                    sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
+                    # The window first, then what feedback and trust need: reacted and shown papers.
+                    sub = list(dict.fromkeys(window + [p for p in fb if p in row] + before))
                     model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
-                                          spec.get("settings", PickSettings()))
-                    total = total + model.for_member(None)[: len(window)]
+                                          spec.get("settings", PickSettings()), shown=before)
+                    total = total + model.for_member(None, relevance_of(sub))[: len(window)]
             # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
             ranked = gains[np.argsort(-total, kind="stable")]
             score.points += 1
