@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from store.db import Store, content_hash  # noqa: E402
 from store.embed import SentenceTransformerEmbedder  # noqa: E402
-from store.search import Searcher, clip_query, match_expression  # noqa: E402
+from store.search import POSTING_BUDGET, Searcher, clip_query  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "scitldr"
 DIM = 384  # all-MiniLM-L6-v2
@@ -91,18 +91,19 @@ def pct(xs: list[float], p: float) -> float:
 
 def measure(searcher: Searcher, queries: list[str]) -> dict[str, list[float]]:
     """Per query: total search() time (embedding included), and each stage alone."""
-    out = {"search": [], "embed": [], "bm25": [], "dense": []}
+    out = {"search": [], "embed": [], "bm25": [], "dense": [], "cpu": []}
     index = searcher.index()
     for q in queries:
         searcher._cache.clear()  # every query pays for its embedding
+        c0 = time.process_time()
         t0 = time.perf_counter()
         searcher.search(q, limit=10)
         t1 = time.perf_counter()
+        out["cpu"].append((time.process_time() - c0) * 1000)
         searcher._cache.clear()
         vec = searcher.embed_query(clip_query(q))
         t2 = time.perf_counter()
-        searcher.store.fts_search(match_expression(clip_query(q)), weights=searcher.column_weights,
-                                  limit=searcher.candidates)
+        searcher.bm25(clip_query(q))
         t3 = time.perf_counter()
         index.search(vec, searcher.candidates)
         t4 = time.perf_counter()
@@ -115,9 +116,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--torch-threads", type=int, default=None,
+                    help="torch intra-op threads for query encoding (default: torch's choice)")
+    ap.add_argument("--bf16", default="auto", choices=("auto", "0", "1"),
+                    help="bf16 autocast for the query model, as PAPERCLUB_EMBED_BF16")
+    ap.add_argument("--posting-budget", type=int, default=POSTING_BUDGET,
+                    help="postings per BM25 query (see store/search.py)")
     ap.add_argument("--data", action="append", default=None,
                     help=f"SciTLDR-style JSONL (default: {EVAL}/train.jsonl and dev.jsonl)")
-    ap.add_argument("--db", default=None, help="directory for the store (default: a temp dir)")
+    ap.add_argument("--db", default=None, help="directory to keep the store in and reuse (default: a temp dir)")
     args = ap.parse_args(argv)
 
     data = args.data or [str(EVAL / "train.jsonl"), str(EVAL / "dev.jsonl")]
@@ -126,20 +133,27 @@ def main(argv=None) -> int:
     queries = rng.sample(queries, min(args.queries, len(queries)))
     sizes = sorted(int(s) for s in args.sizes.split(","))
     folder = Path(args.db or tempfile.mkdtemp(prefix="pc-latency-"))
-    db = folder / "latency.db"
-    if db.exists():
-        db.unlink()
+    db = folder / "latency.db"  # with --db an existing store is reused and topped up
 
-    embedder = SentenceTransformerEmbedder()
+    embedder = SentenceTransformerEmbedder(bf16=args.bf16)
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     store = Store(db)
-    searcher = Searcher(store, embedder)
+    searcher = Searcher(store, embedder, posting_budget=args.posting_budget)
     embedder.load()
     searcher.embed_query("warm up the model")
-    print(f"cpus: {os.cpu_count()}  model: {embedder.name}  queries: {len(queries)} real TLDRs; "
-          f"{len(sentences)} source sentences")
+    print(f"cpus: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}  model: {embedder.name}  "
+          f"posting budget: {args.posting_budget}  bf16: {embedder.bf16}  "
+          f"torch threads: {__import__('torch').get_num_threads()}  "
+          f"queries: {len(queries)} real TLDRs; {len(sentences)} source sentences")
     print(f"{'papers':>8} {'build s':>8} {'load s':>7} {'matrix MB':>9} {'RSS +MB':>8} "
-          f"{'p50 ms':>7} {'p95 ms':>7} | p50/p95 ms: {'embed':>11} {'bm25':>11} {'dense':>11}")
+          f"{'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} | p50/p95 ms: {'embed':>11} {'bm25':>11} {'dense':>11}")
     for size in sizes:
+        if store.count_papers() > size:
+            print(f"{size:>8} skipped: the reused store already holds {store.count_papers()} papers")
+            continue
         build = grow(store, size, sentences, rng, embedder.name)
         searcher._index = None
         before = rss_mb()
@@ -151,10 +165,12 @@ def main(argv=None) -> int:
         res = measure(searcher, queries)
         parts = "  ".join(f"{pct(res[k], 50):5.1f}/{pct(res[k], 95):5.1f}" for k in ("embed", "bm25", "dense"))
         print(f"{size:>8} {build:8.1f} {load:7.2f} {index.nbytes / 2**20:9.1f} {grown:8.1f} "
-              f"{pct(res['search'], 50):7.1f} {pct(res['search'], 95):7.1f} |             {parts}",
-              flush=True)
+              f"{pct(res['search'], 50):7.1f} {pct(res['search'], 95):7.1f} {pct(res['cpu'], 50):7.1f} "
+              f"|             {parts}", flush=True)
         print(f"          mean search {statistics.mean(res['search']):.1f} ms, "
               f"max {max(res['search']):.1f} ms", file=sys.stderr)
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (figures are wall-clock; a busy "
+          f"machine inflates them)")
     store.close()
     if not args.db:
         for f in folder.iterdir():

@@ -28,7 +28,9 @@ sys.path.insert(0, str(ROOT))
 from store.db import Store  # noqa: E402
 from store.embed import SentenceTransformerEmbedder  # noqa: E402
 from store.ingest import Record, ingest_records  # noqa: E402
-from store.search import COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, clip_query, fuse  # noqa: E402
+from store.search import (  # noqa: E402
+    COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, clip_query, fuse,
+)
 
 DEPTH = 10
 
@@ -159,6 +161,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N records per file")
     ap.add_argument("--max-df", type=float, default=MAX_DF,
                     help="drop query words held by more than this share of papers")
+    ap.add_argument("--posting-budget", type=int, default=POSTING_BUDGET,
+                    help="postings per BM25 query (scale it with the corpus to mimic a larger one)")
     args = ap.parse_args(argv)
 
     titles = not args.no_titles
@@ -166,9 +170,9 @@ def main(argv=None) -> int:
     db = args.db or str(Path(tempfile.mkdtemp(prefix="pc-quality-")) / "quality.db")
     embedder = SentenceTransformerEmbedder()
     store, ids = build_store(db, files, embedder)
-    searcher = Searcher(store, embedder, max_df=args.max_df)
+    searcher = Searcher(store, embedder, max_df=args.max_df, posting_budget=args.posting_budget)
     print(f"titles searched: {'yes' if titles else 'no (--no-titles)'}; corpus {store.count_papers()} "
-          f"papers; model {embedder.name}; max_df {args.max_df}")
+          f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {args.posting_budget}")
 
     runs = {}
     for name, rows in files.items():

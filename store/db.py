@@ -372,6 +372,13 @@ class Store:
 
         weights are per FTS column: short_name, headline, title, abstract.
         """
+        if not collection and not year:
+            # Rank inside FTS first and join only the top rows: half the time at 100k papers.
+            sql = ("select p.id, f.score from (select rowid, bm25(papers_fts, ?, ?, ?, ?) as score "
+                   "from papers_fts where papers_fts match ? order by score limit ?) f "
+                   "join papers p on p.rowid = f.rowid order by f.score")
+            rows = self.db.execute(sql, [*weights, match, int(limit)])
+            return [(pid, float(score)) for pid, score in rows]
         sql = ("select p.id, bm25(papers_fts, ?, ?, ?, ?) as score from papers_fts "
                "join papers p on p.rowid = papers_fts.rowid where papers_fts match ?")
         args: list = [*weights, match]
@@ -386,9 +393,13 @@ class Store:
         args.append(int(limit))
         return [(pid, float(score)) for pid, score in self.db.execute(sql, args)]
 
-    def paper_facets(self) -> list[tuple[str, str, int | None]]:
-        """(id, collection, year) of every paper, for filtering in-memory vector search."""
-        return [tuple(r) for r in self.db.execute("select id, coalesce(collection, ''), year from papers")]
+    def paper_facets(self) -> list[tuple[str, str, int | None, str]]:
+        """(id, collection, year, short name) of every paper, oldest update first.
+
+        Search keeps these in memory: filters and exact-name lookups without a table scan.
+        """
+        return [tuple(r) for r in self.db.execute(
+            "select id, coalesce(collection, ''), year, short_name from papers order by updated_at, rowid")]
 
     def fts_terms(self, words: Iterable[str]) -> dict[str, str]:
         """word -> the term FTS indexes it under (lower-cased, Porter-stemmed: 'Videos' -> 'video').

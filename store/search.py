@@ -11,6 +11,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -36,6 +37,9 @@ CANDIDATES = 100  # per ranker, before fusion
 # A word in more than this share of papers is dropped from the BM25 query: FTS5's
 # BM25 gives it ~zero weight anyway, and its posting list is the slow part at 100k.
 MAX_DF = 0.5
+# At most this many (word, paper) postings per BM25 query: keeps p95 latency flat
+# as the corpus grows, and only ever drops a query's most common words.
+POSTING_BUDGET = 30_000
 # "More like this": a paper's own vector, plus BM25 over its 25 most distinctive
 # words (tf x idf, words used at least twice, as Lucene's MoreLikeThis does). On
 # the seed corpus the embedding alone already puts a video paper first for 12 of
@@ -159,8 +163,11 @@ class MatrixIndex:
         self.matrix = np.ascontiguousarray(matrix, dtype=np.float32)
         self.row = {pid: i for i, pid in enumerate(self.ids)}
         facets = facets or {}
-        self.collections = np.array([(facets.get(i, ("", None))[0] or "").lower() for i in self.ids],
-                                    dtype=object)
+        # Collections as small integer codes: a filter is one vectorised comparison.
+        names = [(facets.get(i, ("", None))[0] or "").lower() for i in self.ids]
+        self.collection_names = sorted(set(names))
+        code = {c: k for k, c in enumerate(self.collection_names)}
+        self.collections = np.array([code[c] for c in names], dtype=np.int32)
         self.years = np.array([facets.get(i, ("", None))[1] or 0 for i in self.ids], dtype=np.int32)
 
     def __len__(self) -> int:
@@ -178,8 +185,8 @@ class MatrixIndex:
         mask = None
         if collection:
             c = collection.lower()
-            mask = np.fromiter((x == c or x.startswith(c + " ") for x in self.collections),
-                               dtype=bool, count=len(self.ids))
+            wanted = [k for k, x in enumerate(self.collection_names) if x == c or x.startswith(c + " ")]
+            mask = np.isin(self.collections, wanted)
         if year:
             m = self.years == int(year)
             mask = m if mask is None else mask & m
@@ -239,19 +246,22 @@ class Searcher:
 
     def __init__(self, store: Store, embedder: Embedder, *, fusion: dict | None = None,
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES,
-                 max_df: float = MAX_DF):
+                 max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET):
         self.store = store
         self.embedder = embedder
         self.fusion = dict(FUSION if fusion is None else fusion)
         self.column_weights = tuple(column_weights)
         self.candidates = candidates
         self.max_df = max_df
+        self.posting_budget = posting_budget
         self._index: VectorIndex | None = None
         self._version: int | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._word_term: dict[str, str] = {}  # the tokenizer never changes: kept across versions
         self._term_df: dict[str, int] = {}  # reset whenever papers change
+        self._executor: ThreadPoolExecutor | None = None
+        self._names: dict[str, str] = {}  # lower-cased short name -> paper id
 
     # -- state ----------------------------------------------------------------
     def warm(self) -> None:
@@ -265,8 +275,10 @@ class Searcher:
         with self._lock:
             if self._index is None or version != self._version:
                 ids, matrix = self.store.load_vectors(self.embedder.name)
-                facets = {pid: (c, y) for pid, c, y in self.store.paper_facets()}
-                self._index = MatrixIndex(ids, matrix, facets)
+                rows = self.store.paper_facets()
+                self._index = MatrixIndex(ids, matrix, {pid: (c, y) for pid, c, y, _ in rows})
+                # Latest update wins, as in Store.find_exact.
+                self._names = {(name or "").strip().lower(): pid for pid, _, _, name in rows if name}
                 self._term_df = {}
                 self._version = version
             return self._index
@@ -285,24 +297,31 @@ class Searcher:
                 self._cache.popitem(last=False)
         return vec
 
+    def word_terms(self, words: Sequence[str]) -> dict[str, str]:
+        """word -> its FTS term ('' when the tokenizer keeps nothing of it); cached."""
+        with self._lock:
+            known = {w: self._word_term[w] for w in words if w in self._word_term}
+        new = [w for w in dict.fromkeys(words) if w not in known]
+        if new:
+            found = self.store.fts_terms(new)
+            found = {w: found.get(w, "") for w in new}
+            known.update(found)
+            with self._lock:
+                if len(self._word_term) > 200_000:
+                    self._word_term.clear()
+                self._word_term.update(found)
+        return known
+
     def terms(self, words: Sequence[str]) -> dict[str, tuple[str, int]]:
         """word -> (FTS term, papers holding it), cached until papers change."""
         self.index()  # resets the document counts when papers changed
+        word_term = self.word_terms(words)
         with self._lock:
-            word_term, term_df = dict(self._word_term), self._term_df
-        new = [w for w in dict.fromkeys(words) if w not in word_term]
-        if new:
-            found = self.store.fts_terms(new)
-            word_term.update({w: found.get(w, "") for w in new})
-        todo = {word_term[w] for w in words if word_term[w] and word_term[w] not in term_df}
+            todo = {t for t in word_term.values() if t and t not in self._term_df}
         counts = self.store.term_doc_counts(todo) if todo else {}
         with self._lock:
-            if len(self._word_term) > 200_000:
-                self._word_term.clear()
-            self._word_term.update({w: word_term[w] for w in new})
             self._term_df.update(counts)
-            term_df = self._term_df
-            return {w: (word_term[w], term_df.get(word_term[w], 0)) for w in words}
+            return {w: (word_term[w], self._term_df.get(word_term[w], 0)) for w in words}
 
     def _papers_total(self) -> int:
         return max(len(self.index()), 1)
@@ -333,9 +352,16 @@ class Searcher:
             if word in STOPWORDS:
                 continue  # 'what is this' alone is left to the embedding
             (common if df > self.max_df * n else rare).append((df, word))
-        chosen = phrases + rare or common
-        chosen = sorted(chosen, key=lambda x: x[0])[:max_terms] if len(chosen) > max_terms else chosen
-        return [p for _, p in chosen]
+        chosen = sorted(phrases + rare or common, key=lambda x: x[0])[:max_terms]
+        # FTS5 scores every paper holding any query word, so the rows to score are
+        # bounded: rarest words first, common ones only while the budget lasts.
+        kept, rows = [], 0
+        for df, phrase in chosen:
+            if kept and rows + df > self.posting_budget:
+                break
+            kept.append(phrase)
+            rows += df
+        return kept
 
     def distinctive_words(self, paper: Paper, most: int = SIMILAR_TERMS) -> list[str]:
         """The paper's words that best tell it apart: frequent in it, rare elsewhere (tf x idf)."""
@@ -385,13 +411,24 @@ class Searcher:
         if limit <= 0:
             return []
         index = self.index()
-        exact = self._exact(text, collection, year)
-        phrases = self.query_phrases(text)
-        lexical = self.bm25(text, phrases=phrases, collection=collection, year=year)
+        # SQLite and torch/numpy release the GIL: FTS runs while the query is embedded.
+        lexical_job = self._pool().submit(self._lexical, text, collection, year)
         qvec = self.embed_query(text)
         dense = index.search(qvec, self.candidates, collection=collection, year=year) if len(index) else []
+        exact, phrases, lexical = lexical_job.result()
         return self._hits(lexical, dense, exact=exact, limit=limit, phrases=phrases, query=text,
                           index=index, qvec=qvec)
+
+    def _lexical(self, text: str, collection: str | None, year: int | None):
+        exact = self._exact(text, collection, year)
+        phrases = self.query_phrases(text)
+        return exact, phrases, self.bm25(text, phrases=phrases, collection=collection, year=year)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search")
+            return self._executor
 
     def similar(self, paper_id: str, *, limit: int = 5) -> list[Hit]:
         """Other papers closest to this one by its embedding and its distinctive words."""
@@ -414,7 +451,7 @@ class Searcher:
         ref = (ref or "").strip()
         if not ref:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.")
-        paper = self.store.find_exact(ref)
+        paper = self.find_exact(ref)
         if paper:
             return paper, True
         hits = self.search(ref, limit=1)
@@ -423,8 +460,20 @@ class Searcher:
         return hits[0].paper, False
 
     # -- internals ----------------------------------------------------------------
+    def find_exact(self, ref: str) -> Paper | None:
+        """A paper by id or short name, case-insensitive (names from memory: no table scan)."""
+        ref = " ".join((ref or "").split()).lower()
+        if not ref or len(ref) > 200:
+            return None
+        paper = self.store.get_paper(ref)
+        if paper is None:
+            self.index()
+            pid = self._names.get(ref)
+            paper = self.store.get_paper(pid) if pid else None
+        return paper
+
     def _exact(self, text: str, collection: str | None, year: int | None) -> Paper | None:
-        paper = self.store.find_exact(text)
+        paper = self.find_exact(text)
         if paper is None:
             return None
         if collection:
@@ -470,8 +519,8 @@ class Searcher:
         words = [w.lower() for w in _WORD.findall(_paper_text(paper))]
         flat = " " + " ".join(words) + " "
         singles = [p for p in phrases if " " not in p]
-        info = self.terms(singles + words)
-        held = {info[w][0] for w in words}
+        info = self.terms(singles)  # cached by the query plan
+        held = set(self.word_terms(words).values())
         found = [(0, p.replace(" ", "-")) for p in phrases if " " in p and f" {p} " in flat]
         found += [(info[w][1], w) for w in singles if info[w][0] in held]
         return [w for _, w in sorted(found)[:most]]
