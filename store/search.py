@@ -49,6 +49,10 @@ SIMILAR_TERMS = 25
 SIMILAR_MIN_TF = 2
 SIMILAR_FUSION = {**FUSION, "bm25_weight": 0.1}
 
+# resolve() answers with a best guess only when it shares a word with the reference
+# or its cosine clears this (the test paraphrases of seed abstracts score 0.26-0.60 and
+# all share words; unrelated text like 'blah' or 'quantum chromodynamics' scores < 0.2).
+RESOLVE_MIN_COSINE = 0.3
 # The model reads at most 256 word pieces; beyond ~2k characters is wasted tokenising.
 MAX_EMBED_CHARS = 2000
 MAX_QUERY_TERMS = 48
@@ -455,7 +459,8 @@ class Searcher:
         if paper:
             return paper, True
         hits = self.search(ref, limit=1)
-        if not hits:
+        # A best guess needs some evidence: a shared word, or a clearly close meaning.
+        if not hits or (hits[0].bm25_rank is None and (hits[0].dense_score or 0) < RESOLVE_MIN_COSINE):
             raise PaperNotFound(f"No paper matches '{ref[:80]}'.")
         return hits[0].paper, False
 

@@ -150,6 +150,13 @@ def test_resolve_words_to_best_paper(seed):
     assert exact
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("ref", ["nonexistent-thing-zzz", "quantum chromodynamics lattice", "🙂"])
+def test_resolve_does_not_guess_from_noise(seed, ref):
+    with pytest.raises(PaperNotFound):
+        seed.resolve(ref)
+
+
 # -- fast: HashingEmbedder ---------------------------------------------------------------
 ABSTRACTS = [
     ("ICLR 2026", 2026, "We study graph neural networks for molecule property prediction and show "
