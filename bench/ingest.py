@@ -57,15 +57,23 @@ def main() -> None:
 
         texts = [embed_text({"title": clean_text(r.title) if r.title else None,
                              "abstract": clean_text(r.abstract)}) for r in records]
-        t = time.perf_counter()
-        emb.encode(texts)
-        raw = n / (time.perf_counter() - t)
+        # The first passes over new sequence shapes pay for kernel set-up (oneDNN/AMX):
+        # time raw encode before and after the ingest and keep the faster, so the
+        # ratio is never flattered.
+        def raw_rate() -> float:
+            t = time.perf_counter()
+            emb.encode(texts)
+            return n / (time.perf_counter() - t)
+
+        raw = raw_rate()
 
         store = Store(Path(tmp) / "bench.db")
         t = time.perf_counter()
         result = ingest_paths(store, [sample], emb)
         full = n / (time.perf_counter() - t)
         assert result.added == n - result.skipped, result
+
+        raw = max(raw, raw_rate())
 
         t = time.perf_counter()
         again = ingest_paths(store, [sample], emb)
