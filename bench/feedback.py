@@ -24,6 +24,15 @@ on. Reported, over non-exploration days:
   and the share picked for them (the pick's turn-taking);
 - replay: precision@1 / nDCG of `store.feedback.replay_channel` on the logs
   the feedback-off run produced (ranking with vs without feedback).
+`--specific` gives members their topic in their own words instead: feedback
+must not cost those teams precision.
+
+Measured (24 teams x 60 days, iclr2024, all-MiniLM-L6-v2, default PickSettings):
+- vague interests: precision 17.5% off -> 31.6% on (days 21-60: 17% -> 36%);
+  share of days relevant to each member, min/max 0.01/0.10 -> 0.01/0.19;
+  turns 0.23/0.25 either way; replay P@1 0.52 -> 0.80, nDCG 0.70 -> 0.83.
+- specific interests: precision 63.7% -> 62.7%, relevant share 0.11/0.24 ->
+  0.10/0.24, turns 0.24/0.26 either way; replay P@1 0.64 -> 0.85.
 """
 from __future__ import annotations
 
