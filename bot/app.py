@@ -263,27 +263,21 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
     def paper_from(action: dict):
         return store.get_paper((action.get("value") or "").strip())
 
-    @app.action(bk.ACTION_SUMMARY)
-    def handle_summary_button(ack, action, respond):
-        ack()
+    def paper_button(action_id: str, make_reply) -> None:
+        """A button that answers exactly as its command does (Summary, More like this)."""
+        @app.action(action_id)
+        def handle_paper_button(ack, action, respond):
+            ack()
 
-        def job():
-            paper = paper_from(action)
-            if paper is None:
-                return _gone(respond)
-            send(respond, summary_reply(deps, paper))
-        later(job, respond)
+            def job():
+                paper = paper_from(action)
+                if paper is None:
+                    return _gone(respond)
+                send(respond, make_reply(deps, paper))
+            later(job, respond)
 
-    @app.action(bk.ACTION_SIMILAR)
-    def handle_similar_button(ack, action, respond):
-        ack()
-
-        def job():
-            paper = paper_from(action)
-            if paper is None:
-                return _gone(respond)
-            send(respond, similar_reply(deps, paper))
-        later(job, respond)
+    paper_button(bk.ACTION_SUMMARY, summary_reply)
+    paper_button(bk.ACTION_SIMILAR, similar_reply)
 
     @app.action(bk.ACTION_SHARE)
     def handle_share_button(ack, action, body, respond, client):

@@ -5,6 +5,7 @@ about 10 s) and copied per test, so tests may write to their copy freely.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -118,3 +119,22 @@ def module_fake_slack():
 
     with start_fake_slack() as fake:
         yield fake
+
+
+def text_of(message: dict) -> str:
+    """Every piece of text in a message, as one string (mrkdwn as Slack receives it)."""
+    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
+
+
+def dispatch_command(app, fake, text: str, *, user: str, channel: str) -> dict:
+    """`/paper <text>` through Bolt's dispatch; the one reply posted to its response_url."""
+    from slack_bolt import BoltRequest
+
+    url = fake.new_response_url(channel=channel, user=user)
+    body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
+            "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+            "response_url": url, "trigger_id": "1.2.3"}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    replies = fake.responses(url)
+    assert len(replies) == 1, replies
+    return replies[0]

@@ -28,7 +28,7 @@ from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
 from bot.daily import ACTION_SAVE, EVENT_TYPE, post_daily
-from conftest import APP_TOKEN, BOT_TOKEN, make_settings
+from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_settings
 from store.schedule import ScheduleSpec, next_fire
 
 CH = "C1"
@@ -47,20 +47,8 @@ def thread_replies(fake, ts: str, channel: str = CH) -> list[dict]:
     return [m for m in fake.messages(channel) if m.get("thread_ts") == ts and m["ts"] != ts]
 
 
-def text_of(message: dict) -> str:
-    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
-
-
 def command(app, fake, text: str, *, user: str = "U1", channel: str = CH) -> dict:
-    """`/paper <text>` through Bolt; the one reply posted to its response_url."""
-    url = fake.new_response_url(channel=channel, user=user)
-    body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
-            "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
-            "response_url": url, "trigger_id": "1.2.3"}
-    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
-    replies = fake.responses(url)
-    assert len(replies) == 1, replies
-    return replies[0]
+    return dispatch_command(app, fake, text, user=user, channel=channel)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 from bot import blocks as bk
 from bot.daily import EVENT_TYPE, make_pick
-from conftest import APP_TOKEN, make_settings
+from conftest import dispatch_command, text_of, APP_TOKEN, make_settings
 from fake_slack import BOT_USER_ID, stop_socket_mode
 from store.pick import pick_for_channel
 
@@ -35,20 +35,8 @@ THU = datetime(2024, 6, 6, 9, 0, 5, tzinfo=UTC)
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def text_of(message: dict) -> str:
-    return message.get("text", "") + " " + json.dumps(message.get("blocks") or [], ensure_ascii=False)
-
-
 def command(app, fake, text: str, *, user: str = "UALICE", channel: str = CH) -> dict:
-    """`/paper <text>` through Bolt; the one reply posted to its response_url."""
-    url = fake.new_response_url(channel=channel, user=user)
-    body = {"command": "/paper", "text": text, "user_id": user, "user_name": user.lower(),
-            "channel_id": channel, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
-            "response_url": url, "trigger_id": "1.2.3"}
-    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
-    replies = fake.responses(url)
-    assert len(replies) == 1, replies
-    return replies[0]
+    return dispatch_command(app, fake, text, user=user, channel=channel)
 
 
 def reaction(user: str, emoji: str, ts: str, *, at: datetime, removed: bool = False,
