@@ -181,10 +181,13 @@ def _paper_refs(store) -> list[str]:
 
 
 def words():
-    names = [n for s in SUBCOMMANDS.values() for n in (s.name, *s.aliases)]
+    # Pick the subcommand first, then one of its names, so one with many aliases is not
+    # drawn more often than one with none (that made the coverage check below flaky).
+    subs = sorted(SUBCOMMANDS.values(), key=lambda s: s.name)
+    name = st.sampled_from(subs).flatmap(lambda s: st.sampled_from((s.name, *s.aliases)))
     return st.one_of(  # mostly real subcommands, so each one sees plenty of arguments
-        st.sampled_from(names), st.sampled_from(names), st.sampled_from(names), st.sampled_from(names),
-        st.sampled_from(names).map(str.upper),
+        name, name, name, name,
+        name.map(str.upper),
         st.sampled_from(["serach", "summry", "simlar", "intrests", "shedule", "todya", "forgetme", "sav"]),
         st.sampled_from(NASTY),
         st.text(max_size=12),
@@ -224,7 +227,7 @@ def test_every_generated_command_line_gets_one_valid_reply_and_writes_only_what_
     lines = st.tuples(words(), st.sampled_from([" ", "  ", "\t"]), arguments(refs)).map(
         lambda t: f"{t[0]}{t[1]}{t[2]}")
 
-    @hsettings(max_examples=FUZZ_CASES, deadline=None, database=None,
+    @hsettings(max_examples=FUZZ_CASES, deadline=None, database=None, derandomize=True,
                suppress_health_check=list(HealthCheck))
     @given(line=lines, user=st.sampled_from(USERS), channel=st.sampled_from(CHANNELS))
     def one_line(line, user, channel):
@@ -255,7 +258,7 @@ def test_button_clicks_with_garbage_values_get_a_reply_and_write_nothing_unexpec
     actions = st.sampled_from([bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_SHARE, ACTION_SAVE])
     clicks = 0
 
-    @hsettings(max_examples=BUTTON_CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @hsettings(max_examples=BUTTON_CASES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(action=actions, value=values, user=st.sampled_from(USERS), channel=st.sampled_from(CHANNELS + ("",)))
     def one_click(action, value, user, channel):
         nonlocal clicks
@@ -299,7 +302,7 @@ def test_reaction_and_home_events_with_garbage_fields_are_handled_without_errors
     )
     seen = 0
 
-    @hsettings(max_examples=EVENT_CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @hsettings(max_examples=EVENT_CASES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(kind=st.sampled_from(["reaction_added", "reaction_removed", "app_home_opened"]),
            user=st.sampled_from(USERS + ("W0123ABC",)), reaction=st.one_of(st.sampled_from(
                ["fire", "+1", "-1", "eyes", "thumbsup::skin-tone-2"]), field),
