@@ -40,7 +40,6 @@ import argparse
 import hashlib
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
@@ -52,10 +51,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from picks import DEFAULT_DATA, TOPICS, build_store, map_records, relevant  # noqa: E402
+from picks import DEFAULT_DATA, TOPICS, load_world, relevant  # noqa: E402
 
 from store import feedback as fb  # noqa: E402
-from store.embed import make_embedder  # noqa: E402
 from store.pick import Interest, PastPost, PickSettings, pick_daily  # noqa: E402
 
 START = date(2024, 1, 8)
@@ -205,13 +203,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    digest = hashlib.sha1(f"{args.data.resolve()}|{args.data.stat().st_size}|{args.model}".encode()).hexdigest()[:10]
-    cache = args.cache or Path(tempfile.gettempdir()) / "paperclub-bench" / f"picks-{digest}.db"
-    records = [json.loads(line) for line in args.data.open() if line.strip()]
-    store = build_store(args.data, cache, args.model)
-    embedder = make_embedder(args.model)
-    ids, matrix = store.load_vectors(embedder.name)
-    rec_of = map_records(store, records)
+    store, embedder, ids, matrix, rec_of = load_world(args.data, args.model, args.cache)
     teams = make_teams(args.teams, np.random.default_rng(args.seed), args.specific)
     texts = sorted({text for team in teams for _, _, text in team})
     vec = dict(zip(texts, embedder.encode(texts)))

@@ -168,6 +168,17 @@ def greedy_day(ids, matrix, imat, shown: set[str]) -> str | None:
     return None
 
 
+def load_world(data: Path, model: str, cache: Path | None = None):
+    """The eval papers embedded once (cached under the temp dir), their vectors and records."""
+    digest = hashlib.sha1(f"{data.resolve()}|{data.stat().st_size}|{model}".encode()).hexdigest()[:10]
+    cache = cache or Path(tempfile.gettempdir()) / "paperclub-bench" / f"picks-{digest}.db"
+    records = [json.loads(line) for line in data.open() if line.strip()]
+    store = build_store(data, cache, model)
+    embedder = make_embedder(model)
+    ids, matrix = store.load_vectors(embedder.name)
+    return store, embedder, ids, matrix, map_records(store, records)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -181,13 +192,7 @@ def main() -> None:
                     help="override a PickSettings field, e.g. --set mmr_lambda=0.85 (repeatable)")
     args = ap.parse_args()
 
-    digest = hashlib.sha1(f"{args.data.resolve()}|{args.data.stat().st_size}|{args.model}".encode()).hexdigest()[:10]
-    cache = args.cache or Path(tempfile.gettempdir()) / "paperclub-bench" / f"picks-{digest}.db"
-    records = [json.loads(line) for line in args.data.open() if line.strip()]
-    store = build_store(args.data, cache, args.model)
-    embedder = make_embedder(args.model)
-    ids, matrix = store.load_vectors(embedder.name)
-    rec_of = map_records(store, records)
+    store, embedder, ids, matrix, rec_of = load_world(args.data, args.model, args.cache)
     signals = store.paper_signals()
     print(f"{len(ids)} papers with vectors, {len(rec_of)} matched to eval records; "
           f"{args.teams} teams x {args.days} days", file=sys.stderr)
