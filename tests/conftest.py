@@ -138,3 +138,13 @@ def dispatch_command(app, fake, text: str, *, user: str, channel: str) -> dict:
     replies = fake.responses(url)
     assert len(replies) == 1, replies
     return replies[0]
+
+
+def block_action_body(action_id: str, value: str, url: str, *, user: str, channel: str) -> dict:
+    """A button click on an ephemeral reply, as Slack sends the block_actions payload."""
+    return {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",
+            "team": {"id": "T1"}, "channel": {"id": channel, "name": "general"},
+            "container": {"type": "message", "channel_id": channel, "is_ephemeral": True,
+                          "message_ts": "1.000001"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}

@@ -17,7 +17,7 @@ from bot import blocks as bk
 from bot.app import HOME_SECTIONS, create_app, home_section
 from bot.commands import SUBCOMMANDS, Reply, clean_input, subcommand
 from bot.console import run_console
-from conftest import BOT_TOKEN, TOKEN_SECRETS, make_settings
+from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_settings
 from store.paper import Paper
 
 pytestmark = pytest.mark.slow  # the real model decides which paper a query finds
@@ -82,12 +82,7 @@ def command(app, slack, text: str, *, user: str = "U1", channel: str = "C1") -> 
 def click(app, slack, action_id: str, value: str, *, user: str = "U1", channel: str = "C1") -> list[dict]:
     """Click a paper button on an ephemeral message; return what went to its response_url."""
     url = slack.new_response_url(channel=channel, user=user)
-    body = {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",
-            "team": {"id": "T1"}, "channel": {"id": channel, "name": "general"},
-            "container": {"type": "message", "channel_id": channel, "is_ephemeral": True,
-                          "message_ts": "1.000001"},
-            "response_url": url, "trigger_id": "1.2.3",
-            "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+    body = block_action_body(action_id, value, url, user=user, channel=channel)
     assert dispatch(app, body).status == 200
     return slack.responses(url)
 

@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 
 from bot import blocks as bk
 from bot.app import SORRY
-from conftest import BOT_TOKEN, copy_db, make_settings
+from conftest import BOT_TOKEN, block_action_body, copy_db, make_settings
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,12 +87,7 @@ class Env:
 
     def click(self, action_id: str, value: str, *, user: str = "U1", channel: str = CH) -> list[dict]:
         url = self.fake.new_response_url(channel=channel, user=user)
-        body = {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",
-                "team": {"id": "T1"}, "channel": {"id": channel, "name": "general"},
-                "container": {"type": "message", "channel_id": channel, "is_ephemeral": True,
-                              "message_ts": "1.000001"},
-                "response_url": url, "trigger_id": "1.2.3",
-                "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+        body = block_action_body(action_id, value, url, user=user, channel=channel)
         assert self.dispatch(body) == 200
         return self.fake.responses(url)
 
