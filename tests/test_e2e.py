@@ -161,11 +161,14 @@ def test_buttons_work_over_the_socket(bot, fake):
 
 def test_a_rate_limited_share_is_retried(bot, fake):
     fake.fail("chat.postMessage", status=429, retry_after=1)
-    click(fake, bk.ACTION_SHARE, paper_id(bot, SPEC), channel="C3")
+    url = click(fake, bk.ACTION_SHARE, paper_id(bot, SPEC), channel="C3")
     posted = fake.wait_for(lambda: fake.messages("C3"), timeout=10)
     assert len(posted) == 1
     calls = fake.calls("chat.postMessage")
     assert len(calls) == 2 and calls[1].at - calls[0].at >= 1.0  # it waited for Retry-After
+    # The sharer is told it went out. Waiting for it also keeps the next test's
+    # fake.reset() from retiring this response_url while the reply is in flight.
+    assert "Shared" in fake.wait_for(lambda: fake.responses(url), timeout=10)[0]["text"]
 
 
 BAD = ["", "search", "search " + "a" * 10_000, 'search "open NEAR( AND * ^ title:',
