@@ -376,10 +376,11 @@ def pick(c: Ctx, channel, day, post, as_json):
     """A channel's paper of the day: a dry run with the reasons, or --post to post it."""
     from datetime import date as date_cls, datetime, timezone
 
+    from store.pick import DailyPick
     from store.schedule import local_today
 
     from . import reactions
-    from .daily import _pick_from_dict, channel_tz, make_pick, post_daily
+    from .daily import channel_tz, make_pick, post_daily
 
     reactions.configure(c.settings)  # the dry run weighs reactions as the bot does
 
@@ -404,7 +405,7 @@ def pick(c: Ctx, channel, day, post, as_json):
             sys.exit(1)
         return
     row = c.store.get_post(channel, when.isoformat())
-    chosen = _pick_from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
+    chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
         c.store, c.searcher, channel, when)
     if as_json:
         data = chosen.to_dict() if chosen else None

@@ -455,26 +455,11 @@ def _post_daily(client, store, searcher, channel, now, day, settings, llm, claim
                     recover=True, claimed_at=row["claimed_at"])
 
 
-def _pick_from_dict(data: dict, channel: str, day: date) -> DailyPick:
-    """Rebuild the stored pick (for recovery and /paper today) without re-running it."""
-    from store.pick import Choice, Interest
-
-    def choice(d: dict) -> Choice:
-        interest = None
-        if d.get("interest_text") is not None:
-            interest = Interest(d.get("interest_id") or 0, d["interest_text"], d.get("added_by"), None)
-        return Choice(d["paper_id"], d["kind"], d.get("score", 0.0), d.get("similarity", 0.0), interest,
-                      d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"))
-
-    return DailyPick(channel, day, choice(data["choice"]), [choice(c) for c in data.get("runners_up") or []],
-                     bool(data.get("no_interests")))
-
-
 def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budget, sleep, *,
              recover: bool, claimed_at: float | None = None) -> PostResult:
     """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
     key = day.isoformat()
-    pick = _pick_from_dict(pick_data, channel, day)
+    pick = DailyPick.from_dict(pick_data, channel, day)
     poster = _posting_client(client)
     # A fresh claim looks too: a database restored from a backup (or a second copy of it)
     # has no row for a post that is already in the channel.
@@ -924,7 +909,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         day = post_date(spec, next_fire(spec, now))  # today's post is done or not a posting day
         row = deps.store.get_post(channel, day.isoformat())
     if row and row["status"] == "posted" and row.get("pick"):
-        pick = _pick_from_dict(row["pick"], channel, day)
+        pick = DailyPick.from_dict(row["pick"], channel, day)
         paper = deps.store.get_paper(pick.paper_id)
         link = _permalink(deps, channel, row["ts"])
         where = f"<{link}|posted here>" if link else f"posted in <#{channel}>" if channel[0] in "CG" else "posted"
@@ -935,7 +920,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
     if row and row["status"] == "empty":
         return Reply("Nothing left to pick.", empty_blocks(deps.command))
     if row and row.get("pick"):
-        pick = _pick_from_dict(row["pick"], channel, day)
+        pick = DailyPick.from_dict(row["pick"], channel, day)
         status = ("it is being posted right now." if row["status"] == "claimed" else
                   "Slack did not take it yet; it will be retried.")
     else:

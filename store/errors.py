@@ -24,3 +24,7 @@ class SchemaError(StoreError):
 
 class EmptyQuery(StoreError):
     """The query has nothing to search for."""
+
+
+class StoreBusy(StoreError):
+    """Another writer held the database for longer than the store waits; try again shortly."""

@@ -26,7 +26,6 @@ explanation names the reaction that did it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import date
@@ -186,8 +185,20 @@ class DailyPick:
         return {"channel": self.channel, "day": self.day.isoformat(), "choice": self.choice.to_dict(),
                 "runners_up": [c.to_dict() for c in self.runners_up], "no_interests": self.no_interests}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
+    @classmethod
+    def from_dict(cls, data: dict, channel: str | None = None, day: date | None = None) -> "DailyPick":
+        """Rebuild a stored pick (for recovery and /paper today) without re-running it."""
+        def choice(d: dict) -> Choice:
+            interest = None
+            if d.get("interest_text") is not None:
+                interest = Interest(d.get("interest_id") or 0, d["interest_text"], d.get("added_by"), None)
+            return Choice(d["paper_id"], d["kind"], d.get("score", 0.0), d.get("similarity", 0.0), interest,
+                          d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"))
+
+        return cls(channel if channel is not None else data["channel"],
+                   day if day is not None else date.fromisoformat(data["day"]),
+                   choice(data["choice"]), [choice(c) for c in data.get("runners_up") or []],
+                   bool(data.get("no_interests")))
 
 
 # -- determinism --------------------------------------------------------------------------

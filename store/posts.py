@@ -1,0 +1,13 @@
+"""The states of a scheduled post's claim row (one per channel and day)."""
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class PostStatus(StrEnum):
+    """Stored as plain text; a StrEnum so rows read back compare equal to these."""
+
+    CLAIMED = "claimed"  # a process has claimed the day and is posting (or died doing so)
+    FAILED = "failed"  # the last attempt failed; the claim is retried within the window
+    POSTED = "posted"  # in the channel, with its ts recorded
+    EMPTY = "empty"  # nothing to post (no papers left), said once
