@@ -27,12 +27,9 @@ on. Reported, over non-exploration days:
 `--specific` gives members their topic in their own words instead: feedback
 must not cost those teams precision.
 
-Measured (24 teams x 60 days, iclr2024, all-MiniLM-L6-v2, default PickSettings):
-- vague interests: precision 17.5% off -> 31.6% on (days 21-60: 17% -> 36%);
-  share of days relevant to each member, min/max 0.01/0.10 -> 0.01/0.19;
-  turns 0.23/0.25 either way; replay P@1 0.52 -> 0.80, nDCG 0.70 -> 0.83.
-- specific interests: precision 63.7% -> 62.7%, relevant share 0.11/0.24 ->
-  0.10/0.24, turns 0.24/0.26 either way; replay P@1 0.64 -> 0.85.
+bench/picks.py is the main measure since issue 14 (the naive pick, Rocchio and
+paperclub side by side, clear and vague interests, reactions on runners-up too);
+this bench keeps the noisier reaction model and the replay figures.
 """
 from __future__ import annotations
 
@@ -196,7 +193,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--half-life", type=float, default=fb.HALF_LIFE_DAYS)
     ap.add_argument("--strength", type=float, default=None, help="PickSettings.feedback_strength")
-    ap.add_argument("--own-share", type=float, default=None, help="PickSettings.feedback_own_share")
+    ap.add_argument("--shrink", type=float, default=None, help="PickSettings.feedback_shrink")
     ap.add_argument("--floor", type=float, default=None, help="PickSettings.feedback_floor")
     ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
     ap.add_argument("--specific", action="store_true", help="members state their topic instead of a vague one")
@@ -212,7 +209,7 @@ def main() -> None:
         rows = [i for i, pid in enumerate(ids) if relevant(rec_of.get(pid, {}), label)]
         c = matrix[rows].mean(axis=0)
         centroids[label] = c / np.linalg.norm(c)
-    knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_own_share", args.own_share),
+    knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_shrink", args.shrink),
                                ("feedback_floor", args.floor)) if v is not None}
     settings = PickSettings(**knobs)
     print(f"{len(ids)} papers, {args.teams} teams x {args.days} days, "
@@ -256,7 +253,7 @@ def main() -> None:
                              "ndcg": replays[(name, "ndcg")] / max(1, replays[(name, "points")])}
                       for name in ("as posted", "feedback")},
            "seconds": elapsed, "teams": args.teams, "specific": args.specific, "days": args.days, "half_life_days": args.half_life,
-           "feedback_strength": settings.feedback_strength, "feedback_own_share": settings.feedback_own_share}
+           "feedback_strength": settings.feedback_strength, "feedback_shrink": settings.feedback_shrink}
     off, on = out["off"], out["on"]
     print(f"reactions as feedback: {args.teams} teams x {args.days} days, "
           f"{'specific interests' if args.specific else 'vague interests only'}")

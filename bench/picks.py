@@ -1,23 +1,32 @@
-"""Paper of the day, simulated: precision, fairness, repeats and exploration over 60 days.
+"""Paper of the day, simulated: paperclub's pick beside the naive pick, with and without reactions.
 
-    .venv/bin/python bench/picks.py --data ../shared/eval/iclr2024.jsonl [--teams 24] [--days 60]
+    .venv/bin/python bench/picks.py --data ../shared/eval/iclr2024.jsonl [--teams 30] [--days 60]
 
-Each simulated team has 3-5 members; each member cares about one topic class
-of the data (`label_berenslab`) and describes it in their own words (no label
-names), and one member per team is prolific (three phrasings of their topic).
-Every day runs the real `store.pick.pick_daily` with the team's history.
+Each simulated team has 3 members; each member cares about one topic class of
+the data (`label_berenslab`). With *clear* interests a member describes it in
+their own words (one line, no label names); with *vague* ones everybody says
+"machine learning". A paper is relevant to a member when its label is their
+topic or its author keywords name it (38% of the papers are "unlabeled").
 
-A pick is relevant to a member when its label is the member's topic or its
-author keywords name it (38% of the papers are "unlabeled", so keywords
-matter). Reported:
-- precision: days whose paper is relevant to at least one member (exploration
-  days counted apart: they are meant to be outside the interests);
-- fairness: each member's share of the non-exploration days that were picked
-  for them (the pick's own attribution) and that were relevant to them;
-  min/max per team, averaged over teams, plus the worst team;
-- repeats (must be 0) and exploration days;
-- baselines: a random paper, and a greedy pick (best max-similarity over all
-  interests, no rotation, no MMR) to show what rotation buys.
+Simulated reactions: every member 👍s a post or runner-up in their topic (🔥
+when both the label and the keywords say so), and the served member 👎s a
+post that is off their topic. They go through the real log logic
+(store.feedback.reacted_from_rows: current state, weights, decay).
+
+Pickers, each run on the same teams and days:
+- naive: members in turn, the best unposted paper by cosine to that member's
+  interest (runners-up: the next two members' best, never used up);
+- Rocchio (with reactions): the naive pick with the served member's interest
+  moved to interest + mean(liked) - 0.5 mean(disliked);
+- paperclub: the real `store.pick.pick_daily` (with its hybrid relevance from
+  `lexical_for` over the real FTS index), without and with reactions.
+
+Reported per picker: precision per served member over all days (an
+exploration day counts as a hit when it is relevant to any member),
+days 21-60 precision, turns (each member's share of served days, min/max per
+team), relevant picks per member (min/max per team), repeats of a posted
+paper, and exploration days with their hit rate. The same defaults serve
+every dataset; `--set NAME=VALUE` overrides a PickSettings field to measure it.
 
 The papers are ingested once with the real model into a cached database
 (--cache, default under the system temp dir); the eval data is never copied
@@ -33,7 +42,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import date, timedelta
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -41,13 +51,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from store import feedback as fb  # noqa: E402
 from store.db import Store  # noqa: E402
 from store.embed import make_embedder  # noqa: E402
 from store.ingest import ingest_paths  # noqa: E402
-from store.pick import Interest, PastPost, PickSettings, pick_daily  # noqa: E402
+from store.pick import Interest, PastPost, PickSettings, lexical_for, pick_daily  # noqa: E402
+from store.search import Searcher  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
 START = date(2024, 1, 8)
+VAGUE = "machine learning"
+DAY = 86400.0
 
 # label -> (ways a member might describe it, keyword fragments that mark a paper as on-topic)
 TOPICS: dict[str, tuple[list[str], list[str]]] = {
@@ -143,29 +157,156 @@ def map_records(store: Store, records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def make_teams(n: int, rng: np.random.Generator) -> list[list[tuple[str, str, list[str]]]]:
-    """Teams of 3-5 members: (member, label, interest texts); the first member is prolific."""
+def make_teams(n: int, rng: np.random.Generator) -> list[list[tuple[str, str, str]]]:
+    """Teams of 3 members: (member, topic label, that member's clear one-line interest)."""
     labels = list(TOPICS)
     teams = []
     for t in range(n):
-        size = int(rng.integers(3, 6))
-        chosen = rng.choice(labels, size=size, replace=False)
-        members = []
-        for m, label in enumerate(chosen):
-            phrasings = TOPICS[label][0]
-            texts = list(phrasings) if m == 0 else [phrasings[int(rng.integers(len(phrasings)))]]
-            members.append((f"T{t}M{m}", str(label), texts))
-        teams.append(members)
+        chosen = rng.choice(labels, size=3, replace=False)
+        teams.append([(f"T{t}M{m}", str(label), TOPICS[label][0][int(rng.integers(3))])
+                      for m, label in enumerate(chosen)])
     return teams
 
 
-def greedy_day(ids, matrix, imat, shown: set[str]) -> str | None:
-    """Baseline: the unshown paper with the best max-similarity to any interest."""
-    scores = (matrix @ imat.T).max(axis=1)
-    for i in np.argsort(-scores):
-        if ids[i] not in shown:
-            return ids[i]
+def reaction(record: dict, label: str) -> str | None:
+    """A member's reaction to a paper they see: 🔥 when label and keywords agree, 👍 when one does."""
+    on_label = record.get("label_berenslab") == label
+    words = " ".join(record.get("keywords") or []).lower()
+    on_words = any(k in words for k in TOPICS[label][1])
+    return "fire" if on_label and on_words else "+1" if on_label or on_words else None
+
+
+@dataclass
+class Shown:
+    paper_id: str
+    served: str | None
+    exploration: bool = False
+    runners_up: tuple[str, ...] = ()
+
+
+@dataclass
+class Run:
+    """One picker's days over every team: per-day (team, day, hit, served, exploration) and counts."""
+
+    days: list = field(default_factory=list)
+    teams: list = field(default_factory=list)  # per team: (served Counter, relevant Counter, members)
+    repeats: int = 0
+
+
+class World:
+    """The embedded eval papers, their records, the interests' vectors and BM25, cached."""
+
+    def __init__(self, store, embedder, ids, matrix, rec_of):
+        self.store, self.embedder, self.ids, self.matrix, self.rec_of = store, embedder, ids, matrix, rec_of
+        self.row = {pid: i for i, pid in enumerate(ids)}
+        self.searcher = Searcher(store, embedder)
+        self._vec: dict[str, np.ndarray] = {}
+        self._lex: dict[str, dict[str, float]] = {}
+
+    def vector(self, text: str) -> np.ndarray:
+        if text not in self._vec:
+            self._vec[text] = self.embedder.encode([text])[0]
+        return self._vec[text]
+
+    def lexical(self, interests: list[Interest], limit: int) -> dict[int, dict[str, float]]:
+        for it in interests:
+            if it.text not in self._lex:
+                self._lex[it.text] = lexical_for(self.searcher, [it], limit).get(it.id, {})
+        return {it.id: self._lex[it.text] for it in interests}
+
+
+def naive_pick(world: World, team, interests, history, log, cutoff, rocchio: bool) -> Shown | None:
+    """Members in turn, the best unposted paper by cosine to the member's (Rocchio-moved) interest."""
+    posted = {p.paper_id for p in history}
+    member_index = len(history) % len(team)
+    member = team[member_index][0]
+    q = np.asarray(interests[member_index].vector, dtype=np.float32)
+    if rocchio and log:
+        learned = fb.reacted_from_rows(log, cutoff=cutoff)
+        likes = [world.matrix[world.row[p]] for p, r in learned.items() if r.by_member.get(member, 0) > 0]
+        dislikes = [world.matrix[world.row[p]] for p, r in learned.items() if r.by_member.get(member, 0) < 0]
+        if likes:
+            q = q + np.mean(likes, axis=0)
+        if dislikes:
+            q = q - 0.5 * np.mean(dislikes, axis=0)
+    scores = world.matrix @ q
+    for i in np.argsort(-scores, kind="stable"):
+        if world.ids[i] not in posted:
+            return Shown(world.ids[i], member)
     return None
+
+
+def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feedback: bool,
+             days: int, settings: PickSettings, run: Run, spend_engaged: bool = True) -> None:
+    channel = f"C{t:03d}"
+    interests = [Interest(k + 1, text, member, world.vector(text))
+                 for k, ((member, _, _), text) in enumerate(zip(team, texts))]
+    label_of = {member: label for member, label, _ in team}
+    lexical = world.lexical(interests, settings.lexical_candidates) if picker == "paperclub" else None
+    history: list[PastPost] = []
+    log: list[dict] = []
+    served, relevant_to = Counter(), Counter()
+    for d in range(days):
+        day = START + timedelta(days=d)
+        cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+        if picker == "naive":
+            shown = naive_pick(world, team, interests, history, log, cutoff, use_feedback)
+        else:
+            feedback = fb.reacted_from_rows(log, cutoff=cutoff) if use_feedback and log else None
+            pick = pick_daily(channel, day, world.ids, world.matrix, interests, history,
+                              feedback=feedback, settings=settings, lexical=lexical)
+            shown = pick and Shown(pick.paper_id, pick.choice.member, pick.exploration,
+                                   tuple(c.paper_id for c in pick.runners_up))
+        if shown is None:
+            break
+        history.append(PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up))
+        rec = world.rec_of.get(shown.paper_id, {})
+        hits = {m for m, label in label_of.items() if relevant(rec, label)}
+        hit = bool(hits) if shown.exploration else shown.served in hits
+        run.days.append((t, d, hit, shown.served, shown.exploration))
+        if not shown.exploration:
+            served[shown.served] += 1
+            relevant_to[shown.served] += hit
+        at = cutoff + 9 * 3600
+        engaged = []
+        for n, pid in enumerate((shown.paper_id, *shown.runners_up)):
+            rec = world.rec_of.get(pid, {})
+            for member, label in label_of.items():
+                emoji = reaction(rec, label)
+                if emoji is None and n == 0 and member == shown.served:
+                    emoji = "-1"  # the served member finds their post off-topic
+                if emoji:
+                    log.append({"id": len(log), "channel": channel, "message_ts": pid, "paper_id": pid,
+                                "user": member, "emoji": emoji, "base": emoji, "action": "added",
+                                "event_ts": at + 600 * (len(log) + 1) % 36000})
+                    if n > 0:
+                        engaged.append(pid)
+        if engaged and use_feedback and spend_engaged:
+            # A runner-up someone reacted to was engaged with: used up (a pick run without reactions
+            # knows nothing of them, as before the reaction log existed).
+            history[-1] = PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up,
+                                   tuple(dict.fromkeys(engaged)))
+    posted = [p.paper_id for p in history]
+    run.repeats += len(posted) - len(set(posted))
+    run.teams.append((served, relevant_to, list(label_of)))
+
+
+def figures(run: Run, days: int) -> dict:
+    hits = [h for _, _, h, _, _ in run.days]
+    late = [h for _, d, h, _, _ in run.days if d >= 20]
+    explore = [h for _, _, h, _, e in run.days if e]
+    turns, rel_min, rel_max = [], [], []
+    for served, relevant_to, members in run.teams:
+        counts = [served[m] for m in members]
+        turns.append(min(counts) / max(1, max(counts)))
+        rel = [relevant_to[m] for m in members]
+        rel_min.append(min(rel))
+        rel_max.append(max(rel))
+    return {"precision": float(np.mean(hits)), "precision_21_60": float(np.mean(late)) if late else 0.0,
+            "turns_min_max_mean": float(np.mean(turns)), "turns_min_max_worst": float(np.min(turns)),
+            "relevant_per_member_min": float(np.mean(rel_min)), "relevant_per_member_max": float(np.mean(rel_max)),
+            "repeats": run.repeats, "exploration_days": len(explore),
+            "exploration_hit_rate": float(np.mean(explore)) if explore else None, "days": len(hits)}
 
 
 def load_world(data: Path, model: str, cache: Path | None = None):
@@ -182,145 +323,73 @@ def load_world(data: Path, model: str, cache: Path | None = None):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--teams", type=int, default=24)
+    ap.add_argument("--teams", type=int, default=30)
     ap.add_argument("--days", type=int, default=60)
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
+    ap.add_argument("--modes", default="clear,vague", help="clear, vague or both")
+    ap.add_argument("--pickers", default="naive,rocchio,off,on",
+                    help="which to run: naive, rocchio, off (paperclub without reactions), on (with)")
+    ap.add_argument("--keep-engaged", action="store_true",
+                    help="a runner-up someone reacted to stays available (default: used up)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a PickSettings field, e.g. --set mmr_lambda=0.85 (repeatable)")
     args = ap.parse_args()
 
     store, embedder, ids, matrix, rec_of = load_world(args.data, args.model, args.cache)
-    signals = store.paper_signals()
-    print(f"{len(ids)} papers with vectors, {len(rec_of)} matched to eval records; "
-          f"{args.teams} teams x {args.days} days", file=sys.stderr)
-
-    rng = np.random.default_rng(args.seed)
-    teams = make_teams(args.teams, rng)
-    texts = sorted({t for team in teams for _, _, ts in team for t in ts})
-    vec = dict(zip(texts, embedder.encode(texts)))
+    world = World(store, embedder, ids, matrix, rec_of)
     overrides = {}
     for item in args.set:
         name, _, value = item.partition("=")
-        overrides[name] = type(getattr(PickSettings(), name))(value)
+        kind = type(getattr(PickSettings(), name))
+        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
     settings = PickSettings(**overrides)
-    if overrides:
-        print(f"settings: {overrides}", file=sys.stderr)
-
-    totals = Counter()
-    redundancy: list[float] = []
-    row = {pid: i for i, pid in enumerate(ids)}
-    topic_days, topic_hits = Counter(), Counter()
-    fair_rows = []
+    teams = make_teams(args.teams, np.random.default_rng(args.seed))
+    print(f"{len(ids)} papers with vectors, {len(rec_of)} matched to eval records; {args.teams} teams "
+          f"of 3 x {args.days} days; settings {overrides or 'default'}", file=sys.stderr)
+    pickers = [(name, picker, on) for key, (name, picker, on) in {
+        "naive": ("naive (greedy)", "naive", False), "rocchio": ("naive + Rocchio", "naive", True),
+        "off": ("paperclub, no reactions", "paperclub", False),
+        "on": ("paperclub, reactions", "paperclub", True)}.items() if key in args.pickers.split(",")]
+    out: dict = {}
     started = time.perf_counter()
-    for t, team in enumerate(teams):
-        channel = f"C{t:03d}"
-        interests = [Interest(k + 1, text, member, vec[text])
-                     for k, (member, label, ts) in enumerate(team) for text in ts]
-        label_of = {member: label for member, label, _ in team}
-        history: list[PastPost] = []
-        picked_for = Counter()
-        relevant_to = Counter()
-        seen: list[str] = []
-        for d in range(args.days):
-            day = START + timedelta(days=d)
-            pick = pick_daily(channel, day, ids, matrix, interests, history, signals=signals, settings=settings)
-            if pick is None:
-                totals["ran_out"] += 1
-                break
-            seen.append(pick.paper_id)
-            recent = [row[p.paper_id] for p in history[-7:]]
-            if recent:
-                # how close today's paper is to the closest of the last week's: topic pile-up
-                redundancy.append(float((matrix[recent] @ matrix[row[pick.paper_id]]).max()))
-            seen.extend(c.paper_id for c in pick.runners_up)
-            history.append(PastPost(day, pick.paper_id, pick.choice.member, pick.exploration,
-                                    tuple(c.paper_id for c in pick.runners_up)))
-            rec = rec_of.get(pick.paper_id, {})
-            hits = [m for m, label in label_of.items() if relevant(rec, label)]
-            if pick.exploration:
-                totals["explore_days"] += 1
-                totals["explore_hit"] += bool(hits)
-                continue
-            totals["days"] += 1
-            totals["hit"] += bool(hits)
-            totals["hit_attributed"] += pick.choice.member in hits
-            if pick.choice.member in label_of:
-                topic_days[label_of[pick.choice.member]] += 1
-                topic_hits[label_of[pick.choice.member]] += pick.choice.member in hits
-            picked_for[pick.choice.member] += 1
-            for m in hits:
-                relevant_to[m] += 1
-        totals["repeats"] += len(seen) - len(set(seen))
-        totals["pick_repeats"] += len([p.paper_id for p in history]) - len({p.paper_id for p in history})
-        n = sum(picked_for.values()) or 1
-        shares = [picked_for[m] / n for m in label_of]
-        rel_shares = [relevant_to[m] / n for m in label_of]
-        fair_row = (min(shares), max(shares), min(rel_shares), max(rel_shares))
-
-        # greedy baseline on the same team
-        imat = np.stack([i.vector for i in interests])
-        shown: set[str] = set()
-        g_counts, g_days = Counter(), 0
-        for d in range(args.days):
-            pid = greedy_day(ids, matrix, imat, shown)
-            if pid is None:
-                break
-            shown.add(pid)
-            hits = [m for m, label in label_of.items() if relevant(rec_of.get(pid, {}), label)]
-            g_days += 1
-            totals["g_hit"] += bool(hits)
-            for m in hits:
-                g_counts[m] += 1
-        totals["g_days"] += g_days
-        g_shares = [g_counts[m] / max(1, g_days) for m in label_of]
-        fair_rows.append(fair_row + (min(g_shares), max(g_shares)))
+    for mode in args.modes.split(","):
+        for name, picker, use_feedback in pickers:
+            run = Run()
+            for t, team in enumerate(teams):
+                texts = [text if mode == "clear" else VAGUE for _, _, text in team]
+                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run,
+                         not args.keep_engaged)
+            out[(mode, name)] = figures(run, args.days)
     elapsed = time.perf_counter() - started
 
-    # random baseline: chance that a random paper is relevant to >= 1 member, averaged over teams
-    rand = np.mean([np.mean([any(relevant(r, label) for _, label, _ in team) for r in rec_of.values()])
-                    for team in teams])
-    fr = np.array(fair_rows)
-    days, edays = totals["days"], totals["explore_days"]
-    figures = {
-        "teams": args.teams, "days_per_team": args.days, "papers": len(ids),
-        "precision": totals["hit"] / max(1, days),
-        "precision_attributed_member": totals["hit_attributed"] / max(1, days),
-        "precision_random": float(rand),
-        "precision_greedy": totals["g_hit"] / max(1, totals["g_days"]),
-        "share_picked_min_mean": float(fr[:, 0].mean()), "share_picked_max_mean": float(fr[:, 1].mean()),
-        "share_picked_min_worst": float(fr[:, 0].min()), "share_picked_max_worst": float(fr[:, 1].max()),
-        "share_relevant_min_mean": float(fr[:, 2].mean()), "share_relevant_max_mean": float(fr[:, 3].mean()),
-        "greedy_share_relevant_min_mean": float(fr[:, 4].mean()),
-        "greedy_share_relevant_max_mean": float(fr[:, 5].mean()),
-        "repeats": totals["repeats"], "pick_repeats": totals["pick_repeats"],
-        "exploration_days": edays, "exploration_share": edays / max(1, edays + days),
-        "exploration_relevant": totals["explore_hit"] / max(1, edays),
-        "ran_out": totals["ran_out"], "redundancy_vs_last_week": float(np.mean(redundancy)), "seconds_per_pick": elapsed / max(1, days + edays),
-    }
-    f = figures
-    print(f"paper of the day, {f['teams']} teams x {f['days_per_team']} days over {f['papers']} papers")
-    print(f"  precision (relevant to >= 1 member): {f['precision']:.1%}   "
-          f"(to the member it was picked for: {f['precision_attributed_member']:.1%})")
-    print(f"    baselines: random paper {f['precision_random']:.1%}, greedy max-similarity {f['precision_greedy']:.1%}")
-    print(f"  fairness, share of days picked for each member (min / max, equal share = 1/size):")
-    print(f"    mean over teams {f['share_picked_min_mean']:.2f} / {f['share_picked_max_mean']:.2f}; "
-          f"worst team {f['share_picked_min_worst']:.2f} / {f['share_picked_max_worst']:.2f}")
-    print(f"    share of days relevant to each member: {f['share_relevant_min_mean']:.2f} / "
-          f"{f['share_relevant_max_mean']:.2f} (greedy: {f['greedy_share_relevant_min_mean']:.2f} / "
-          f"{f['greedy_share_relevant_max_mean']:.2f})")
-    print(f"  repeats: {f['repeats']} (paper of the day: {f['pick_repeats']}); similarity to the closest "
-          f"of the last 7 days' papers: {f['redundancy_vs_last_week']:.3f} (lower = more varied)")
-    print(f"  exploration days: {f['exploration_days']} ({f['exploration_share']:.1%}; "
-          f"{f['exploration_relevant']:.0%} of them still relevant to someone)")
-    print(f"  {f['seconds_per_pick'] * 1000:.0f} ms per pick; ran out of papers: {f['ran_out']}")
-    worst = sorted(topic_days, key=lambda t: topic_hits[t] / topic_days[t])[:5]
-    print("  hardest topics (days relevant to the member they were picked for): " + ", ".join(
-        f"{t} {topic_hits[t] / topic_days[t]:.0%}" for t in worst))
+    print(f"paper of the day, {args.teams} teams of 3 x {args.days} days over {len(ids)} papers "
+          f"({args.data.name})")
+    print(f"{'':<34}{'precision':>10}{'d21-60':>8}{'turns':>12}{'relevant/member':>17}"
+          f"{'repeats':>9}{'explore hit':>13}")
+    for mode in args.modes.split(","):
+        print(f"{mode} interests" + (f' ("{VAGUE}" for everyone)' if mode == "vague" else ""))
+        for name, _, _ in pickers:
+            f = out[(mode, name)]
+            ex = (f"{f['exploration_hit_rate']:.2f} ({f['exploration_days']})"
+                  if f["exploration_hit_rate"] is not None else "-")
+            print(f"  {name:<32}{f['precision']:>10.3f}{f['precision_21_60']:>8.3f}"
+                  f"{f['turns_min_max_mean']:>7.2f}/{f['turns_min_max_worst']:.2f}"
+                  f"{f['relevant_per_member_min']:>9.1f}/{f['relevant_per_member_max']:<7.1f}"
+                  f"{f['repeats']:>9}{ex:>13}")
+        gains = [(label, out[(mode, on)]["precision_21_60"] - out[(mode, off)]["precision_21_60"])
+                 for label, off, on in (("paperclub", "paperclub, no reactions", "paperclub, reactions"),
+                                        ("Rocchio", "naive (greedy)", "naive + Rocchio"))
+                 if (mode, on) in out and (mode, off) in out]
+        if gains:
+            print("  feedback gain, days 21-60: " + ", ".join(f"{label} {g:+.3f}" for label, g in gains))
+    print("turns: each member's share of served days, min/max per team (mean / worst team); "
+          "relevant/member: relevant picks per member, min/max per team (mean over teams)")
+    print(f"{elapsed:.0f} s")
     if args.json:
-        print(json.dumps(figures, indent=2))
+        print(json.dumps({f"{m}/{n}": f for (m, n), f in out.items()}, indent=2))
 
 
 if __name__ == "__main__":

@@ -789,8 +789,9 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
             return problem_reply(deps, "What topic? Describe it in a few words.",
                                  hint=code(deps.command + " interests add video understanding"))
         vector, paper_id, note = deps.searcher.embed_query(label), None, None
-    if any(r["text"].lower() == label.lower() for r in rows):
-        return _interests_reply(deps, channel, note=f"*{bk.esc(label)}* is already on the list.")
+    # Members may share a topic (each is served on their own turns); only a member's own repeat is refused.
+    if any(r["text"].lower() == label.lower() and r.get("added_by") == (call.user_id or None) for r in rows):
+        return _interests_reply(deps, channel, note=f"You already have *{bk.esc(label)}* on the list.")
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
                             paper_id=paper_id)
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")

@@ -2,26 +2,31 @@
 
 Pure functions over vectors: the channel's interests, what it was shown
 before, and the date come in as arguments, so a pick can be replayed and
-tested without a clock. The recipe:
+tested without a clock. The recipe (bench/picks.py measures each part against
+the naive pick: members in turn, best unposted paper by cosine):
 
-- relevance of a paper = its similarity to the *best* matching interest (an
-  average would blur "video" and "graphs" into a topic nobody asked for);
-- fairness: the member furthest below their equal share of recent days is
-  served first (one prolific member cannot own the feed);
-- diversity: MMR against the last week's posts, so days don't pile up on one topic;
-- exploration: about one day in ten (fixed by a hash of channel and date), a
-  strong paper from outside the interests, labelled as such;
-- never a paper this channel has already been shown.
+- relevance of a paper to a member = its hybrid score for the member's *best*
+  matching interest: cosine plus `lexical_weight` x the interest's BM25 scaled
+  so its best paper is 1, the fusion that wins in search (an average over
+  interests would blur "video" and "graphs" into a topic nobody asked for);
+- turns: the member furthest below their equal share of recent days is served,
+  whatever their best score (a vague interest is still a member's turn);
+  members holding the same interest text are each served on their own turns;
+- only the paper of the day is spent: runners-up are suggestions and stay
+  available unless someone engaged with them (a reaction, a save);
+- exploration: about one day in ten (fixed by a hash of channel and date), the
+  best paper just *outside* what the interests and learned tastes cover (next
+  to them, so it can land), labelled as such;
+- never a paper this channel was already given as the paper of the day.
 
 `feedback` adjusts relevance. It maps paper ids either to a direct score
 adjustment (with an optional reason), or to a `Reacted`: how the team reacted
-to a paper it was shown (store/feedback.py builds these from the reaction log,
-decayed by age). What members liked becomes a learned interest of theirs
-("papers like the ones I liked"), so papers close to liked ones rise; papers
-close to disliked ones fall (see FeedbackModel). Feedback changes what a
-member is served on their turn, never whose turn it is, and a member's own
-reactions count most on their turn. When feedback changed a choice, the
-explanation names the reaction that did it.
+to a paper (store/feedback.py builds these from the reaction log, decayed by
+age). See FeedbackModel: each member's likes become a learned taste blended
+with their stated interests by evidence; their dislikes lower the region
+around each disliked paper. A member's reactions shape their own turns; the
+whole team's shape exploration and breadth days. When feedback changed a
+choice, the explanation names the reactions that did it.
 """
 from __future__ import annotations
 
@@ -34,31 +39,36 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 INTEREST = "interest"
-TRUST_PRIOR, TRUST_EVIDENCE = 0.5, 2  # learned taste vs stated interests before there is evidence
 EXPLORATION = "exploration"
 BREADTH = "breadth"
 
 
 @dataclass(frozen=True)
 class PickSettings:
-    """The knobs of the pick; the defaults are what bench/picks.py measured."""
+    """The knobs of the pick; the defaults are what bench/picks.py measured (the same for every dataset)."""
 
-    exploration_rate: float = 0.1  # share of days that show a paper outside the interests
-    # Relevance vs. novelty against recent posts. bench/picks.py, 24 teams x 60 days: 0.75 gave
-    # 62.6% precision, 0.85 64.7%, 1.0 (no MMR) 62.4% with the most topic pile-up.
+    exploration_rate: float = 0.1  # share of days that show a paper next to, not inside, the interests
+    # Relevance vs. novelty against recent posts (MMR). bench/picks.py (issue 14, 10 teams, clear
+    # interests): 0.85 and 1.0 (no MMR) gave the same served-member precision (0.628 / 0.627), so the
+    # novelty that keeps days from piling onto one sub-topic stays.
     mmr_lambda: float = 0.85
     recent_days: int = 7  # posts that count as "recent" for diversity
     fairness_window: int = 30  # posts over which members' shares are counted
-    min_similarity: float = 0.25  # below this a member's best paper is not a match for them
-    outside_quantile: float = 0.35  # exploration draws from the papers least like any interest
+    lexical_weight: float = 0.4  # BM25 (scaled to the interest's best paper) added to the cosine, as in search
+    lexical_candidates: int = 300  # papers scored by BM25 per interest
+    prf_docs: int = 0  # pseudo-relevance feedback: add the mean of this many top papers to the interest
+    # Exploration skips each member's next this many papers (their own turns bring those) and
+    # shows the best one after them: next to the interests, so it can land.
+    explore_skip: int = 30
+    breadth_lambda: float = 0.85  # no interests yet: MMR spreads the days across areas
     density_sample: int = 1500  # corpus sample for "strength" (how central a paper is to its area)
-    candidate_sample: int = 3000  # exploration / breadth candidates considered per day
+    candidate_sample: int = 3000  # breadth candidates considered per day
     runners_up: int = 2
-    feedback_strength: float = 1.0  # how much "like the papers I liked" counts against a stated interest
+    spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
+    feedback_strength: float = 1.0  # scales the learned taste's share against the stated interest
+    feedback_shrink: float = 3.0  # taste share = W / (W + shrink), W the member's summed like weights
     feedback_dislike: float = 0.3  # the most a dislike can take off a paper's relevance
-    feedback_floor: float = 0.3  # papers less similar than this to what was disliked lose nothing
-    feedback_own_share: float = 0.7  # on a member's turn, the share of their own reactions (rest: the team's)
-    feedback_shrink: float = 1.0  # a member's first reactions count less than a consistent record
+    feedback_floor: float = 0.5  # papers less similar than this to a disliked one lose nothing
 
 
 @dataclass(frozen=True)
@@ -101,6 +111,7 @@ class PastPost:
     served: str | None = None  # the member whose interest it matched
     exploration: bool = False
     runners_up: tuple[str, ...] = ()
+    engaged: tuple[str, ...] = ()  # runners-up someone engaged with (saved): used up like the pick
 
 
 def _mention_at(user: str) -> str:
@@ -138,9 +149,9 @@ class Choice:
             who = f" (added by {mention(self.interest.added_by)})" if self.interest.added_by else ""
             why = f"matches {e}{self.interest.text}{e}{who}, {self.similarity:.2f}"
         elif self.kind == EXPLORATION:
-            near = (f"; nearest interest {e}{self.interest.text}{e} only {self.similarity:.2f}"
+            near = (f", next to {e}{self.interest.text}{e} ({self.similarity:.2f})"
                     if self.interest is not None else "")
-            why = f"exploration day: a strong paper from outside your interests{near}"
+            why = f"exploration day: a paper just outside your interests{near}"
         else:
             why = "picked for breadth: no interests yet"
         if self.feedback_why:
@@ -214,13 +225,15 @@ def is_exploration_day(channel: str, day: date, rate: float = 0.1) -> bool:
 
 
 # -- pieces -------------------------------------------------------------------------------
-def shown_ids(history: Sequence[PastPost]) -> set[str]:
-    """Every paper this channel was already shown (picks and runners-up)."""
+def shown_ids(history: Sequence[PastPost], *, spend_runners_up: bool = False) -> set[str]:
+    """Every paper this channel has used up: picks, engaged runners-up (all runners-up if spent)."""
     out: set[str] = set()
     for post in history:
         if post.paper_id:
             out.add(post.paper_id)
-        out.update(post.runners_up)
+        out.update(post.engaged)
+        if spend_runners_up:
+            out.update(post.runners_up)
     return out
 
 
@@ -243,26 +256,22 @@ def member_order(members: Sequence[str], history: Sequence[PastPost], channel: s
 
 
 class FeedbackModel:
-    """What `feedback` does to each paper's relevance on a member's turn.
+    """What `feedback` does to each paper's relevance on a member's turn (None: the team's day).
 
     Direct adjustments (number or (number, reason) values) are added as given.
-    Reactions (`Reacted` values) are learned per member:
-    - likes: the weighted centroid of the papers a member liked acts like one
-      more interest of theirs, "papers like the ones I liked": relevance
-      becomes the better of the stated interests and trust × strength ×
-      confidence × cosine to that centroid;
-    - trust (`_trust`): how badly the stated interests ranked the liked papers
-      against the rest of what was shown. A vague interest ("machine learning")
-      gives way to what the member actually liked; a precise one that already
-      put the liked papers first keeps the say (bench/feedback.py: without
-      this, feedback cost teams with precise interests 16 points of precision);
-    - dislikes: papers close to the centroid of what the member disliked
-      lose up to `feedback_dislike` (only above `feedback_floor` similarity);
-    - confidence grows with the evidence, W / (W + shrink), W the member's
-      summed (decayed) weights, so one stray 👍 is a hint, not a command;
-    - per-member weighting: each member's likes are one voice (a centroid, not
-      a sum over reactions), the team's voice is the mean of its members', and
-      on a member's turn their own voice gets `feedback_own_share`.
+    Reactions (`Reacted` values) are learned per member, Rocchio style:
+    - taste: the weighted centroid of the papers a member liked (🔥 counts
+      double through its weight); relevance moves from the stated interest
+      towards the cosine to that centroid by share W / (W + shrink), W the
+      member's summed like weights. One 👍 is a hint; a consistent record
+      outweighs a vague interest ("machine learning"), while a clear interest
+      that the likes agree with barely moves;
+    - dislikes lower the region around each disliked paper (up to
+      `feedback_dislike`, only for papers more similar than `feedback_floor` to
+      it), not the whole interest: the papers near what was disliked sink,
+      the rest of the interest keeps its place;
+    - a member's reactions shape their own turns; exploration and breadth
+      days (member None) use the whole team's: the centroid of every like.
     """
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings,
@@ -273,7 +282,6 @@ class FeedbackModel:
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
         row = {pid: i for i, pid in enumerate(ids)}
-        self.shown_rows = np.array([row[p] for p in dict.fromkeys(shown) if p in row], dtype=int)
         sources: list[tuple[int, Reacted]] = []
         for pid, value in (feedback or {}).items():
             i = row.get(pid)
@@ -288,114 +296,93 @@ class FeedbackModel:
                 if note:
                     self.notes[i] = note
             self.direct[i] = float(value)
+        sources.sort(key=lambda s: s[0])  # the same pick whatever order the mapping came in
         self.sources = [r for _, r in sources]
-        self.like: dict[str, np.ndarray] = {}
-        self.dislike: dict[str, np.ndarray] = {}
-        zero = np.zeros(n, dtype=np.float32)
-        self.team_like, self.team_dislike = zero, zero
+        self.src_rows = np.array([i for i, _ in sources], dtype=int)
         self.active = bool(sources) or bool(self.direct.any())
-        if not sources:
-            return
-        self.src_rows = np.array([i for i, _ in sources])
-        self.src = matrix[self.src_rows]  # (reacted papers, dim)
         names = sorted({m for _, r in sources for m in r.by_member})
         self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r in sources], dtype=np.float32)
                         for m in names}
-        shrink = settings.feedback_shrink
-        floor = settings.feedback_floor
-        for m, w in self.weights.items():
-            pos, neg = np.maximum(w, 0), np.maximum(-w, 0)
-            if pos.sum() > 0:
-                centre = pos @ self.src
-                conf = pos.sum() / (pos.sum() + shrink)
-                self.like[m] = settings.feedback_strength * conf * (matrix @ (centre / np.linalg.norm(centre)))
-            if neg.sum() > 0:
-                centre = neg @ self.src
-                conf = neg.sum() / (neg.sum() + shrink)
-                near = matrix @ (centre / np.linalg.norm(centre))
-                self.dislike[m] = conf * np.clip((near - floor) / (1.0 - floor), 0.0, 1.0)
-        if self.like:
-            self.team_like = np.mean(list(self.like.values()), axis=0)
-        if self.dislike:
-            self.team_dislike = np.mean(list(self.dislike.values()), axis=0)
+        self._cache: dict[str | None, tuple] = {}
 
-    def _trust(self, member: str | None, relevance: np.ndarray | None) -> float:
-        """How much the learned taste counts against the stated interests, in [0, 1].
-
-        As much as the stated interests failed to tell apart what the member liked
-        from the rest of what the channel was shown (AUC of their relevance): a
-        precise interest that already ranked the liked papers first keeps the say,
-        a vague one ("machine learning") that ranked them anywhere gives way.
-        """
-        if relevance is None or not len(relevance) or not len(self.shown_rows):
-            return 1.0
-        w = self.weights.get(member) if member in self.like else None
-        if w is None:
-            w = sum(np.maximum(v, 0) for v in self.weights.values())
-        liked = set(self.src_rows[np.asarray(w) > 0].tolist())
-        rest = [r for r in self.shown_rows.tolist() if r not in liked]
-        if not liked or not rest:
-            return TRUST_PRIOR
-        a = relevance[list(liked)][:, None]
-        b = relevance[rest][None, :]
-        auc = float((a > b).mean() + 0.5 * (a == b).mean())
-        trust = float(np.clip(1.0 - 3.0 * (auc - 0.5), 0.0, 1.0))
-        # A few papers prove little either way: lean on the prior until there are more.
-        n = min(len(liked), len(rest))
-        return (n * trust + TRUST_EVIDENCE * TRUST_PRIOR) / (n + TRUST_EVIDENCE)
-
-    def _parts(self, member: str | None, relevance: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(learned interest, dislike) of every paper on `member`'s turn (None: the team's)."""
+    def _voice(self, member: str | None) -> np.ndarray | None:
+        """Signed weights per reacted paper for this member (None: every member's, summed)."""
         if member is None:
-            like, dislike = self.team_like, self.team_dislike
-        else:
-            own = self.settings.feedback_own_share
-            like = (1 - own) * self.team_like
-            dislike = (1 - own) * self.team_dislike
-            if member in self.like:
-                like = like + own * self.like[member]
-            if member in self.dislike:
-                dislike = dislike + own * self.dislike[member]
-        return like * self._trust(member, relevance), dislike
+            return sum(self.weights.values()) if self.weights else None
+        return self.weights.get(member)
+
+    def _parts(self, member: str | None) -> tuple[np.ndarray | None, float, np.ndarray | None]:
+        """(cosine to the learned taste or None, its share, dislike closeness in [0, 1] or None)."""
+        if member in self._cache:
+            return self._cache[member]
+        w = self._voice(member)
+        taste, share, dislike = None, 0.0, None
+        if w is not None:
+            pos, neg = np.maximum(w, 0), np.minimum(np.maximum(-w, 0), 1.0)
+            src = self.matrix[self.src_rows]
+            if pos.sum() > 0:
+                centre = pos @ src
+                taste = self.matrix @ (centre / np.linalg.norm(centre))
+                share = float(min(1.0, self.settings.feedback_strength * pos.sum()
+                                  / (pos.sum() + self.settings.feedback_shrink)))
+            if neg.sum() > 0:
+                floor = self.settings.feedback_floor
+                near = np.clip((self.matrix @ src[neg > 0].T - floor) / (1.0 - floor), 0.0, 1.0)
+                dislike = (near * neg[neg > 0]).max(axis=1)
+        self._cache[member] = (taste, share, dislike)
+        return self._cache[member]
 
     def for_member(self, member: str | None, relevance: np.ndarray | None = None) -> np.ndarray:
-        """The adjustment to `relevance` (the member's stated-interest match; none: 0) on their turn."""
+        """The adjustment to `relevance` (the member's stated-interest score; none: 0) on their turn."""
+        adjust = self.direct.copy()
         if not self.sources:
-            return self.direct
-        like, dislike = self._parts(member, relevance)
-        base = relevance if relevance is not None else np.zeros_like(like)
-        return (self.direct + np.maximum(like - base, 0.0)
-                - self.settings.feedback_dislike * dislike).astype(np.float32)
+            return adjust
+        taste, share, dislike = self._parts(member)
+        base = relevance if relevance is not None else np.zeros(len(adjust), dtype=np.float32)
+        if taste is not None:
+            adjust += share * (taste - base)
+        if dislike is not None:
+            adjust -= self.settings.feedback_dislike * dislike
+        return adjust.astype(np.float32)
+
+    def taste_vectors(self, member: str | None = None) -> list[np.ndarray]:
+        """The learned taste as a unit vector per member (None: every member with likes)."""
+        out = []
+        for m in ([member] if member is not None else list(self.weights)):
+            w = self.weights.get(m)
+            if w is not None and (w > 0).any():
+                centre = np.maximum(w, 0) @ self.matrix[self.src_rows]
+                out.append(centre / np.linalg.norm(centre))
+        return out
 
     def why(self, chosen: int, instead: int | None, member: str | None,
             relevance: np.ndarray | None = None) -> str | None:
-        """Which reaction made `chosen` beat `instead` (the pick without feedback), in team terms."""
-        if not self.sources:
+        """Which reactions made `chosen` beat `instead` (the pick without feedback), in team terms."""
+        if not self.sources or instead is None or instead == chosen:
             return self.notes.get(chosen)
-        like, dislike = self._parts(member, relevance)
-        base = relevance if relevance is not None else np.zeros_like(like)
-        lift = float(max(like[chosen] - base[chosen], 0.0))
-        if instead is not None:
-            lift -= float(max(like[instead] - base[instead], 0.0))
-            sink = self.settings.feedback_dislike * float(dislike[instead] - dislike[chosen])
-        else:
-            sink = 0.0
+        taste, share, dislike = self._parts(member)
+        base = relevance if relevance is not None else np.zeros(len(self.direct), dtype=np.float32)
+        lift = share * float((taste[chosen] - base[chosen]) - (taste[instead] - base[instead])) \
+            if taste is not None else 0.0
+        sink = self.settings.feedback_dislike * float(dislike[instead] - dislike[chosen]) \
+            if dislike is not None else 0.0
         if lift <= 0 and sink <= 0:
             return self.notes.get(chosen)
+        w = self._voice(member)
         liked = lift >= sink
         target = chosen if liked else instead
-        sims = self.src @ self.matrix[target]
-        voices = [member] if member in (self.like if liked else self.dislike) else list(self.weights)
-        score = np.zeros(len(self.sources), dtype=np.float32)
-        for m in voices:
-            w = self.weights[m]
-            score = np.maximum(score, (np.maximum(w, 0) if liked else np.maximum(-w, 0)) * sims)
-        j = int(np.argmax(score))
-        if score[j] <= 0:
+        sims = self.matrix[self.src_rows] @ self.matrix[target]
+        score = (np.maximum(w, 0) if liked else np.maximum(-w, 0)) * sims
+        top = [j for j in np.argsort(-score, kind="stable")[:2] if score[j] > 0]
+        if len(top) == 2 and (not liked or sims[top[1]] < 0.8 * sims[top[0]]):
+            top = top[:1]  # name a second liked paper only when it is about as close
+        if not top:
             return self.notes.get(chosen)
-        r = self.sources[j]
+        r = self.sources[top[0]]
+        names = " and ".join(f"*{self.sources[j].name}*" for j in top)
         if liked and r.fans:
-            return f"close to *{r.name}*, which got {r.praise} from {_people(r.fans)}"
+            fans = list(dict.fromkeys(f for j in top for f in self.sources[j].fans))
+            return f"close to {names}, which got {r.praise} from {_people(fans)}"
         if not liked and r.critics:
             return f"steering away from *{r.name}*, which got {r.complaints} from {_people(r.critics)}"
         return self.notes.get(chosen)
@@ -444,42 +431,100 @@ def _sample_rows(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
     return np.sort(rng.choice(rows, size=limit, replace=False))
 
 
+# -- relevance ----------------------------------------------------------------------------
+def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[Interest],
+                    lexical: Mapping[int, Mapping[str, float]] | None,
+                    settings: PickSettings) -> tuple[np.ndarray, np.ndarray]:
+    """(hybrid score, cosine) of every paper for every interest, each (papers, interests).
+
+    hybrid = cosine (to the interest, expanded by its top papers when `prf_docs`)
+    + `lexical_weight` x BM25 scaled so the interest's best paper is 1 (`lexical`:
+    interest id -> {paper id: scaled BM25}, from `lexical_for`).
+    """
+    imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
+    cos = matrix @ imat.T
+    lex = np.zeros_like(cos)
+    if lexical and settings.lexical_weight:
+        row = {pid: i for i, pid in enumerate(ids)}
+        for j, it in enumerate(interests):
+            for pid, s in (lexical.get(it.id) or {}).items():
+                i = row.get(pid)
+                if i is not None:
+                    lex[i, j] = s
+    hybrid = cos + settings.lexical_weight * lex
+    if settings.prf_docs > 0:
+        k = min(settings.prf_docs, len(ids))
+        top = np.argpartition(-hybrid, k - 1, axis=0)[:k]  # (k, interests)
+        expanded = imat + matrix[top].mean(axis=0)
+        expanded /= np.linalg.norm(expanded, axis=1, keepdims=True)
+        hybrid = matrix @ expanded.T + settings.lexical_weight * lex
+    return hybrid.astype(np.float32), cos
+
+
+def lexical_for(searcher, interests: Sequence[Interest], limit: int = 300) -> dict[int, dict[str, float]]:
+    """interest id -> {paper id: BM25 / the best BM25} for the interest's words.
+
+    A text interest searches its own words (as /paper search plans them); one
+    seeded from a paper (`add like`) searches that paper's distinctive words.
+    """
+    out: dict[int, dict[str, float]] = {}
+    for it in interests:
+        if it.paper_id:
+            paper = searcher.store.get_paper(it.paper_id)
+            if paper is None:
+                continue
+            hits = searcher.bm25("", phrases=searcher.distinctive_words(paper), limit=limit + 1)
+            hits = [(pid, s) for pid, s in hits if pid != it.paper_id]
+        else:
+            hits = searcher.bm25(it.text, limit=limit)
+        best = min((s for _, s in hits), default=0.0)  # FTS5's bm25 is negative: lower is better
+        if best < 0:
+            out[it.id] = {pid: s / best for pid, s in hits}
+    return out
+
+
 # -- the pick -----------------------------------------------------------------------------
 def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                interests: Sequence[Interest], history: Sequence[PastPost], *,
                signals: Mapping[str, float] | None = None,
                feedback: Mapping[str, float | tuple[float, str | None] | Reacted] | None = None,
-               settings: PickSettings = PickSettings()) -> DailyPick | None:
-    """The paper of the day for `channel` on `day`, or None when every paper was already shown.
+               settings: PickSettings = PickSettings(),
+               lexical: Mapping[int, Mapping[str, float]] | None = None) -> DailyPick | None:
+    """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
     history: the channel's earlier posts (any order). signals: optional per-paper
-    prior in [0, 1] (code, results). feedback: per paper, a score adjustment, an
-    (adjustment, reason) pair, or a `Reacted` (see the module docstring).
+    prior in [0, 1] (code, results) for breadth days. feedback: per paper, a score
+    adjustment, an (adjustment, reason) pair, or a `Reacted` (see FeedbackModel).
+    lexical: each interest's scaled BM25 per paper (`lexical_for`); without it
+    relevance is the cosine alone.
     """
     if len(ids) == 0:
         return None
     matrix = np.asarray(matrix, dtype=np.float32)
     history = [p for p in history if p.day < day]  # a replay of day D never sees D or later
     # A paper an interest was seeded from ("like X") has been read already: never pick X itself.
-    shown = shown_ids(history) | {it.paper_id for it in interests if it.paper_id}
-    # A paper the team reacted to was in front of it (a share, say): never pick it again either.
-    shown |= {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
-    open_mask = np.fromiter((pid not in shown for pid in ids), dtype=bool, count=len(ids))
+    used = shown_ids(history, spend_runners_up=settings.spend_runners_up)
+    used |= {it.paper_id for it in interests if it.paper_id}
+    # A paper the team reacted to was in front of it (a share, a runner-up): never pick it again either.
+    used |= {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
+    open_mask = np.fromiter((pid not in used for pid in ids), dtype=bool, count=len(ids))
     if not open_mask.any():
         return None
     seed = day_hash(channel, day) % (2**32)
     row = {pid: i for i, pid in enumerate(ids)}
-    shown_papers = [p.paper_id for p in history if p.paper_id]
-    shown_papers += [pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)]
-    fb = FeedbackModel(ids, matrix, feedback, settings, shown=shown_papers)
-    team_fb = fb.for_member(None)  # exploration and breadth days: the whole team's taste
+    fb = FeedbackModel(ids, matrix, feedback, settings)
+    team_fb = fb.for_member(None)  # breadth days: the whole team's taste
     sig = None
     if signals:
         sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
     ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
     recent = [p.paper_id for p in ordered[-settings.recent_days:]]
-    redundancy = _redundancy(matrix, ids, recent)
+    # Novelty against the last week only matters with MMR on, or on breadth days (no interests).
+    if settings.mmr_lambda < 1 or not interests:
+        redundancy = _redundancy(matrix, ids, recent)
+    else:
+        redundancy = np.zeros(len(ids), dtype=np.float32)
     lam = settings.mmr_lambda
 
     def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None,
@@ -496,103 +541,88 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         return _breadth_pick(matrix, open_rows, team_fb, sig, redundancy, seed, settings, choice,
                              channel, day)
 
-    imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
-    sims = matrix @ imat.T  # (papers, interests)
-    best_interest = sims.argmax(axis=1)
-    relevance = sims.max(axis=1)
+    hybrid, cos = interest_scores(matrix, ids, interests, lexical, settings)
     members = list(dict.fromkeys(it.added_by or "" for it in interests))
     cols_of = {m: [j for j, it in enumerate(interests) if (it.added_by or "") == m] for m in members}
     order = member_order(members, history, channel, day, settings.fairness_window)
+    scored: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def best_for(member: str, taken: set[int], extra_penalty: np.ndarray | None = None):
-        """The member's best open paper: (row, score, match, interest, row without feedback, extras).
+    def scores_of(member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(stated relevance, feedback adjustment, score) of every paper on the member's turn."""
+        if member not in scored:
+            rel = hybrid[:, cols_of[member]].max(axis=1)
+            adjust = fb.for_member(member or None, rel) if fb.active else np.zeros_like(rel)
+            scored[member] = (rel, adjust, rel + adjust)
+        return scored[member]
 
-        match is how well it fits the member: the stated interest's similarity, or
-        their learned taste ("like the papers I liked") when that fits better.
-        """
-        cols = cols_of[member]
-        rel = sims[:, cols].max(axis=1)
-        base = lam * rel - (1 - lam) * redundancy
-        if extra_penalty is not None:
-            base = base - (1 - lam) * extra_penalty
-        base = np.where(open_mask, base, -np.inf)
+    taken: set[int] = set()
+
+    def best_for(member: str, penalty_rows: list[int]) -> Choice | None:
+        """The member's best open paper, with novelty against recent posts and today's other papers."""
+        rel, adjust, total = scores_of(member)
+        novelty = redundancy
+        if penalty_rows and lam < 1:
+            novelty = np.maximum(novelty, (matrix @ matrix[penalty_rows].T).max(axis=1))
+        base = np.where(open_mask, lam * rel - (1 - lam) * novelty, -np.inf)
+        score = np.where(open_mask, lam * total - (1 - lam) * novelty, -np.inf)
         for i in taken:
-            base[i] = -np.inf
-        adjust = fb.for_member(member or None, rel) if fb.active else np.zeros_like(rel)
-        score = base + lam * adjust
+            base[i] = score[i] = -np.inf
         i = int(np.argmax(score))
         if not np.isfinite(score[i]):
             return None
-        j = cols[int(sims[i, cols].argmax())]
-        match = float(sims[i, j])
-        if fb.sources:  # a paper the member's learned taste picked is a match too
-            match = max(match, float(fb._parts(member or None, rel)[0][i]))
-        return i, float(score[i]), match, interests[j], int(np.argmax(base)), (adjust, rel, float(sims[i, j]))
+        cols = cols_of[member]
+        j = cols[int(hybrid[i, cols].argmax())]
+        return choice(i, INTEREST, float(score[i]), float(cos[i, j]), interests[j], member or None,
+                      instead=int(np.argmax(base)), adjust=adjust, rel=rel)
 
     picked: list[Choice] = []
-    taken: set[int] = set()
     if is_exploration_day(channel, day, settings.exploration_rate):
-        explore = _exploration(matrix, open_rows, relevance, team_fb, sig, redundancy, seed, settings)
-        if explore is not None:
-            i, score, instead = explore
-            picked.append(choice(i, EXPLORATION, score, relevance[i], interests[int(best_interest[i])],
-                                 instead=instead))
+        found = _exploration(open_mask, [scores_of(m)[2] for m in members], fb, matrix, settings)
+        if found is not None:
+            i = found
+            j = int(cos[i].argmax())
+            picked.append(Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
+                                 float(cos[i, j]), interests[j], None, float(team_fb[i]), None))
             taken.add(i)
 
-    def serve(queue: list[str], penalty_rows: list[int]):
-        """The member furthest behind with a real match gets their best paper.
-
-        When nobody has a paper above min_similarity, the one furthest behind
-        is served anyway: fairness first, since every paper is then a stretch.
-        """
-        penalty = (matrix @ matrix[penalty_rows].T).max(axis=1) if penalty_rows else None
-        first = None
-        for member in queue:
-            found = best_for(member, taken, penalty)
-            if found is None:
-                continue
-            first = first or (found, member)
-            if found[2] >= settings.min_similarity:
-                first = (found, member)
-                break
-        if first is None:
-            return None, None
-        (i, score, _, interest, instead, (adjust, rel, sim)), member = first
-        return choice(i, INTEREST, score, sim, interest, member or None, instead=instead, adjust=adjust,
-                      rel=rel), member
-
-    queue = list(order)
     want = 1 + settings.runners_up
+    queue = list(order)
     while len(picked) < want:
         if not queue:
             queue = list(order)  # fewer members than slots: go round again
-        c, member = serve(queue, sorted(taken))
+        member = queue.pop(0)
+        c = best_for(member, sorted(taken))
         if c is None:
             break
         picked.append(c)
         taken.add(row[c.paper_id])
-        if member in queue:
-            queue.remove(member)
     if not picked:
         return None
     return DailyPick(channel, day, picked[0], picked[1:want])
 
 
-def _exploration(matrix, open_rows, relevance, fb, sig, redundancy, seed, settings):
-    """A strong open paper among those least like any interest: (row, score, row without feedback)."""
-    if not len(open_rows):
+def _exploration(open_mask: np.ndarray, member_scores: list[np.ndarray], fb: FeedbackModel,
+                 matrix: np.ndarray, settings: PickSettings) -> int | None:
+    """The best open paper just outside what the team's interests and tastes cover (row), or None.
+
+    Each member's score (stated interest blended with their taste) covers their
+    `explore_skip` best open papers: those are what their own turns will bring.
+    The exploration paper is the open paper no member covers that scores best
+    for a member or for what anyone in the team liked: a neighbouring area, not
+    the least similar corner of the library.
+    """
+    open_rows = np.flatnonzero(open_mask)
+    k = settings.explore_skip
+    if len(open_rows) <= k:
         return None
-    cut = np.quantile(relevance[open_rows], settings.outside_quantile)
-    outside = open_rows[relevance[open_rows] <= cut]
-    outside = _sample_rows(outside, settings.candidate_sample, seed)
-    if not len(outside):
+    covered = np.zeros(len(open_mask), dtype=bool)
+    for s in member_scores:
+        covered[open_rows[np.argpartition(-s[open_rows], k - 1)[:k]]] = True
+    candidates = open_mask & ~covered
+    if not candidates.any():
         return None
-    lam = settings.mmr_lambda
-    strong = strength(matrix, outside, signals=sig, sample=settings.density_sample, seed=seed)
-    base = lam * strong - (1 - lam) * redundancy[outside]
-    score = base + lam * fb[outside]
-    k = int(np.argmax(score))
-    return int(outside[k]), float(score[k]), int(outside[int(np.argmax(base))])
+    team = np.max(np.stack(list(member_scores) + [matrix @ v for v in fb.taste_vectors()]), axis=0)
+    return int(np.argmax(np.where(candidates, team, -np.inf)))
 
 
 def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice,
@@ -600,7 +630,7 @@ def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice
     """No interests yet: strong papers far from what was recently shown, spread across areas."""
     rows = _sample_rows(open_rows, settings.candidate_sample, seed)
     strong = strength(matrix, rows, signals=sig, sample=settings.density_sample, seed=seed)
-    lam = settings.mmr_lambda
+    lam = min(settings.mmr_lambda, settings.breadth_lambda)
     plain = lam * strong - (1 - lam) * redundancy[rows]
     base = plain + lam * fb[rows]
     picked: list[Choice] = []
@@ -644,28 +674,43 @@ def interests_for(store, channel: str, embedder) -> list[Interest]:
 
 
 def history_for(store, channel: str) -> list[PastPost]:
-    """What the channel was shown before, from its post rows."""
+    """What the channel was shown before, from its post rows; runners-up a member saved are engaged."""
+    rows = store.post_history(channel)
+    members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
+    members |= {r["user"] for r in store.reactions(channel=channel)}
+    saved = {s["paper_id"] for user in sorted(members) for s in store.saved_papers(user)}
     out = []
-    for r in store.post_history(channel):
+    for r in rows:
         pick = r.get("pick") or {}
         choice = pick.get("choice") or {}
+        runners = tuple(c["paper_id"] for c in pick.get("runners_up") or ())
         out.append(PastPost(
             day=date.fromisoformat(r["day"]), paper_id=r["paper_id"], served=choice.get("member"),
-            exploration=choice.get("kind") == EXPLORATION,
-            runners_up=tuple(c["paper_id"] for c in pick.get("runners_up") or ())))
+            exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
+            engaged=tuple(p for p in runners if p in saved)))
     return out
 
 
 def pick_for_channel(store, embedder, channel: str, day: date, *,
                      vectors: tuple[Sequence[str], np.ndarray] | None = None,
-                     feedback=None, settings: PickSettings = PickSettings()) -> DailyPick | None:
+                     feedback=None, settings: PickSettings = PickSettings(),
+                     searcher=None) -> DailyPick | None:
     """pick_daily with the channel's interests, history and the corpus loaded from the store.
 
-    `vectors` (ids, matrix) lets a caller pass the matrix it already holds in memory.
+    `vectors` (ids, matrix) lets a caller pass the matrix it already holds in memory;
+    `searcher` (a store.search.Searcher) the one it already has, for the interests' BM25.
     """
     ids, matrix = vectors if vectors is not None else store.load_vectors(embedder.name)
     if len(ids) == 0:
         return None
-    return pick_daily(channel, day, ids, matrix, interests_for(store, channel, embedder),
-                      history_for(store, channel), signals=store.paper_signals(),
-                      feedback=feedback, settings=settings)
+    interests = interests_for(store, channel, embedder)
+    lexical = None
+    if interests and settings.lexical_weight:
+        if searcher is None:
+            from .search import Searcher  # pick stays pure; only this loader touches search
+
+            searcher = Searcher(store, embedder)
+        lexical = lexical_for(searcher, interests, settings.lexical_candidates)
+    return pick_daily(channel, day, ids, matrix, interests, history_for(store, channel),
+                      signals=store.paper_signals(), feedback=feedback, settings=settings,
+                      lexical=lexical)

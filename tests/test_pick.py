@@ -66,9 +66,10 @@ def test_never_repeats_over_the_whole_corpus_then_says_nothing_left():
     ids, matrix, centres = corpus(topics=4, per_topic=15)
     interests = [Interest(1, "topic zero", "UA", centres[0]), Interest(2, "topic two", "UB", centres[2])]
     picks = run_days("C1", ids, matrix, interests, days=200)
-    shown = [p.paper_id for p in picks] + [c.paper_id for p in picks for c in p.runners_up]
-    assert len(shown) == len(set(shown)) == len(ids)  # every paper once, none twice
-    assert len({p.paper_id for p in picks}) == len(picks)
+    posted = [p.paper_id for p in picks]
+    assert len(posted) == len(set(posted)) == len(ids)  # every paper posted once, none twice
+    # Runners-up are suggestions (issue 14): never one already posted, and not used up by being shown.
+    assert all(c.paper_id not in posted[:k] for k, p in enumerate(picks) for c in p.runners_up)
     history = [PastPost(START + timedelta(days=i), pid) for i, pid in enumerate(ids)]
     assert pick_daily("C1", START + timedelta(days=len(ids)), ids, matrix, interests, history) is None
 
@@ -209,8 +210,8 @@ def test_feedback_hook_moves_the_pick_and_is_explained():
 
 def test_nothing_left_is_none_not_an_error():
     ids, matrix, centres = corpus(topics=1, per_topic=2)
-    history = [PastPost(START, ids[0], runners_up=(ids[1],))]
-    assert pick_daily("C1", START + timedelta(days=1), ids, matrix, [], history) is None
+    history = [PastPost(START, ids[0], runners_up=(ids[1],)), PastPost(START + timedelta(days=1), ids[1])]
+    assert pick_daily("C1", START + timedelta(days=2), ids, matrix, [], history) is None
     assert pick_daily("C1", START, [], np.zeros((0, DIM)), [], []) is None
 
 
