@@ -191,6 +191,7 @@ class Run:
     days: list = field(default_factory=list)
     teams: list = field(default_factory=list)  # per team: (served Counter, relevant Counter, members)
     repeats: int = 0
+    after_reaction: int = 0  # posts of a paper someone had already reacted to as a runner-up
 
 
 class World:
@@ -237,7 +238,7 @@ def naive_pick(world: World, team, interests, history, log, cutoff, rocchio: boo
 
 
 def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feedback: bool,
-             days: int, settings: PickSettings, run: Run, spend_engaged: bool = True) -> None:
+             days: int, settings: PickSettings, run: Run) -> None:
     channel = f"C{t:03d}"
     interests = [Interest(k + 1, text, member, world.vector(text))
                  for k, ((member, _, _), text) in enumerate(zip(team, texts))]
@@ -260,6 +261,7 @@ def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feed
         if shown is None:
             break
         history.append(PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up))
+        run.after_reaction += any(r["paper_id"] == shown.paper_id for r in log)  # liked as a runner-up
         rec = world.rec_of.get(shown.paper_id, {})
         hits = {m for m, label in label_of.items() if relevant(rec, label)}
         hit = bool(hits) if shown.exploration else shown.served in hits
@@ -268,7 +270,6 @@ def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feed
             served[shown.served] += 1
             relevant_to[shown.served] += hit
         at = cutoff + 9 * 3600
-        engaged = []
         for n, pid in enumerate((shown.paper_id, *shown.runners_up)):
             rec = world.rec_of.get(pid, {})
             for member, label in label_of.items():
@@ -279,13 +280,6 @@ def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feed
                     log.append({"id": len(log), "channel": channel, "message_ts": pid, "paper_id": pid,
                                 "user": member, "emoji": emoji, "base": emoji, "action": "added",
                                 "event_ts": at + 600 * (len(log) + 1) % 36000})
-                    if n > 0:
-                        engaged.append(pid)
-        if engaged and use_feedback and spend_engaged:
-            # A runner-up someone reacted to was engaged with: used up (a pick run without reactions
-            # knows nothing of them, as before the reaction log existed).
-            history[-1] = PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up,
-                                   tuple(dict.fromkeys(engaged)))
     posted = [p.paper_id for p in history]
     run.repeats += len(posted) - len(set(posted))
     run.teams.append((served, relevant_to, list(label_of)))
@@ -305,7 +299,7 @@ def figures(run: Run, days: int) -> dict:
     return {"precision": float(np.mean(hits)), "precision_21_60": float(np.mean(late)) if late else 0.0,
             "turns_min_max_mean": float(np.mean(turns)), "turns_min_max_worst": float(np.min(turns)),
             "relevant_per_member_min": float(np.mean(rel_min)), "relevant_per_member_max": float(np.mean(rel_max)),
-            "repeats": run.repeats, "exploration_days": len(explore),
+            "repeats": run.repeats, "posted_after_reaction": run.after_reaction, "exploration_days": len(explore),
             "exploration_hit_rate": float(np.mean(explore)) if explore else None, "days": len(hits)}
 
 
@@ -331,8 +325,6 @@ def main() -> None:
     ap.add_argument("--modes", default="clear,vague", help="clear, vague or both")
     ap.add_argument("--pickers", default="naive,rocchio,off,on",
                     help="which to run: naive, rocchio, off (paperclub without reactions), on (with)")
-    ap.add_argument("--keep-engaged", action="store_true",
-                    help="a runner-up someone reacted to stays available (default: used up)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a PickSettings field, e.g. --set mmr_lambda=0.85 (repeatable)")
@@ -360,8 +352,7 @@ def main() -> None:
             run = Run()
             for t, team in enumerate(teams):
                 texts = [text if mode == "clear" else VAGUE for _, _, text in team]
-                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run,
-                         not args.keep_engaged)
+                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run)
             out[(mode, name)] = figures(run, args.days)
     elapsed = time.perf_counter() - started
 
@@ -385,6 +376,8 @@ def main() -> None:
                  if (mode, on) in out and (mode, off) in out]
         if gains:
             print("  feedback gain, days 21-60: " + ", ".join(f"{label} {g:+.3f}" for label, g in gains))
+    print("posts of a paper reacted to earlier as a runner-up: " + ", ".join(
+        f"{m} {n} {out[(m, n)]['posted_after_reaction']}" for m, n in out if out[(m, n)]["posted_after_reaction"]))
     print("turns: each member's share of served days, min/max per team (mean / worst team); "
           "relevant/member: relevant picks per member, min/max per team (mean over teams)")
     print(f"{elapsed:.0f} s")

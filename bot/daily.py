@@ -163,7 +163,7 @@ def feedback_for(store, channel: str, day: date) -> dict:
 def make_pick(store, searcher, channel: str, day: date) -> DailyPick | None:
     """The channel's pick for `day` from the current interests, history and feedback."""
     return pick_for_channel(store, searcher.embedder, channel, day, vectors=_vectors(searcher),
-                            feedback=feedback_for(store, channel, day) or None)
+                            feedback=feedback_for(store, channel, day) or None, searcher=searcher)
 
 
 # -- blocks -------------------------------------------------------------------------------

@@ -364,7 +364,6 @@ def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
         if len(window) < 2 or not (gains > 0).any():
             continue
         known = [it for it, created in interests if created < at]
-        before = [p for p, _ in order[:k]]
         imat = (np.stack([np.asarray(it.vector, dtype=np.float32) for it in known]) if known
                 else np.zeros((0, matrix.shape[1]), dtype=np.float32))
 
@@ -382,10 +381,10 @@ def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
                 fb = reacted_from_rows(log_rows, cutoff=at, weights=weights,
                                        half_life_days=spec.get("half_life_days", HALF_LIFE_DAYS))
                 if fb:
-                    # The window first, then what feedback and trust need: reacted and shown papers.
-                    sub = list(dict.fromkeys(window + [p for p in fb if p in row] + before))
+                    # The window first, then the reacted papers the taste is learned from.
+                    sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
                     model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
-                                          spec.get("settings", PickSettings()), shown=before)
+                                          spec.get("settings", PickSettings()))
                     total = total + model.for_member(None, relevance_of(sub))[: len(window)]
             # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
             ranked = gains[np.argsort(-total, kind="stable")]

@@ -78,15 +78,17 @@ def test_a_runner_up_stays_available_and_is_posted_on_its_members_turn():
     second = pick_daily(CH, day2, ids, m, interests, history, settings=NO_EXPLORE)
     # The runner-up was only a suggestion: on its member's turn it is still their best paper.
     assert second.choice.member == runner.member and second.paper_id == runner.paper_id
-    # Engaged with (saved, reacted to) or spent by setting, it is used up like a post.
+    # A 👍 on it teaches the taste and leaves it available; a Save (engaged) or a setting uses it up.
+    liked = {runner.paper_id: Reacted({runner.member: 1.0}, "R", "👍", (runner.member,))}
+    assert pick_daily(CH, day2, ids, m, interests, history, feedback=liked,
+                      settings=NO_EXPLORE).paper_id == runner.paper_id
     saved = [PastPost(day1, first.paper_id, first.choice.member, False, (runner.paper_id,),
                       engaged=(runner.paper_id,))]
     assert pick_daily(CH, day2, ids, m, interests, saved, settings=NO_EXPLORE).paper_id != runner.paper_id
-    reacted = {runner.paper_id: Reacted({"UC": 1.0}, "R", "👍", ("UC",))}
-    assert pick_daily(CH, day2, ids, m, interests, history, feedback=reacted,
-                      settings=NO_EXPLORE).paper_id != runner.paper_id
-    spent = PickSettings(exploration_rate=0, spend_runners_up=True)
-    assert pick_daily(CH, day2, ids, m, interests, history, settings=spent).paper_id != runner.paper_id
+    for spent in (PickSettings(exploration_rate=0, spend_runners_up=True),
+                  PickSettings(exploration_rate=0, spend_reacted_runners_up=True)):
+        assert pick_daily(CH, day2, ids, m, interests, history, feedback=liked,
+                          settings=spent).paper_id != runner.paper_id
 
 
 def test_members_sharing_an_interest_text_are_each_served_on_their_own_turns():
