@@ -273,8 +273,8 @@ class FeedbackModel:
       double through its weight); relevance moves from the stated interest
       towards the cosine to that centroid by share W / (W + shrink), W the
       member's summed like weights. One 👍 is a hint; a consistent record
-      outweighs a vague interest ("machine learning"), while a clear interest
-      that the likes agree with barely moves;
+      outweighs a vague interest ("machine learning"), and a clear interest
+      the likes agree with moves little, since the taste lies close to it;
     - dislikes lower the region around each disliked paper (up to
       `feedback_dislike`, only for papers more similar than `feedback_floor` to
       it), not the whole interest: the papers near what was disliked sink,
