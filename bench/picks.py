@@ -28,6 +28,18 @@ team), relevant picks per member (min/max per team), repeats of a posted
 paper, and exploration days with their hit rate. The same defaults serve
 every dataset; `--set NAME=VALUE` overrides a PickSettings field to measure it.
 
+Measured (30 teams of 3 x 60 days, iclr2024, all-MiniLM-L6-v2, default PickSettings, seed 1;
+precision / days 21-60):
+- clear interests: naive 0.658 / 0.624, Rocchio 0.783 / 0.792, paperclub without
+  reactions 0.707 / 0.691, with them 0.826 / 0.832 (gain +0.141; Rocchio +0.167);
+- vague interests: naive 0.041 / 0.036, Rocchio 0.294 / 0.360, paperclub 0.057 / 0.061
+  without reactions, 0.354 / 0.448 with them (gain +0.387; Rocchio +0.324);
+- turns 0.97 mean / 0.94 worst team, 0 repeats, exploration 186 days hitting 0.59
+  (clear, no reactions) to 0.72 (clear, reactions); vague 0.16 / 0.63.
+With --set spend_reacted_runners_up=1 the clear-interest precision with reactions
+falls to 0.548 (days 21-60 0.479). Seed 2: clear 0.623 naive, 0.647 / 0.816
+paperclub without / with reactions; vague 0.036, 0.054 / 0.275.
+
 The papers are ingested once with the real model into a cached database
 (--cache, default under the system temp dir); the eval data is never copied
 into the repository.
