@@ -338,7 +338,8 @@ def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, cha
         posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
                                          unfurl_links=False, unfurl_media=False)
         # Reactions on the shared post are feedback on this paper (bot/reactions.py).
-        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None)
+        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None,
+                                         now=time.time())
     except SlackApiError as e:
         # Not a member (or a DM between people): the command's response_url can still post here.
         if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import sys
+import time
 from functools import cached_property
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import click
 from store.errors import StoreError
 
 log = logging.getLogger("paperclub")
+MAX_LIMIT = 1000  # search/similar --limit: enough for a script to take a whole shortlist
 
 
 class Ctx:
@@ -32,9 +34,9 @@ class Ctx:
 
     @cached_property
     def store(self):
-        from store.db import Store
+        from store import open_store
 
-        return Store(self.settings.db)
+        return open_store(self.settings.db)
 
     @cached_property
     def embedder(self):
@@ -94,7 +96,7 @@ def ingest(c: Ctx, paths, no_embed):
     """Load abstracts from text, JSON Lines, CSV or BibTeX files (or folders of them)."""
     from store.ingest import ingest_paths
 
-    result = ingest_paths(c.store, paths, None if no_embed else c.embedder,
+    result = ingest_paths(c.store, paths, None if no_embed else c.embedder, now=time.time(),
                           progress_factory=_progress_factory())
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -109,7 +111,7 @@ def load_samples_if_empty(c: Ctx) -> None:
         return
     # Logged, not echoed: in a container with LOG_FORMAT=json every line must be a JSON record.
     log.info("loading the bundled ICLR 2026 abstracts into an empty database")
-    result = ingest_paths(c.store, bundled_sample_paths(), c.embedder,
+    result = ingest_paths(c.store, bundled_sample_paths(), c.embedder, now=time.time(),
                           progress_factory=_progress_factory())
     log.info("bundled abstracts: %s", result)
 
@@ -125,10 +127,14 @@ def _paper_line(p) -> str:
 @pass_ctx
 def papers(c: Ctx, limit, collection, as_json):
     """List papers: id, short name, headline."""
+    from store.ingest import source_ids
+
     rows = c.store.list_papers(limit=limit, collection=collection)
+    keys = c.store.paper_keys(p.id for p in rows) if as_json else {}
     for p in rows:
-        click.echo(json.dumps({"id": p.id, "name": p.short_name, "headline": p.headline,
-                               "collection": p.collection}, ensure_ascii=False)
+        click.echo(json.dumps({"id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
+                               "collection": p.collection, "source_ids": source_ids(keys.get(p.id, []))},
+                              ensure_ascii=False)
                    if as_json else _paper_line(p))
     if not rows and not as_json:
         click.echo("No papers yet. Load some with: paperclub ingest FILE", err=True)
@@ -136,20 +142,14 @@ def papers(c: Ctx, limit, collection, as_json):
 
 def resolve_ref(c: Ctx, ref: str):
     """A paper by id, short name, or best match for words; (paper, exact?)."""
-    from store.errors import EmptyQuery, PaperNotFound
-
-    paper = c.store.find_exact(ref)
-    if paper:
-        return paper, True
-    try:
-        return c.searcher.resolve(ref)
-    except EmptyQuery:
-        raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
+    return c.searcher.resolve(ref)
 
 
-def _echo_hits(hits, as_json: bool, empty: str) -> None:
+def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
     if as_json:
-        click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        from store.search import hits_json
+
+        click.echo(json.dumps(hits_json(c.store, hits), ensure_ascii=False, indent=2))
     elif not hits:
         click.echo(empty, err=True)
     for h in [] if as_json else hits:
@@ -159,21 +159,23 @@ def _echo_hits(hits, as_json: bool, empty: str) -> None:
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
 @click.option("--collection", default=None, help="Only this collection/venue (e.g. 'ICLR 2026').")
 @click.option("--year", type=int, default=None, help="Only papers from this year.")
-@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON list of {id, name, title, headline, score, why, source_ids, ...}.")
 @pass_ctx
 def search(c: Ctx, query, limit, collection, year, as_json):
     """Find papers by words, acronyms or a description of what they do."""
     hits = c.searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
-    _echo_hits(hits, as_json, "No papers match.")
+    _echo_hits(c, hits, as_json, "No papers match.")
 
 
 @cli.command()
 @click.argument("ref", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON list of {id, name, title, headline, score, why, source_ids, ...}.")
 @pass_ctx
 def similar(c: Ctx, ref, limit, as_json):
     """Papers like REF (id, short name, or words)."""
@@ -181,7 +183,7 @@ def similar(c: Ctx, ref, limit, as_json):
     if not exact and not as_json:
         click.echo(f"(papers like {paper.id} {paper.short_name}, the best match for '{' '.join(ref)}')",
                    err=True)
-    _echo_hits(c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
+    _echo_hits(c, c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
 
 
 @cli.command()
@@ -214,10 +216,10 @@ def show(c: Ctx, ref, as_json):
 @pass_ctx
 def summary(c: Ctx, ref, as_json):
     """A paper's TL;DR and key points (REF: id, short name, or words)."""
-    from store.summary import summary_for
+    from store.summary import paper_summary
 
     paper, exact = resolve_ref(c, " ".join(ref))
-    s = summary_for(c.store, paper, llm=c.llm)
+    s = paper_summary(c.store, paper, llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"id": paper.id, "name": paper.short_name, **s.to_dict()},
                               ensure_ascii=False, indent=2))
@@ -252,7 +254,7 @@ def overview(c: Ctx, topic, as_json):
     """The most relevant papers on TOPIC, grouped into named themes with TL;DRs."""
     from store.overview import topic_overview
 
-    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm)
+    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"topic": ov.topic, "common": ov.common, "backend": ov.backend, "themes": [
             {"name": t.name, "papers": [{"id": p.id, "name": p.short_name, "tldr": s.tldr}
@@ -277,7 +279,7 @@ def reparse(c: Ctx, no_embed):
     """Re-run the abstract parser over the stored raw text."""
     from store.ingest import reparse as do_reparse
 
-    result = do_reparse(c.store, None if no_embed else c.embedder)
+    result = do_reparse(c.store, None if no_embed else c.embedder, now=time.time())
     click.echo(f"{result.updated} updated, {result.unchanged} unchanged")
 
 

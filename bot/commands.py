@@ -213,7 +213,7 @@ def handle_unknown(deps: Deps, call: Call, word: str, rest: str) -> Reply:
         return Reply(f"Did you mean {bk.esc(suggestion)}?",
                      bk.message_blocks(text, footer=_short_help(deps)))
     whole = f"{word} {rest}".strip()
-    paper = deps.store.find_exact(whole)
+    paper = deps.searcher.find_exact(whole)
     if paper is not None:
         return summary_reply(deps, paper)
     if not has_words(whole):
@@ -231,15 +231,10 @@ def _short_help(deps: Deps) -> str:
 # -- replies shared by commands and buttons ----------------------------------------------
 def get_summary(deps: Deps, paper):
     """The paper's Summary (tldr, points) when store.summary can give one, else None."""
+    from store.summary import paper_summary
+
     try:
-        from store import summary as summary_mod
-    except ImportError:
-        return None
-    summary_for = getattr(summary_mod, "summary_for", None)
-    if summary_for is None:
-        return None
-    try:
-        return summary_for(deps.store, paper, llm=deps.llm)
+        return paper_summary(deps.store, paper, llm=deps.llm, now=time.time())
     except StoreError:
         raise
     except Exception:  # a broken summariser must not hide the paper: show the abstract instead

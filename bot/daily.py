@@ -436,7 +436,7 @@ def _post_daily(client, store, searcher, channel, now, day, settings, llm, claim
                             now=now.timestamp()):
             log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id, pick.explain())
             return _deliver(client, store, channel, day, claimer, pick.to_dict(), llm, command,
-                            budget, sleep, recover=False, claimed_at=now.timestamp())
+                            budget, sleep, recover=False, claimed_at=now.timestamp(), now=now.timestamp())
         row = store.get_post(channel, key)
     if row is None:
         return PostResult("busy", day, detail="could not claim the day")
@@ -452,11 +452,11 @@ def _post_daily(client, store, searcher, channel, now, day, settings, llm, claim
             return PostResult("busy", day, row["paper_id"], detail="another process took it over")
         log.info("took over the %s post for %s from %s", key, channel, row["claimed_by"])
     return _deliver(client, store, channel, day, claimer, row["pick"], llm, command, budget, sleep,
-                    recover=True, claimed_at=row["claimed_at"])
+                    recover=True, claimed_at=row["claimed_at"], now=now.timestamp())
 
 
 def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budget, sleep, *,
-             recover: bool, claimed_at: float | None = None) -> PostResult:
+             recover: bool, claimed_at: float | None = None, now: float) -> PostResult:
     """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
     key = day.isoformat()
     pick = DailyPick.from_dict(pick_data, channel, day)
@@ -483,7 +483,7 @@ def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budg
             store.fail_post(channel, key, claimer=claimer, error=_describe(exc))
             log.error("the %s paper of the day for %s was not posted: %s", key, channel, _describe(exc))
             return PostResult("failed", day, pick.paper_id, detail=_describe(exc))
-    if not store.finish_post(channel, key, claimer=claimer, ts=ts):
+    if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now):
         log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
     paper = store.get_paper(pick.paper_id)
     if paper is not None and paper.abstract:
@@ -501,12 +501,10 @@ def _deliver(client, store, channel, day, claimer, pick_data, llm, command, budg
 
 def paper_summary(store, paper, llm=None):
     """TL;DR and key points from store.summary when it is there; None otherwise or on failure."""
+    from store.summary import paper_summary as summarize_cached
+
     try:
-        from store.summary import summary_for
-    except ImportError:
-        return None
-    try:
-        return summary_for(store, paper, llm=llm)
+        return summarize_cached(store, paper, llm=llm, now=time.time())
     except Exception:  # the digest goes out without a TL;DR rather than not at all
         log.warning("summary failed for %s; posting without it", paper.id, exc_info=True)
         return None
@@ -703,7 +701,7 @@ def register(app, deps: Deps) -> None:
             return
         save = getattr(deps.store, "save_paper", None)
         if save is not None:
-            save(user, paper.id)
+            save(user, paper.id, now=time.time())
             text = f"Saved *{bk.esc(paper.short_name)}* to your reading list."
         else:
             text = (f"Noted *{bk.esc(paper.short_name)}*. Find it again any time with "
@@ -792,7 +790,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     if any(r["text"].lower() == label.lower() for r in rows):
         return _interests_reply(deps, channel, note=f"*{bk.esc(label)}* is already on the list.")
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
-                            paper_id=paper_id)
+                            paper_id=paper_id, now=time.time())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
     closest = _closest(deps, vector, exclude=paper_id)
     return _interests_reply(deps, channel, note=f"{said} {closest}".strip())

@@ -6,13 +6,12 @@ so a container HEALTHCHECK stays well under a second.
 """
 from __future__ import annotations
 
-import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.db import Store
-from store.errors import SchemaError, StoreError
+from store import BackupResult, SchemaError, Store, StoreError, open_store
+
+__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing"]
 
 HEARTBEAT_KEY = "heartbeat"  # epoch seconds; the running bot writes it while connected to Slack
 DEFAULT_MAX_AGE = 180.0  # the bot beats about every 30 s: three minutes is several missed beats
@@ -27,10 +26,8 @@ class Health:
 
 
 def open_existing(path: str | Path) -> Store:
-    """A Store on a file that must already exist; never creates or migrates it."""
-    if str(path) == ":memory:" or not Path(path).is_file():
-        raise StoreError(f"no database at {path}")
-    return Store(path, migrate=False)
+    """A Store on a database that must already exist; never creates or migrates it."""
+    return open_store(path, must_exist=True, migrate=False)
 
 
 def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE) -> Health:
@@ -48,8 +45,8 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
             return Health(False, f"database {path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")
         beat = store.get_meta(HEARTBEAT_KEY)
-    except sqlite3.Error as e:  # not a database, locked for too long, unreadable...
-        return Health(False, f"cannot read database {path}: {e}")
+    except StoreError as e:  # not a database, locked for too long, unreadable...
+        return Health(False, str(e))
     finally:
         store.close()
     if beat is None:
@@ -64,55 +61,10 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
     return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago")
 
 
-@dataclass(frozen=True)
-class BackupResult:
-    """What a verified copy holds."""
-
-    path: Path
-    papers: int
-    schema: tuple[int, int]
-    size: int
-
-    def __str__(self) -> str:
-        return (f"Backed up {self.papers} papers to {self.path} "
-                f"({self.size / 1e6:.1f} MB, schema {self.schema[0]}/{self.schema[1]}, integrity ok)")
-
-
 def backup_database(source: str | Path, target: str | Path, *, force: bool = False) -> BackupResult:
-    """A consistent, verified copy of a live database; atomic, so PATH is never half-written."""
-    target = Path(target)
-    if target.exists() and not force:
-        raise StoreError(f"{target} exists; pass --force to overwrite it")
-    if target.exists() and target.resolve() == Path(source).resolve():
-        raise StoreError("the backup cannot overwrite the live database itself")
+    """A consistent, verified copy of a live database; atomic, so target is never half-written."""
     live = open_existing(source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Copy to a temporary name beside the target, verify, then rename: a crash or
-    # a failed check leaves any previous backup at PATH untouched.
-    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
-        _remove_db_files(tmp)
-        live.backup(tmp)
-        result = _verify(tmp, target)
-        _remove_db_files(target)
-        os.replace(tmp, target)
-        return result
+        return live.backup_to(target, force=force)
     finally:
         live.close()
-        _remove_db_files(tmp)
-
-
-def _verify(copy: Path, final: Path) -> BackupResult:
-    store = Store(copy, migrate=False)
-    try:
-        if not store.integrity_ok():
-            raise StoreError(f"the copy failed SQLite's integrity check; {final} not written")
-        return BackupResult(final, store.count_papers(), store.schema_version(), copy.stat().st_size)
-    finally:
-        store.close()
-
-
-def _remove_db_files(path: Path) -> None:
-    """Remove a database file and its WAL side files (stale ones would be replayed into a new copy)."""
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        p.unlink(missing_ok=True)

@@ -1,6 +1,8 @@
 """/paper overview <topic>: the most relevant papers grouped into named themes."""
 from __future__ import annotations
 
+import time
+
 from slack_sdk.models.blocks import DividerBlock
 
 from store.overview import topic_overview
@@ -38,7 +40,7 @@ def handle_overview(deps: Deps, call: Call) -> Reply:
     if not has_words(call.args):
         return problem_reply(deps, "Which topic should I give an overview of?",
                              hint=f"For example {code(deps.command + ' overview video LLMs')}.")
-    ov = topic_overview(deps.store, deps.searcher, call.args, llm=deps.llm)
+    ov = topic_overview(deps.store, deps.searcher, call.args, llm=deps.llm, now=time.time())
     if not ov.themes:
         return problem_reply(deps, f"I found no papers about {call.args}.")
     return Reply(overview_text(ov), overview_blocks(ov))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import threading
 import time
 from collections import OrderedDict
@@ -27,6 +26,7 @@ from zoneinfo import ZoneInfo
 from slack_sdk.models.blocks import Block, DividerBlock
 
 from store import feedback as fb
+from store.errors import StoreBusy
 
 from . import blocks as bk
 from .app import home_section
@@ -104,8 +104,8 @@ def _with_retries(job: Callable[[], fb.Recorded], sleep, *, what: str) -> fb.Rec
     for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
         try:
             return job()
-        except sqlite3.OperationalError as e:
-            if delay is None or "locked" not in str(e) and "busy" not in str(e):
+        except StoreBusy as e:
+            if delay is None:
                 log.error("could not log reaction %s after %d attempts: %s", what, attempt, e)
                 raise
             log.warning("database busy while logging reaction %s (attempt %d); retrying in %s s",
@@ -158,7 +158,8 @@ def learn_message(store, client, channel: str, ts: str) -> bool:
             if found:
                 shared_by = found.group(1)
                 break
-    store.record_message_paper(channel, ts, paper_id, kind=kind, posted_by=shared_by, now=_float(ts))
+    store.record_message_paper(channel, ts, paper_id, kind=kind, posted_by=shared_by,
+                               now=_float(ts) or time.time())
     return True
 
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .db import Store, content_hash
+from .base import Store
 from .embed import Embedder
 from .errors import IngestError
 from .parse import clean_text, parse_abstract
+from .text import content_hash, short_hash
 
 MIN_ABSTRACT_CHARS = 80
 CHUNK = 256
@@ -340,7 +341,7 @@ def normalize(text: str) -> str:
 
 
 def _h(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:20]
+    return short_hash(text, 20)
 
 
 def external_ids(rec: Record) -> list[str]:
@@ -356,6 +357,27 @@ def external_ids(rec: Record) -> list[str]:
     if rec.id and not out:
         out.append(f"ext:id:{rec.id.strip().lower()}")
     return list(dict.fromkeys(out))
+
+
+def source_keys(rec: Record) -> list[str]:
+    """src:<id exactly as the source gave it>: never matched on, kept so results can name it."""
+    return [f"src:{rec.id.strip()}"] if rec.id and rec.id.strip() else []
+
+
+def source_ids(keys: Iterable[str]) -> dict[str, str]:
+    """A paper's source ids from its identity keys: {'id', 'arxiv', 'doi', 'openreview'} where known."""
+    out: dict[str, str] = {}
+    for key in sorted(keys):
+        kind, _, value = key.partition(":")
+        if kind == "src":
+            out["id"] = value
+        elif kind == "ext":
+            sub, _, ident = value.partition(":")
+            if sub == "id":
+                out.setdefault("id", ident)
+            elif sub in ("arxiv", "doi", "openreview"):
+                out.setdefault(sub, ident)
+    return out
 
 
 def sentence_keys(abstract_clean: str) -> list[str]:
@@ -435,7 +457,7 @@ def _comparable(row: dict) -> dict:
     return out
 
 
-def ingest_records(store: Store, records: list[Record], embedder: Embedder | None, *,
+def ingest_records(store: Store, records: list[Record], embedder: Embedder | None, *, now: float,
                    progress: Callable[[int], None] | None = None,
                    chunk: int = CHUNK) -> IngestResult:
     """Upsert records into the store, embedding new or changed text in the same chunk."""
@@ -443,7 +465,7 @@ def ingest_records(store: Store, records: list[Record], embedder: Embedder | Non
     seen_records = store.record_keys()
     for start in range(0, len(records), chunk):
         batch = records[start : start + chunk]
-        _ingest_chunk(store, batch, embedder, seen_records, result)
+        _ingest_chunk(store, batch, embedder, seen_records, result, now)
         if progress:
             progress(len(batch))
     if embedder is not None:
@@ -453,7 +475,8 @@ def ingest_records(store: Store, records: list[Record], embedder: Embedder | Non
     return result
 
 
-def _ingest_chunk(store: Store, batch: list[Record], embedder, seen_records: set, result):
+def _ingest_chunk(store: Store, batch: list[Record], embedder: Embedder | None, seen_records: set,
+                  result: IngestResult, now: float) -> None:
     rows: dict[str, dict] = {}  # paper id -> new row
     keys: list[tuple[str, str]] = []
     replace_keys: set[str] = set()
@@ -527,10 +550,11 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder, seen_records: set
     for pid, row in rows.items():
         final = Record(abstract=row["raw"], title=row.get("raw_title"))
         keys += [(k, pid) for k in identity_keys(final, row["abstract"]) + sentence_keys(row["abstract"])]
-    keys += [(k, pid) for rec, pid in matched for k in external_ids(rec)]
+    keys += [(k, pid) for rec, pid in matched for k in external_ids(rec) + source_keys(rec)]
     vectors = _vectors_for(store, list(rows.values()), embedder) if embedder else []
     result.embedded += len(vectors)
-    store.write_papers(list(rows.values()), keys, replace_keys_for=replace_keys, embeddings=vectors)
+    store.write_papers(list(rows.values()), keys, replace_keys_for=replace_keys, embeddings=vectors,
+                       now=now)
 
 
 def _vectors_for(store: Store, rows: list[dict], embedder: Embedder) -> list[dict]:
@@ -564,7 +588,7 @@ def embed_missing(store: Store, embedder: Embedder, *, result: IngestResult | No
     return done
 
 
-def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder | None, *,
+def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder | None, *, now: float,
                  progress_factory=None) -> IngestResult:
     """Read and validate every file first (a bad file writes nothing), then ingest."""
     files = expand_paths(paths)
@@ -575,13 +599,13 @@ def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder |
         records += read_file(f)
     bar = progress_factory(len(records)) if progress_factory else None
     try:
-        return ingest_records(store, records, embedder, progress=bar.update if bar else None)
+        return ingest_records(store, records, embedder, now=now, progress=bar.update if bar else None)
     finally:
         if bar:
             bar.close()
 
 
-def reparse(store: Store, embedder: Embedder | None) -> IngestResult:
+def reparse(store: Store, embedder: Embedder | None, *, now: float) -> IngestResult:
     """Re-run the parser over every paper's raw text; re-embed what changed."""
     result = IngestResult()
     ids = [p.id for p in store.iter_papers()]
@@ -598,7 +622,7 @@ def reparse(store: Store, embedder: Embedder | None) -> IngestResult:
             else:
                 result.unchanged += 1
         vectors = _vectors_for(store, rows, embedder) if (embedder and rows) else []
-        store.write_papers(rows, [], embeddings=vectors)
+        store.write_papers(rows, [], embeddings=vectors, now=now)
     return result
 
 

@@ -33,6 +33,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from .base import Store
+from .embed import Embedder
+
 INTEREST = "interest"
 TRUST_PRIOR, TRUST_EVIDENCE = 0.5, 2  # learned taste vs stated interests before there is evidence
 EXPLORATION = "exploration"
@@ -626,7 +629,7 @@ def like_text(paper) -> str:
     return f"papers like {paper.short_name}"
 
 
-def interests_for(store, channel: str, embedder) -> list[Interest]:
+def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Interest]:
     """The channel's interests as vectors of the current model (re-embedding any left from another)."""
     rows = store.interests(channel)
     stale = [r for r in rows if r["model"] != embedder.name or r["vector"] is None]
@@ -643,7 +646,7 @@ def interests_for(store, channel: str, embedder) -> list[Interest]:
                      r["paper_id"]) for r in rows]
 
 
-def history_for(store, channel: str) -> list[PastPost]:
+def history_for(store: Store, channel: str) -> list[PastPost]:
     """What the channel was shown before, from its post rows."""
     out = []
     for r in store.post_history(channel):
@@ -656,7 +659,7 @@ def history_for(store, channel: str) -> list[PastPost]:
     return out
 
 
-def pick_for_channel(store, embedder, channel: str, day: date, *,
+def pick_for_channel(store: Store, embedder: Embedder, channel: str, day: date, *,
                      vectors: tuple[Sequence[str], np.ndarray] | None = None,
                      feedback=None, settings: PickSettings = PickSettings()) -> DailyPick | None:
     """pick_daily with the channel's interests, history and the corpus loaded from the store.

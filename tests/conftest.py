@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,11 @@ TOKEN_SECRETS = ("SECRETBOTTOKEN", "SECRETAPPTOKEN", BOT_TOKEN, APP_TOKEN)
 
 
 def _seed(path: Path, embedder) -> Path:
-    from store.db import Store
+    from store import open_store
     from store.ingest import bundled_sample_paths, ingest_paths
 
-    store = Store(path)
-    ingest_paths(store, bundled_sample_paths(), embedder)
+    store = open_store(path)
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return path
@@ -73,12 +74,33 @@ def hashing_db(tmp_path_factory) -> Path:
     return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
 
 
+STORE_BACKENDS = ["sqlite"]  # the PostgreSQL issue adds "postgresql" here
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store_url(request, tmp_path) -> str:
+    """Where a fresh, empty test database lives, for each backend the store tests run on."""
+    if request.param == "sqlite":
+        return str(tmp_path / "paperclub.db")
+    raise NotImplementedError(request.param)  # pragma: no cover
+
+
+@pytest.fixture
+def store(store_url):
+    """A fresh, migrated, empty Store (open_store, so every backend runs the same tests)."""
+    from store import open_store
+
+    s = open_store(store_url)
+    yield s
+    s.close()
+
+
 @pytest.fixture
 def seed_store(seed_db, tmp_path):
     """A private, writable copy of the real-model seed store."""
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(seed_db, tmp_path / "seed.db"))
+    store = open_store(copy_db(seed_db, tmp_path / "seed.db"))
     yield store
     store.close()
 
@@ -86,9 +108,9 @@ def seed_store(seed_db, tmp_path):
 @pytest.fixture
 def hashing_store(hashing_db, tmp_path):
     """A private, writable copy of the HashingEmbedder seed store."""
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(hashing_db, tmp_path / "hashing.db"))
+    store = open_store(copy_db(hashing_db, tmp_path / "hashing.db"))
     yield store
     store.close()
 

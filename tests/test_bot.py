@@ -31,9 +31,9 @@ TVG = "Temporal Video Grounding (TVG)"
 @pytest.fixture(scope="module")
 def module_store(seed_db, tmp_path_factory):
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
+    store = open_store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
     yield store
     store.close()
 

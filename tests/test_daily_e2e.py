@@ -29,6 +29,7 @@ from slack_sdk import WebClient
 
 from bot.daily import ACTION_SAVE, EVENT_TYPE, post_daily
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_settings
+from store import HashingEmbedder, Searcher
 from store.schedule import ScheduleSpec, next_fire
 
 CH = "C1"
@@ -205,7 +206,7 @@ def test_nothing_left_is_said_in_the_channel_once(fake_slack, hashing_store, sea
     client = WebClient(token=BOT_TOKEN, base_url=fake.api_url)
     for i, paper in enumerate(hashing_store.iter_papers()):
         day = (date(2020, 1, 1) + timedelta(days=i)).isoformat()
-        hashing_store.claim_post(CH, day, claimer="old", paper_id=paper.id, pick=None, status="posted")
+        hashing_store.claim_post(CH, day, claimer="old", paper_id=paper.id, pick=None, status="posted", now=time.time())
     day1 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 3, 9, tzinfo=UTC))
     day2 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 4, 9, tzinfo=UTC))
     assert (day1.status, day2.status) == ("empty", "empty")
@@ -217,7 +218,7 @@ def test_nothing_left_is_said_in_the_channel_once(fake_slack, hashing_store, sea
 def test_interests_are_listed_numbered_with_who_added_them(app, fake_slack, hashing_store):
     fake = fake_slack
     command(app, fake, "interests add video understanding", user="UALICE")
-    seed = hashing_store.find_exact("G-NLL")
+    seed = Searcher(hashing_store, HashingEmbedder()).find_exact("G-NLL")
     reply = command(app, fake, "interests add like G-NLL", user="UBOB")
     assert "Added *papers like G-NLL*" in text_of(reply)
     listing = text_of(command(app, fake, "interests"))
@@ -304,13 +305,13 @@ def test_save_button_answers_privately(app, fake_slack, hashing_store):
 def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_slack):
     from bot.cli import cli
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
     from store.embed import HashingEmbedder
 
     db = copy_db(hashing_db, tmp_path / "pick.db")
-    store = Store(db)
+    store = open_store(db)
     vec = HashingEmbedder().encode(["video understanding"])[0]
-    store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec)
+    store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec, now=time.time())
     env = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_API_URL": fake_slack.api_url,
            "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": ""}
     out = CliRunner().invoke(cli, ["--db", str(db), "pick", "--channel", CH, "--date", "2024-06-03"], env=env)
@@ -357,11 +358,11 @@ def _start_bot(fake, db: Path, log: Path) -> subprocess.Popen:
 
 def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(hashing_db, tmp_path, fake_slack):
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
 
     fake = fake_slack
     db = copy_db(hashing_db, tmp_path / "bot.db")
-    store = Store(db)
+    store = open_store(db)
     now = datetime.now(UTC)
     due = now - timedelta(minutes=2)  # the post was due two minutes ago: start-up catches it up
     store.set_schedule(CH, hour=due.hour, minute=due.minute, tz="UTC", days="daily", set_by="U1",

@@ -366,13 +366,13 @@ def test_a_database_locked_for_seconds_delays_writes_but_loses_none(env):
 
 def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_reaction(
         fake_slack, hashing_db, tmp_path, monkeypatch):
-    import store.db
-    from store.db import Store
+    import store.backends.sqlite as sqlite_backend
+    from store import open_store
     from store.embed import HashingEmbedder
     from store.search import Searcher
 
-    monkeypatch.setattr(store.db, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
-    s = Store(copy_db(hashing_db, tmp_path / "short.db"))
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
+    s = open_store(copy_db(hashing_db, tmp_path / "short.db"))
     env = Env(fake_slack, s, Searcher(s, HashingEmbedder()))
     try:
         env.post_daily(now=NOW)
@@ -400,11 +400,11 @@ def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_r
 def bot(hashing_db, tmp_path_factory):
     from botproc import start_bot
     from fake_slack import start_fake_slack
-    from store.db import Store
+    from store import open_store
 
     tmp = tmp_path_factory.mktemp("faults")
     db = copy_db(hashing_db, tmp / "bot.db")
-    s = Store(db)  # a daily post in C1 to react to
+    s = open_store(db)  # a daily post in C1 to react to
     s.claim_post(CH, "2024-06-03", claimer="earlier", paper_id=a_paper(s).id, pick=None, now=NOW.timestamp())
     s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp())
     s.close()

@@ -62,11 +62,11 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     from bot.app import create_app
     from conftest import copy_db
     from store import feedback as fb
-    from store.db import Store
+    from store import open_store
     from store.embed import HashingEmbedder
     from store.search import Searcher
 
-    store = Store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
+    store = open_store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
     papers = list(store.iter_papers())
     for i, paper in enumerate(papers[:4]):  # two posted days per channel, reacted to and saved
         channel, day, ts = CHANNELS[i % 2], f"2024-06-0{i + 1}", f"17000000{i}.000100"

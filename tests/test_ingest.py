@@ -14,10 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from store.db import Store
-from store.embed import HashingEmbedder
-from store.errors import IngestError
-from store.ingest import bundled_sample_paths, ingest_paths, read_file
+from store import HashingEmbedder, IngestError, bundled_sample_paths, ingest_paths, open_store, read_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,13 +45,6 @@ class CountingEmbedder(HashingEmbedder):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "pc.db")
-    yield s
-    s.close()
-
-
-@pytest.fixture
 def emb():
     return CountingEmbedder()
 
@@ -65,7 +55,7 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_bundled_seed_corpus_loads_38_abstracts_with_vectors(store, emb):
-    result = ingest_paths(store, bundled_sample_paths(), emb)
+    result = ingest_paths(store, bundled_sample_paths(), emb, now=time.time())
     assert (result.added, result.skipped) == (38, 0)
     assert store.count_papers() == 38
     ids, mat = store.load_vectors(emb.name)
@@ -80,10 +70,10 @@ def test_bundled_seed_corpus_loads_38_abstracts_with_vectors(store, emb):
 
 
 def test_reingest_changes_nothing_and_encodes_nothing(store, emb):
-    ingest_paths(store, bundled_sample_paths(), emb)
+    ingest_paths(store, bundled_sample_paths(), emb, now=time.time())
     before = emb.encoded
     version = store.papers_version()
-    result = ingest_paths(store, bundled_sample_paths(), emb)
+    result = ingest_paths(store, bundled_sample_paths(), emb, now=time.time())
     assert (result.added, result.updated, result.unchanged) == (0, 0, 38)
     assert emb.encoded == before
     assert store.papers_version() == version
@@ -91,10 +81,10 @@ def test_reingest_changes_nothing_and_encodes_nothing(store, emb):
 
 def test_other_collection_names_and_any_count(store, emb, tmp_path):
     f = write(tmp_path / "neurips.txt", f"NeurIPS 2025 Accepted Papers\n\n{ABSTRACT_A}\n\n\n{ABSTRACT_B}\n")
-    assert ingest_paths(store, [f], emb).added == 2
+    assert ingest_paths(store, [f], emb, now=time.time()).added == 2
     assert {(p.collection, p.year) for p in store.list_papers()} == {("NeurIPS 2025", 2025)}
     one = write(tmp_path / "one.txt", "Workshop on Odd Ideas\n" + ABSTRACT_A.replace("RareQA", "OddQA") + "\n")
-    assert ingest_paths(store, [one], emb).added == 1
+    assert ingest_paths(store, [one], emb, now=time.time()).added == 1
     assert store.list_papers(collection="Workshop on Odd Ideas")[0].year is None
 
 
@@ -115,7 +105,7 @@ def test_jsonl_csv_and_bibtex_load_with_metadata(store, emb, tmp_path):
 }
 @article{noabstract, title={Plain reference}, year={1999}}
 """)
-    result = ingest_paths(store, [jl, csv_file, bib], emb)
+    result = ingest_paths(store, [jl, csv_file, bib], emb, now=time.time())
     assert result.added == 3
     by_title = {p.title: p for p in store.list_papers()}
     rare = by_title["RareQA: Questions about Rare Entities"]
@@ -133,13 +123,13 @@ def test_jsonl_csv_and_bibtex_load_with_metadata(store, emb, tmp_path):
 
 def test_same_paper_across_formats_is_one_paper(store, emb, tmp_path):
     txt = write(tmp_path / "seed.txt", f"ICLR 2024 Papers\n\n{ABSTRACT_A}\n")
-    ingest_paths(store, [txt], emb)
+    ingest_paths(store, [txt], emb, now=time.time())
     (only,) = store.list_papers()
     # The same abstract from a richer export: merged into the same row, which gains a title.
     jl = write(tmp_path / "rich.jsonl", json.dumps({
         "title": "RareQA: Questions about Rare Entities", "abstract": "  " + ABSTRACT_A + " ",
         "url": "https://arxiv.org/abs/2402.00001"}) + "\n")
-    result = ingest_paths(store, [jl], emb)
+    result = ingest_paths(store, [jl], emb, now=time.time())
     assert (result.added, result.updated) == (0, 1)
     (merged,) = store.list_papers()
     assert merged.id == only.id
@@ -148,29 +138,29 @@ def test_same_paper_across_formats_is_one_paper(store, emb, tmp_path):
     # Same arXiv id with a reworded abstract, and same title with other text: still one paper.
     csv_file = write(tmp_path / "arxiv.csv", "id,title,abstract\n"
                      f'2402.00001,"Something else entirely","{ABSTRACT_A.upper()} Extra sentence here."\n')
-    ingest_paths(store, [csv_file], emb)
+    ingest_paths(store, [csv_file], emb, now=time.time())
     jl2 = write(tmp_path / "title.jsonl", json.dumps({
         "title": "rareqa:  questions about RARE entities!", "abstract": ABSTRACT_B}) + "\n")
-    ingest_paths(store, [jl2], emb)
+    ingest_paths(store, [jl2], emb, now=time.time())
     assert store.count_papers() == 1
 
 
 def test_duplicates_inside_one_file_are_one_paper(store, emb, tmp_path):
     f = write(tmp_path / "dup.txt", f"Dups\n\n{ABSTRACT_A}\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
-    result = ingest_paths(store, [f], emb)
+    result = ingest_paths(store, [f], emb, now=time.time())
     assert store.count_papers() == 2
     assert result.added == 2
 
 
 def test_edited_abstract_updates_its_row_and_reembeds(store, emb, tmp_path):
     f = write(tmp_path / "v1.txt", f"ICLR 2026 Papers\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
-    ingest_paths(store, [f], emb)
+    ingest_paths(store, [f], emb, now=time.time())
     (old,) = [p for p in store.list_papers() if p.abstract.startswith("Large language models often")]
     old_vec = store.get_vector(old.id, emb.name).copy()
     edited = ABSTRACT_A.replace("by 14.2% on RareQA", "by 17.5% on RareQA-v2")
     write(f, f"ICLR 2026 Papers\n\n{edited}\n\n{ABSTRACT_B}\n")
     before = emb.encoded
-    result = ingest_paths(store, [f], emb)
+    result = ingest_paths(store, [f], emb, now=time.time())
     assert (result.added, result.updated, result.unchanged) == (0, 1, 1)
     assert emb.encoded - before == 1  # only the edited text is re-encoded
     new = store.get_paper(old.id)
@@ -182,9 +172,9 @@ def test_edited_abstract_updates_its_row_and_reembeds(store, emb, tmp_path):
 
 def test_changing_the_model_reencodes_once(store, tmp_path):
     f = write(tmp_path / "x.txt", f"C\n\n{ABSTRACT_A}\n\n{ABSTRACT_B}\n")
-    ingest_paths(store, [f], CountingEmbedder())
+    ingest_paths(store, [f], CountingEmbedder(), now=time.time())
     other = HashingEmbedder(dim=32, name="hashing-32")
-    ingest_paths(store, [f], other)
+    ingest_paths(store, [f], other, now=time.time())
     assert store.load_vectors("hashing-32")[1].shape == (2, 32)
     assert store.load_vectors("hashing-64")[1].shape == (2, 64)
 
@@ -203,7 +193,7 @@ def test_bad_files_name_file_and_line_and_write_nothing(store, emb, tmp_path, na
     good = write(tmp_path / "good.txt", f"Good\n\n{ABSTRACT_B}\n")
     bad = write(tmp_path / name, content)
     with pytest.raises(IngestError) as err:
-        ingest_paths(store, [good, bad], emb)
+        ingest_paths(store, [good, bad], emb, now=time.time())
     assert where in str(err.value)
     assert store.count_papers() == 0
 
@@ -273,7 +263,7 @@ def test_killed_ingest_leaves_a_consistent_db_that_a_rerun_completes(tmp_path):
     assert proc.poll() is None, "ingest finished before it could be killed: make the file bigger"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    s = Store(db)
+    s = open_store(db)
     assert s.integrity_ok()
     killed_at = s.count_papers()
     assert 0 < killed_at < 6000

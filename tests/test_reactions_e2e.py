@@ -204,13 +204,13 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
 # -- a busy database -------------------------------------------------------------------------
 def test_a_reaction_that_meets_a_locked_database_is_retried_not_lost(tmp_path, monkeypatch):
     """Another process holds the write lock longer than the busy timeout: the write waits it out."""
-    import store.db as db_module
+    import store.backends.sqlite as db_module
     from bot.reactions import handle_reaction_added
 
     monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 100)
-    store = db_module.Store(tmp_path / "busy.db")
+    store = db_module.SQLiteStore(tmp_path / "busy.db")
     store.write_papers([{"id": "p1", "short_name": "P1", "headline": "h", "abstract": "a",
-                         "content_hash": "x"}], [])
+                         "content_hash": "x"}], [], now=time.time())
     store.record_message_paper(CH, "100.000001", "p1", kind="share", now=1.0)
     holder = sqlite3.connect(tmp_path / "busy.db", check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
