@@ -22,6 +22,8 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from store.text import split_sentences
+
 # Action ids of the paper buttons; the app routes clicks on these.
 ACTION_SUMMARY = "paper_summary"
 ACTION_SIMILAR = "paper_similar"
@@ -38,7 +40,6 @@ CONTEXT_TEXT = 2000  # a context element may hold more; a long footnote reads ba
 FALLBACK_TEXT = 3000  # the top-level `text` (notifications, screen readers)
 ABSTRACT_TEXT = 2400  # leaves room in the section for a label
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'“])")
 
 
 def esc(text: str | None) -> str:
@@ -67,7 +68,7 @@ def cut_sentences(text: str, limit: int) -> str:
     if len(esc(text)) <= limit:
         return text
     out = ""
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in split_sentences(text):
         candidate = f"{out} {sentence}".strip()
         if len(esc(candidate)) > limit - 1:
             break

@@ -22,6 +22,8 @@ from .embed import Embedder
 from .errors import EmptyQuery, PaperNotFound
 from .ingest import source_ids
 from .paper import Paper
+from .text import BOILERPLATE
+from .text import STOPWORDS as BASE_STOPWORDS
 
 # Fusion and BM25 settings, tuned with bench/search_quality.py on SciTLDR train
 # (2.6k OpenReview abstracts, 1992 TLDR queries) and checked on dev (1453 queries).
@@ -61,19 +63,8 @@ QUERY_CACHE_SIZE = 256
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SEPARATOR = re.compile(r"[^\w\s\-.'\u2019/]+", re.UNICODE)
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers him his how i if in into is it its itself just me more most my
-no nor not of off on once only or other our ours out over own same she should so some such than
-that the their theirs them then there these they this those through to too under until up very
-was we were what when where which while who whom why will with would you your yours paper papers
-that's about show shows propose proposed method methods approach using use based new via
-one ones two three first second yet however thus therefore moreover furthermore often across
-within without well may might many much since among per whether either instead despite
-including specifically present presents presented introduce introduces introduced existing
-novel demonstrate demonstrates achieve achieves achieving significantly effectively
-""".split())
+# A single query word in these is left to the embedding (it matches nearly every abstract).
+STOPWORDS = BASE_STOPWORDS | BOILERPLATE
 
 
 @dataclass

@@ -22,7 +22,9 @@ import numpy as np
 
 from .base import Store
 from .paper import Paper
-from .text import content_hash
+from .text import (
+    ANALYSIS_VERBS, BOILERPLATE, CONTRIBUTION_VERBS, STOPWORDS, content_hash, split_sentences, third_person,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,32 +48,7 @@ class Summary:
                    backend=data.get("backend", EXTRACTIVE))
 
 
-# ------------------------------------------------------------------ sentences
-# ("ms" is not here: "runs in 10 ms. We ..." ends a sentence)
-_ABBREVIATIONS = {"e.g", "i.e", "al", "vs", "cf", "etc", "fig", "figs", "eq", "eqs", "sec", "tab",
-                  "approx", "resp", "w.r.t", "wrt", "dr", "mr", "incl", "viz", "et", "ref", "refs",
-                  "appx", "pp", "vol"}
-_BOUNDARY = re.compile(r"[.!?]+[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split at . ! ? followed by a capital, keeping e.g., et al., vs. and 7.1 intact."""
-    # Not store.parse.split_sentences yet: it takes any word ending in "al." or "Ms."
-    # ("essential.", "LLMs.") for an abbreviation and merges sentences.
-    sents, start = [], 0
-    for m in _BOUNDARY.finditer(text):
-        word = re.search(r"([A-Za-z][A-Za-z.]*)\.$", text[start:m.start() + 1])
-        last = word.group(1).lower().rstrip(".") if word else ""  # none after "etc.)." or "etc)."
-        if text[m.start()] == "." and last in _ABBREVIATIONS:
-            continue
-        sents.append(text[start:m.end()].strip())
-        start = m.end()
-    tail = text[start:].strip()
-    if tail:
-        sents.append(tail)
-    return [s for s in sents if s]
-
-
+# (sentences: store.text.split_sentences)
 _MD_LINK = re.compile(r"\[([^\]]*)\]\((https?://[^)\s]+)\)")
 
 
@@ -92,13 +69,7 @@ def n_words(text: str) -> int:
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'\-]*|\d+(?:\.\d+)?")
-_STOP = frozenset("""a an the and or but of in on at to for from by with as is are was were be been being
-this that these those it its their our we they which who whom whose what when where while than then
-such can could may might will would should shall do does did has have had not no nor so very into onto
-over under about between through during before after above below up down out off also both each either
-more most other some any all only own same too via using based upon per there here how why if however
-thus hence show shows shown propose proposed proposes present presents introduce introduces paper work
-new novel approach method methods model models results result use used uses achieve achieves""".split())
+_STOP = STOPWORDS | BOILERPLATE
 
 
 def _terms(text: str) -> list[str]:
@@ -128,17 +99,16 @@ _LEAD_IN = re.compile(r"^(?:" + "|".join(_LEAD_INS) + r")\s*,\s*", re.I)
 _LEAD_IN_NO_COMMA = re.compile(
     r"^(?:in (?:this|the present|our) (?:paper|work|study|article)|here(?:in)?|hence|thus|therefore)\s+(?=we\b)", re.I)
 
-_VERBS = ("propose introduce present develop design devise describe contribute offer build construct "
-          "create formulate show demonstrate find prove establish observe reveal report verify confirm "
-          "argue study investigate explore analyze analyse examine consider address tackle focus revisit "
-          "characterize provide derive extend apply evaluate identify release leverage train use learn "
-          "take aim seek attempt frame reformulate cast view treat model suggest highlight bridge "
-          "compare benchmark discuss explain give obtain achieve improve reduce outline conduct curate "
-          "collect unify generalize combine adapt employ exploit pursue put perform discover uncover "
-          "note measure quantify assess test validate motivate describe relate connect link").split()
-_VERB_SET = frozenset(_VERBS)
-_NAME_VERBS = frozenset("propose introduce present develop design devise describe release build construct "
-                        "create offer contribute curate".split())
+# Verbs that follow "we" in an abstract: the contribution and analysis verbs, and these.
+_OTHER_VERBS = """
+achieve adapt apply assess attempt bridge combine compare conduct confirm connect derive
+discover discuss employ explain exploit generalize give highlight improve link measure
+motivate note observe obtain outline perform pursue put quantify reduce relate report
+suggest test train treat uncover unify use validate verify view
+""".split()
+_VERB_SET = frozenset(v for v in (*CONTRIBUTION_VERBS, *ANALYSIS_VERBS, *_OTHER_VERBS) if " " not in v)
+# the verbs after which "We propose X, a ..." becomes "X is a ..."
+_NAME_VERBS = frozenset(v for v in CONTRIBUTION_VERBS if " " not in v)
 _ADVERB = r"(?:also|further|then|first|additionally|finally|empirically|theoretically|experimentally|" \
           r"formally|systematically|carefully|thoroughly|next|now|therefore|thus|here|hence|subsequently|" \
           r"instead|newly|rigorously|extensively)"
@@ -159,14 +129,6 @@ _BY_INTRODUCING = re.compile(
 _ING_BASE = {"introduc": "introduce", "propos": "propose", "devis": "devise", "formulat": "formulate",
              "leverag": "leverage"}
 _DETERMINER = frozenset("a an the our this these that its their some several two three multiple".split())
-
-
-def _third_person(verb: str) -> str:
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
 
 
 def _capitalize(s: str) -> str:
@@ -196,11 +158,11 @@ def _rewrite_we(s: str) -> str:
         if verb in _NAME_VERBS and not adverb and name and rest[:1].isupper() \
                 and rest.split(" ", 1)[0].lower() not in _DETERMINER and n_words(name.group(1)) <= 10:
             return f"{name.group(1)} is {name.group(2)} {rest[name.end():]}"
-        verb = _third_person(verb)
+        verb = third_person(verb)
         # "we explore and validate" -> "explores and validates"; "we propose X and develop Y" too
-        rest = re.sub(r"^(and|or) ([a-z]+)\b", lambda m: f"{m.group(1)} {_third_person(m.group(2))}"
+        rest = re.sub(r"^(and|or) ([a-z]+)\b", lambda m: f"{m.group(1)} {third_person(m.group(2))}"
                       if m.group(2) in _VERB_SET else m.group(0), rest)
-        rest = re.sub(r"(,? and) (" + _COORDINATED + r")\b", lambda m: f"{m.group(1)} {_third_person(m.group(2))}",
+        rest = re.sub(r"(,? and) (" + _COORDINATED + r")\b", lambda m: f"{m.group(1)} {third_person(m.group(2))}",
                       rest, count=1)
     elif not verb.endswith("s"):
         return s
@@ -213,7 +175,7 @@ def _rewrite_we(s: str) -> str:
     if not by:
         return out
     base = by.group(1).lower()
-    return _third_person(_ING_BASE.get(base, base)).capitalize() + " " + out[by.end():]
+    return third_person(_ING_BASE.get(base, base)).capitalize() + " " + out[by.end():]
 
 
 _PAREN = re.compile(r"\s*\([^()]*\)")
