@@ -30,7 +30,7 @@ TOKEN_SECRETS = ("SECRETBOTTOKEN", "SECRETAPPTOKEN", BOT_TOKEN, APP_TOKEN)
 
 def _seed(path: Path, embedder) -> Path:
     from store import open_store
-    from store.ingest import bundled_sample_paths, ingest_paths
+    from store import bundled_sample_paths, ingest_paths
 
     store = open_store(path)
     ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
@@ -48,7 +48,7 @@ def copy_db(source: Path, target: Path) -> Path:
 @pytest.fixture(scope="session")
 def real_embedder():
     """all-MiniLM-L6-v2, loaded once for the session."""
-    from store.embed import SentenceTransformerEmbedder
+    from store import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     embedder.load()
@@ -69,7 +69,7 @@ def seed_db(tmp_path_factory, real_embedder) -> Path:
 @pytest.fixture(scope="session")
 def hashing_db(tmp_path_factory) -> Path:
     """The same abstracts embedded with the weightless HashingEmbedder (fast, no model)."""
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
 

@@ -19,8 +19,8 @@ CH = "C1"
 @pytest.fixture
 def make_app(fake_slack, hashing_store):
     from bot.app import create_app
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     apps = []
 

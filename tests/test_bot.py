@@ -18,7 +18,7 @@ from bot.app import HOME_SECTIONS, create_app, home_section
 from bot.commands import SUBCOMMANDS, Reply, clean_input, subcommand
 from bot.console import run_console
 from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_settings
-from store.paper import Paper
+from store import Paper
 
 pytestmark = pytest.mark.slow  # the real model decides which paper a query finds
 
@@ -40,7 +40,7 @@ def module_store(seed_db, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def searcher(module_store, real_embedder):
-    from store.search import Searcher
+    from store import Searcher
 
     s = Searcher(module_store, real_embedder)
     s.warm()
@@ -473,7 +473,7 @@ class SlowEmbedder:
     name, dim = "slow-hashing", 256
 
     def __init__(self, fail: bool = False):
-        from store.embed import HashingEmbedder
+        from store import HashingEmbedder
 
         self.inner, self.fail, self.passes = HashingEmbedder(), fail, 0
 
@@ -498,7 +498,7 @@ def test_concurrent_queries_are_encoded_together_and_each_gets_its_own_vector():
     import numpy as np
 
     from bot.runner import BatchingEmbedder
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     slow = SlowEmbedder()
     texts = [f"query number {i} about topic {i * 7}" for i in range(20)]

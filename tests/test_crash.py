@@ -80,7 +80,7 @@ def integrity(db: Path) -> str:
 # -- ingest ----------------------------------------------------------------------------------------
 def ingest_files(folder: Path, n: int) -> list[Path]:
     """Edits of three bundled abstracts (a .txt, as a reading group would paste them) and n new ones."""
-    from store.ingest import bundled_sample_paths
+    from store import bundled_sample_paths
 
     rng = random.Random(9)
     blocks = [b.strip() for p in bundled_sample_paths() for b in p.read_text().split("\n\n")[1:] if b.strip()]
@@ -283,8 +283,8 @@ def test_after_restoring_a_backup_from_before_the_post_the_post_is_not_made_agai
 
     from bot.daily import post_daily
     from store import open_store
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
     backup = copy_db(hashing_db, tmp_path / "backup.db")

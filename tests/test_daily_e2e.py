@@ -30,7 +30,7 @@ from slack_sdk import WebClient
 from bot.daily import ACTION_SAVE, EVENT_TYPE, post_daily
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_settings
 from store import HashingEmbedder, Searcher
-from store.schedule import ScheduleSpec, next_fire
+from store import ScheduleSpec, next_fire
 
 CH = "C1"
 NY = ZoneInfo("America/New_York")
@@ -54,8 +54,8 @@ def command(app, fake, text: str, *, user: str = "U1", channel: str = CH) -> dic
 
 @pytest.fixture
 def searcher(hashing_store):
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     return Searcher(hashing_store, HashingEmbedder())
 
@@ -306,7 +306,7 @@ def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_sla
     from bot.cli import cli
     from conftest import copy_db
     from store import open_store
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     db = copy_db(hashing_db, tmp_path / "pick.db")
     store = open_store(db)

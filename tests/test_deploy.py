@@ -28,7 +28,7 @@ from bot import blocks as bk
 from bot.health import DEFAULT_MAX_AGE, backup_database, check_health
 from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_settings
 from store import open_store
-from store.errors import StoreError
+from store import StoreError
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -385,8 +385,8 @@ def test_every_subscribed_event_has_a_listener_and_every_listener_is_subscribed(
     from slack_sdk import WebClient
 
     from bot.app import create_app
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     events = manifest["settings"]["event_subscriptions"]["bot_events"]
     app = create_app(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()),

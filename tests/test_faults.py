@@ -106,8 +106,8 @@ class Env:
 
 @pytest.fixture
 def env(fake_slack, hashing_store):
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     env = Env(fake_slack, hashing_store, Searcher(hashing_store, HashingEmbedder()))
     yield env
@@ -368,8 +368,8 @@ def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_r
         fake_slack, hashing_db, tmp_path, monkeypatch):
     import store.backends.sqlite as sqlite_backend
     from store import open_store
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
     s = open_store(copy_db(hashing_db, tmp_path / "short.db"))

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from store import feedback as fb
-from store.pick import Interest, PastPost, PickSettings, Reacted, member_order, pick_daily
+from store import Interest, PastPost, PickSettings, Reacted, pick_daily
+from store.pick import member_order
 
 CH = "C1"
 DAY = 86400.0

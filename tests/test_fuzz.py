@@ -63,8 +63,8 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     from conftest import copy_db
     from store import feedback as fb
     from store import open_store
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     store = open_store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
     papers = list(store.iter_papers())

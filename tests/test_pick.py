@@ -217,7 +217,7 @@ def test_nothing_left_is_none_not_an_error():
 
 # -- with the store ------------------------------------------------------------------------
 def test_interests_are_re_embedded_when_the_model_changes(hashing_store):
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     old, new = HashingEmbedder(64, name="old-model"), HashingEmbedder(256, name="hashing-256")
     hashing_store.add_interest("C1", "video understanding", "UA", model=old.name,

@@ -22,7 +22,7 @@ from bot import blocks as bk
 from bot.daily import EVENT_TYPE, make_pick
 from conftest import dispatch_command, text_of, APP_TOKEN, make_settings
 from fake_slack import BOT_USER_ID, stop_socket_mode
-from store.pick import pick_for_channel
+from store import pick_for_channel
 
 pytestmark = pytest.mark.slow  # the real model
 
@@ -53,7 +53,7 @@ def deliver(fake, event: dict, event_id: str, **retry) -> None:
 
 @pytest.fixture
 def searcher(seed_store, real_embedder):
-    from store.search import Searcher
+    from store import Searcher
 
     return Searcher(seed_store, real_embedder)
 

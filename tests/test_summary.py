@@ -166,7 +166,7 @@ def test_overview_groups_names_and_summarizes(hashing_store):
 
 
 def test_overview_is_deterministic_with_real_vectors(hashing_store):
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     papers = list(hashing_store.iter_papers())[:8]
     vectors = HashingEmbedder().encode([p.abstract for p in papers])
@@ -263,7 +263,7 @@ def test_llm_timeout_falls_back_quickly_and_cools_down(fake_llm, hashing_store, 
 def test_unreachable_llm_falls_back():
     dead = LLMClient(LLMConfig(url="http://127.0.0.1:9/v1", model="gone", api_key=API_KEY, timeout=1))
     s = summarize_paper(ABSTRACTS[0])
-    from store.summary import summarize
+    from store import summarize
 
     assert summarize(ABSTRACTS[0], llm=dead) == s
 
