@@ -302,8 +302,7 @@ class Searcher:
 
     def word_terms(self, words: Sequence[str]) -> dict[str, str]:
         """word -> its index term ('' when the tokenizer keeps nothing of it); cached."""
-        self.index()  # resets the document counts when papers changed
-        self._stats(words)
+        self._stats(words)  # terms never change with the papers: no version check needed
         with self._lock:
             return {w: self._word_term.get(w, "") for w in words}
 
