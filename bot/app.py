@@ -2,8 +2,8 @@
 
 `create_app(deps)` registers, in order: the paper command and buttons, then
 each feature module's `register(app, deps)` (bot/reading.py: the Save button,
-bot/reactions.py: reaction events, bot/home.py: App Home), then the
-fallbacks. Listeners run on the Socket Mode thread: they call `ack()` and
+bot/reactions.py: reaction events, bot/home.py: App Home), then a no-op
+listener for the one other subscribed event. Listeners run on the Socket Mode thread: they call `ack()` and
 hand the slow part (search, summaries, Web API calls) to `deps.later`, a
 work pool (`make_later`), so Slack hears back within milliseconds even when
 every worker is busy. The ack goes out when the listener returns, so every
@@ -17,8 +17,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import replace
 from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from slack_bolt import App, BoltResponse

@@ -87,7 +87,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     if len(rows) >= MAX_INTERESTS:
         return problem_reply(deps, f"This channel already has {MAX_INTERESTS} interests; remove one first.",
                              hint=code(deps.command + " interests remove <number>"))
-    embedder = deps.searcher.embedder
+    embedder = deps.embedder
     like = text.lower().startswith("like ") or text.lower() == "like"
     if like:
         ref = text[5:].strip() if len(text) > 4 else ""
@@ -109,7 +109,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     if any(r["text"].lower() == label.lower() for r in rows):
         return _interests_reply(deps, channel, note=f"*{bk.esc(label)}* is already on the list.")
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
-                            paper_id=paper_id)
+                            paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
     closest = _closest(deps, vector, exclude=paper_id)
     return _interests_reply(deps, channel, note=f"{said} {closest}".strip())

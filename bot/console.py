@@ -22,6 +22,10 @@ from . import blocks as bk
 from .commands import CONSOLE_CHANNEL, Reply, run_command
 
 if TYPE_CHECKING:
+    from store import Store
+    from store.embed import Embedder
+
+    from .config import Settings
     from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -166,7 +170,7 @@ def _lines(stdin: TextIO, console: Console, prompt: str, interactive: bool) -> I
             return
 
 
-def run_console(settings, store, embedder, *, stdin: TextIO | None = None,
+def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: TextIO | None = None,
                 out: TextIO | None = None) -> None:
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
     from store.search import Searcher

@@ -228,8 +228,9 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
         lock.release()
 
 
-def _post_daily(client, store, searcher, channel, now, day, settings, llm, feedback, claimer, budget,
-                sleep) -> PostResult:
+def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, day: date,
+                settings: Settings | None, llm, feedback: Feedback, claimer: str, budget: float,
+                sleep: Callable[[float], None]) -> PostResult:
     key = day.isoformat()
     command = getattr(settings, "command", None) or "/paper"
     row = store.get_post(channel, key)
@@ -262,7 +263,9 @@ def _post_daily(client, store, searcher, channel, now, day, settings, llm, feedb
                     sleep, recover=True, claimed_at=row["claimed_at"])
 
 
-def _deliver(client, store, channel, day, now, claimer, pick_data, llm, feedback, command, budget, sleep, *,
+def _deliver(client: WebClient, store: Store, channel: str, day: date, now: datetime, claimer: str,
+             pick_data: dict, llm, feedback: Feedback, command: str, budget: float,
+             sleep: Callable[[float], None], *,
              recover: bool, claimed_at: float | None = None) -> PostResult:
     """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
     key = day.isoformat()
@@ -332,7 +335,8 @@ def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feed
     }
 
 
-def _post_empty(client, store, channel, day, claimer, now, command, budget, sleep) -> PostResult:
+def _post_empty(client: WebClient, store: Store, channel: str, day: date, claimer: str, now: datetime,
+                command: str, budget: float, sleep: Callable[[float], None]) -> PostResult:
     """Nothing left to pick: say so in the channel, once (not again on the following days)."""
     key = day.isoformat()
     if not store.claim_post(channel, key, claimer=claimer, paper_id=None, pick=None, status=PostStatus.EMPTY,

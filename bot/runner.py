@@ -8,10 +8,17 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import click
 
 from .logs import redact
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.embed import Embedder
+
+    from .config import Settings
 
 log = logging.getLogger("paperclub.runner")
 
@@ -32,7 +39,7 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def write_heartbeat(store, now: float | None = None) -> None:
+def write_heartbeat(store: Store, now: float | None = None) -> None:
     """Record that the bot is alive and connected (`paperclub health` reads it)."""
     store.set_meta("heartbeat", str(time.time() if now is None else now))
 
@@ -119,7 +126,8 @@ class BatchingEmbedder:
             s["done"] = True
 
 
-def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> bool:
+def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
+            stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
 
     True when all work in flight finished; False when the drain gave up on some.
