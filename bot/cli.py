@@ -7,7 +7,6 @@ import os
 import sys
 import time
 from functools import cached_property
-from pathlib import Path
 
 import click
 
@@ -337,23 +336,9 @@ def run(c: Ctx, load_samples):
 
 
 def start_console(c: Ctx):
-    try:
-        from .console import run_console
-    except ImportError:
-        return _search_demo(c)
+    from .console import run_console
+
     return run_console(c.settings, c.store, c.embedder)
-
-
-def _search_demo(c: Ctx):
-    """Until the console exists: a plain prompt that shows papers by reference."""
-    click.echo(f"{c.store.count_papers()} papers loaded. Type a paper id or name (Ctrl-D quits).")
-    for line in sys.stdin:
-        if line.strip():
-            try:
-                paper, _ = resolve_ref(c, line.strip())
-                click.echo(_paper_line(paper))
-            except StoreError as e:
-                click.echo(str(e))
 
 
 @cli.command()
@@ -376,30 +361,31 @@ def console(c: Ctx, load_samples):
 @pass_ctx
 def pick(c: Ctx, channel, day, post, as_json):
     """A channel's paper of the day: a dry run with the reasons, or --post to post it."""
-    from datetime import date as date_cls, datetime, timezone
+    from datetime import date as date_cls
 
     from store.pick import DailyPick
     from store.schedule import local_today
 
-    from . import reactions
-    from .daily import channel_tz, make_pick, post_daily
+    from .app import make_client
+    from .picks import channel_tz, make_pick
+    from .posting import post_daily
+    from .runner import utc_now
+    from .wiring import build_deps
 
-    reactions.configure(c.settings)  # the dry run weighs reactions as the bot does
-
-    now = datetime.now(timezone.utc)
+    now = utc_now()
     tz = channel_tz(c.store, channel, c.settings)
     try:
         when = date_cls.fromisoformat(day) if day else local_today(tz, now)
     except ValueError:
         raise click.BadParameter(f"{day!r} is not a date like 2024-03-12.", param_hint="--date") from None
+    if post and not c.settings.has_slack_tokens:
+        raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN (environment or .env).")
+    # The same wiring as the bot, so the dry run weighs reactions as the bot does.
+    deps = build_deps(c.settings, c.store, c.searcher, clock=utc_now,
+                      slack=make_client(c.settings) if post else None)
     if post:
-        if not c.settings.has_slack_tokens:
-            raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
-                                       "(environment or .env).")
-        from .app import make_client, make_llm
-
-        result = post_daily(make_client(c.settings), c.store, c.searcher, channel, now, day=when,
-                            settings=c.settings, llm=make_llm(c.settings))
+        result = post_daily(deps.slack, c.store, c.searcher, channel, now, day=when, feedback=deps.feedback,
+                            settings=c.settings, llm=deps.llm)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
                    + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))
@@ -408,7 +394,7 @@ def pick(c: Ctx, channel, day, post, as_json):
         return
     row = c.store.get_post(channel, when.isoformat())
     chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
-        c.store, c.searcher, channel, when)
+        c.store, c.searcher, channel, when, feedback=deps.feedback)
     if as_json:
         data = chosen.to_dict() if chosen else None
         click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,
@@ -450,9 +436,9 @@ def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
     from store.feedback import replay_channel
     from store.pick import PickSettings, interests_for
 
-    from .reactions import weights_of
+    from .deps import Feedback
 
-    weights = weights_of(c.settings)
+    weights = Feedback.from_settings(c.settings).weights
     current = c.settings.feedback_half_life_days
     pickers = {"as posted": {"as_posted": True}, "no feedback": {"feedback": False},
                f"feedback, half-life {current:g} d": {"half_life_days": current}}

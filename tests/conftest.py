@@ -170,3 +170,25 @@ def block_action_body(action_id: str, value: str, url: str, *, user: str, channe
                           "message_ts": "1.000001"},
             "response_url": url, "trigger_id": "1.2.3",
             "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+
+
+class Clock:
+    """A clock a test can set (`clock.now = ...`); the wall clock until it does."""
+
+    def __init__(self, now=None):
+        self.now = now
+
+    def __call__(self):
+        from datetime import datetime, timezone
+
+        return self.now if self.now is not None else datetime.now(timezone.utc)
+
+
+def make_deps(settings, store, searcher, *, slack=True, clock=None, **kw):
+    """The bot's wiring (bot.wiring.build_deps) for a test: a Slack client for SLACK_API_URL unless
+    slack=None, and a settable Clock unless one is given."""
+    from bot.app import make_client
+    from bot.wiring import build_deps
+
+    client = make_client(settings) if slack is True else slack
+    return build_deps(settings, store, searcher, clock=clock or Clock(), slack=client, **kw)

@@ -26,9 +26,8 @@ import yaml
 
 from bot import blocks as bk
 from bot.health import DEFAULT_MAX_AGE, backup_database, check_health
-from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_settings
-from store import open_store
-from store import StoreError
+from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_deps, make_settings
+from store import StoreError, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -389,8 +388,8 @@ def test_every_subscribed_event_has_a_listener_and_every_listener_is_subscribed(
     from store import Searcher
 
     events = manifest["settings"]["event_subscriptions"]["bot_events"]
-    app = create_app(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()),
-                     client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+    deps = make_deps(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
                      process_before_response=True)
     for i, name in enumerate(events):
         body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1",
@@ -569,7 +568,7 @@ def test_sigterm_during_a_daily_post_abandons_it_in_time_and_the_restart_posts_i
     from datetime import datetime, timedelta, timezone
 
     from bot import runner
-    from bot.daily import EVENT_TYPE
+    from bot.posting import EVENT_TYPE
 
     db = copy_db(hashing_db, tmp_path / "bot.db")
     now = datetime.now(timezone.utc)

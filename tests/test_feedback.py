@@ -28,7 +28,7 @@ def paper_ids(store, n: int) -> list[str]:
 
 
 def post(store, day: str, paper_id: str, ts: str, at: float, channel: str = CH) -> None:
-    """A daily post Slack accepted (as bot/daily.py records it)."""
+    """A daily post Slack accepted (as bot/posting.py records it)."""
     assert store.claim_post(channel, day, claimer="me", paper_id=paper_id, pick=None, now=at)
     assert store.finish_post(channel, day, claimer="me", ts=ts, now=at)
 
