@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ import pytest
 from store.db import Store
 from store.embed import HashingEmbedder
 from store.errors import IngestError
-from store.ingest import bundled_sample_paths, ingest_paths, read_file
+from store.ingest import (
+    MAX_FIELD_CHARS, MAX_FILE_BYTES, MAX_WHOLE_FILE_BYTES, bundled_sample_paths, ingest_paths, read_file)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -215,6 +217,100 @@ def test_binary_and_non_utf8_files_are_refused(tmp_path):
     (tmp_path / "y.txt").write_bytes("Title\n\ncaf\xe9".encode("latin-1"))
     with pytest.raises(IngestError, match="y.txt:3: is not UTF-8"):
         read_file(tmp_path / "y.txt")
+
+
+BIB_WITH_AT = """@inproceedings{kern2026,
+  title = {{KERN}: Kernel Regression Networks},
+  author = {Emmy Noether},
+  abstract = {Kernel methods are rarely used inside deep networks. We thank @handle (a, b) and @misc{x} for
+    discussions. We present KERN, a layer that performs kernel regression over learned prototypes.},
+}
+@article{fastdiff2024,
+  title = "FastDiff: Four-Step Diffusion",
+  abstract = {%s},
+}
+""" % ABSTRACT_B
+
+
+def test_an_at_sign_inside_a_bibtex_abstract_is_text_not_a_new_entry(store, emb, tmp_path):
+    bib = write(tmp_path / "at.bib", BIB_WITH_AT)
+    result = ingest_paths(store, [bib], emb)
+    assert result.added == 2
+    kern = next(r for r in read_file(bib) if "KERN" in r.title)
+    assert "We thank @handle (a, b) and @misc{x} for discussions." in kern.abstract
+    assert [r.line for r in read_file(bib)] == [1, 7]
+    # A real mistake after it is still blamed on its own line.
+    broken = write(tmp_path / "broken.bib", BIB_WITH_AT + "@article{third,\n  title = {Third},\n  oops\n}\n")
+    with pytest.raises(IngestError) as err:
+        read_file(broken)
+    assert str(err.value) == f"{broken}:13: expected 'field = value'"
+
+
+def test_a_csv_abstract_over_128_kb_is_read_and_one_over_1_mb_names_its_own_line(store, emb, tmp_path):
+    long = " ".join([ABSTRACT_B] * 700)  # about 200 KB: csv's default limit is 128 KB
+    f = write(tmp_path / "long.csv", f'title,abstract\nRareQA,"{ABSTRACT_A}"\nFastDiff,"{long}"\n')
+    assert ingest_paths(store, [f], emb).added == 2
+    assert len(max(read_file(f), key=lambda r: len(r.abstract)).abstract) == len(long)
+
+    huge = "x" * (MAX_FIELD_CHARS + 1)
+    too_long = write(tmp_path / "huge.csv", f'title,abstract\nRareQA,"{ABSTRACT_A}"\nHuge,"{huge}"\n')
+    with pytest.raises(IngestError) as err:
+        ingest_paths(store, [too_long], emb)
+    assert str(err.value).startswith(f"{too_long}:3: a field is longer than the 1 MB limit for one field")
+    # A quoted field over several lines: the line named is inside the field, not the record before it.
+    multi = write(tmp_path / "multi.csv", f'title,abstract\nRareQA,"{ABSTRACT_A}"\nHuge,"start\nmore\n{huge}"\n')
+    with pytest.raises(IngestError, match=r"multi.csv:5: a field is longer"):
+        read_file(multi)
+
+
+@pytest.mark.parametrize("name,limit,stated", [("huge.jsonl", MAX_FILE_BYTES, "2 GB"),
+                                               ("huge.bib", MAX_WHOLE_FILE_BYTES, "256 MB")])
+def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, name, limit, stated):
+    big = tmp_path / name
+    with big.open("wb") as f:
+        f.truncate(limit + 1)  # sparse: no disk used, and nothing to read if the limit is checked first
+    started = time.monotonic()
+    with pytest.raises(IngestError) as err:
+        read_file(big)
+    assert str(err.value) == (f"{big}: is larger than the {stated} limit for one {big.suffix} file "
+                              f"({limit + 1:,} bytes): split it into smaller files")
+    assert time.monotonic() - started < 1.0
+    out = run_cli("--db", str(tmp_path / "cli.db"), "ingest", str(big))
+    assert out.returncode == 1 and f"limit for one {big.suffix} file" in out.stderr and "Traceback" not in out.stderr
+
+
+def _peak_bytes_reading(path: Path) -> tuple[int, list]:
+    tracemalloc.start()
+    try:
+        records = read_file(path)
+        return tracemalloc.get_traced_memory()[1], records
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_large_export_is_read_line_by_line_not_held_whole(tmp_path):
+    """A 30 MB JSONL or CSV export with the full text beside each abstract costs memory for the abstracts only."""
+    full_text = "Body text of the paper. " * 3000  # 72 KB a paper, ignored
+    n = 400
+    jl = tmp_path / "export.jsonl"
+    with jl.open("w") as f:
+        for i in range(n):
+            f.write(json.dumps({"id": f"p{i}", "abstract": f"{ABSTRACT_A} ({i})", "full_text": full_text}) + "\n")
+    cs = tmp_path / "export.csv"
+    with cs.open("w") as f:
+        f.write("id,abstract,full_text\n")
+        for i in range(n):
+            f.write(f'p{i},"{ABSTRACT_A} ({i})","{full_text}"\n')
+    for path in (jl, cs):
+        size = path.stat().st_size
+        peak, records = _peak_bytes_reading(path)
+        assert len(records) == n and records[-1].abstract.endswith(f"({n - 1})")
+        assert peak < size / 4, (path.name, peak, size)
+    txt = tmp_path / "many.txt"
+    txt.write_text("Big Collection 2025\n\n" + "".join(f"{ABSTRACT_B} ({i})\n\n" for i in range(60_000)))
+    peak, records = _peak_bytes_reading(txt)
+    assert len(records) == 60_000
+    assert peak < 3 * txt.stat().st_size  # the records themselves, not the file three times over
 
 
 def run_cli(*args, env=None, **kw):
