@@ -1,9 +1,10 @@
-"""Ingest: formats, dedupe across them, updates on edit, bad files, a killed ingest."""
+"""Ingest: formats, dedupe across them, updates on edit, bad files, limits, a killed ingest, fuzzed input files."""
 from __future__ import annotations
 
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -14,12 +15,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
+from figures import scale
 from store.db import Store
 from store.embed import HashingEmbedder
 from store.errors import IngestError
 from store.ingest import (
-    MAX_FIELD_CHARS, MAX_FILE_BYTES, MAX_WHOLE_FILE_BYTES, bundled_sample_paths, ingest_paths, read_file)
+    MAX_FIELD_CHARS, MAX_FILE_BYTES, MAX_WHOLE_FILE_BYTES, bundled_sample_paths, ingest_paths, ingest_records,
+    read_file)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -381,3 +385,140 @@ def test_killed_ingest_leaves_a_consistent_db_that_a_rerun_completes(tmp_path):
     assert f"{6000 - killed_at} added, 0 updated, {killed_at} unchanged" in out.stdout
     assert s.count_papers() == 6000
     assert s.integrity_ok()
+
+
+# -- fuzzing the input files ----------------------------------------------------------------------------
+# Text full of what breaks hand-written readers: '@' and braces (BibTeX), quotes, delimiters and
+# line ends of every kind (CSV), JSON's own specials, and now and then a field far past csv's 128 KB.
+INGEST_FUZZ_CASES = scale("INGEST_FUZZ_CASES", 120)
+_NASTY_CHARS = "@{}\"',;\t\n\r()#%=\\ éü–\u2028\x85abcXYZ019."
+_NASTY_BITS = ["@handle (a, b)", "@misc{x}", "@article{", "}", "{", '"', '""', "\\{", "#", "%", "=", "abstract = ",
+               ",\n", "\r\n", "\n\n", "\u2028", "\ufeff", "{\\'e}", "$x$", "&amp;"]
+nasty_text = st.lists(st.one_of(st.text(_NASTY_CHARS, max_size=12), st.sampled_from(_NASTY_BITS),
+                                st.sampled_from(ABSTRACT_A.split())), max_size=40).map("".join)
+FORMATS = [".bib", ".csv", ".tsv", ".jsonl", ".json", ".txt"]
+
+
+def _huge(n: int) -> str:
+    return ("long field with @ and {braces} " * (n // 30 + 1))[:n]
+
+
+def _check_error(err: IngestError, path: Path, content: str) -> None:
+    """What a user sees: 'file:line: what', the line one of the file's own."""
+    assert err.path == str(path) and err.message.strip(), str(err)
+    assert 1 <= err.line <= content.count("\n") + 1, (str(err), content.count("\n") + 1)
+    assert str(err) == f"{path}:{err.line}: {err.message}"
+
+
+def _read_or_explain(path: Path, content: str, outcomes: dict) -> list:
+    try:
+        records = read_file(path)
+    except IngestError as err:
+        _check_error(err, path, content)
+        outcomes["error"] = outcomes.get("error", 0) + 1
+        return []
+    assert all(1 <= r.line <= content.count("\n") + 1 for r in records)
+    outcomes["read" if records else "empty"] = outcomes.get("read" if records else "empty", 0) + 1
+    return records
+
+
+def test_random_bib_csv_jsonl_text_is_ingested_or_named_by_file_and_line(tmp_path):
+    """Whatever is in the file: records, or one 'file:line: what' error; never a crash or a traceback."""
+    emb = HashingEmbedder(dim=16, name="hashing-16")
+    cases, outcomes = 0, {}
+
+    @hsettings(max_examples=INGEST_FUZZ_CASES, deadline=None, database=None, derandomize=True,
+               suppress_health_check=list(HealthCheck))
+    @given(ext=st.sampled_from(FORMATS), body=nasty_text, header=st.sampled_from(
+        ["", "title,abstract\n", "title\tabstract\n", "ICLR 2026 Papers\n", '{"abstract": "', "@article{k,\n abstract = {",
+         "[", "abstract;title\n"]), big=st.integers(0, 9), mutate=st.booleans(),
+           cuts=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_NASTY_BITS)), max_size=4))
+    def one_file(ext, body, header, big, mutate, cuts):
+        nonlocal cases
+        if mutate:  # a good file with a few nasty bits dropped in anywhere
+            content = _good_text(ext, [("A title", ABSTRACT_A), ("Other", body + " " + ABSTRACT_B)])
+            for where, bit in cuts:
+                at = int(where * len(content))
+                content = content[:at] + bit + content[at:]
+        else:
+            content = header + body
+        content += _huge(140_000) if big == 0 else ""
+        path = tmp_path / f"fuzz{cases}{ext}"
+        path.write_text(content, encoding="utf-8", newline="")
+        records = _read_or_explain(path, content, outcomes)
+        if records and cases % 10 == 0:  # now and then all the way into a store
+            store = Store(tmp_path / f"fuzz{cases}.db")
+            try:
+                result = ingest_records(store, records, emb)
+                assert result.added + result.unchanged + result.skipped + result.updated >= 1
+            finally:
+                store.close()
+        cases += 1
+
+    one_file()
+    assert cases >= INGEST_FUZZ_CASES * 0.9
+    # both sides were tried: files that read, and files refused with a line
+    assert outcomes.get("read", 0) >= INGEST_FUZZ_CASES // 10 and outcomes.get("error", 0) >= INGEST_FUZZ_CASES // 10, outcomes
+
+
+def _good_text(ext: str, papers: list[tuple[str, str]]) -> str:
+    """A well-formed file of this format holding these (title, abstract) pairs."""
+    import csv
+    import io
+
+    if ext == ".jsonl":
+        return "".join(json.dumps({"title": t, "abstract": a}, ensure_ascii=False) + "\n" for t, a in papers)
+    if ext == ".json":
+        return json.dumps([{"title": t, "abstract": a} for t, a in papers], ensure_ascii=False, indent=1)
+    if ext in (".csv", ".tsv"):
+        out = io.StringIO()
+        writer = csv.writer(out, delimiter="\t" if ext == ".tsv" else ",")
+        writer.writerow(["title", "abstract"])
+        writer.writerows(papers)
+        return out.getvalue()
+    if ext == ".txt":
+        return "Fuzz Papers 2025\n\n" + "".join(f"{a}\n\n" for _, a in papers)
+    return "".join(f"@misc{{k{i},\n  title = {{{t}}},\n  abstract = {{{a}}},\n}}\n\n" for i, (t, a) in enumerate(papers))
+
+
+def _write_good(path: Path, papers: list[tuple[str, str]]) -> None:
+    path.write_text(_good_text(path.suffix, papers), encoding="utf-8", newline="")
+
+
+def _balanced(text: str) -> str:
+    """The text with its braces paired, as a BibTeX value must have them (an unopened '}' goes)."""
+    out, depth = [], 0
+    for c in text:
+        if c == "}" and not depth:
+            continue
+        depth += {"{": 1, "}": -1}.get(c, 0)
+        out.append(c)
+    return "".join(out) + "}" * depth
+
+
+@pytest.mark.parametrize("ext", [".bib", ".csv", ".tsv", ".jsonl", ".json"])
+def test_good_files_with_nasty_text_are_read_back_exactly(tmp_path, ext):
+    """A well-formed file is never refused, whatever its text: '@', quotes, braces, line ends, 200 KB fields."""
+    cases = 0
+
+    @hsettings(max_examples=max(10, INGEST_FUZZ_CASES // 4), deadline=None, database=None, derandomize=True,
+               suppress_health_check=list(HealthCheck))
+    @given(papers=st.lists(st.tuples(nasty_text, nasty_text, st.integers(0, 9)), min_size=1, max_size=4))
+    def one_file(papers):
+        nonlocal cases
+        rows = []
+        for title, abstract, big in papers:
+            abstract = "Text " + abstract + (_huge(200_000) if big == 0 else "")
+            if ext == ".bib":
+                title, abstract = _balanced(title), _balanced(abstract)
+            rows.append((title, abstract))
+        path = tmp_path / f"good{cases}{ext}"
+        _write_good(path, rows)
+        cases += 1
+        records = read_file(path)  # no IngestError: the file is good
+        def norm(s):
+            return re.sub(r"\s+", " ", s).strip() if ext == ".bib" else s.strip()
+        assert [r.abstract for r in records] == [norm(a) for _, a in rows]
+        assert [r.title or None for r in records] == [norm(t) or None for t, _ in rows]
+
+    one_file()
