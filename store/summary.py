@@ -694,7 +694,8 @@ def ungrounded(tldr: str, abstract: str, title: str | None = None) -> str | None
     does not have), or None when it is grounded."""
     if _LINK.search(tldr):
         return "contains a link or a web address"
-    if _INSTRUCTION.search(tldr) and not _INSTRUCTION.search(title or ""):  # "You Only Look Once" is a title
+    said = {m.group(0).lower() for m in _INSTRUCTION.finditer(tldr)}
+    if said - {m.group(0).lower() for m in _INSTRUCTION.finditer(title or "")}:  # "You Only Look Once" is a title
         return "reads like an instruction to the reader, not a summary"
     known = quantities(abstract + " " + (title or ""))
     if not all(any(_close(q, k) for k in known) for q in quantities(tldr)):

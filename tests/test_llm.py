@@ -138,6 +138,12 @@ def test_a_grounded_answer_is_still_used(answer, fake_llm, hashing_store):
     assert s.backend == "fake-model" and s.tldr == answer
 
 
+def test_words_of_the_title_are_not_taken_for_an_instruction():
+    title = "You Only Route Once: Learned Routing for Sparse Attention"
+    assert ungrounded("You Only Route Once picks 64 keys per query and matches dense attention.", ABSTRACT, title) is None
+    assert ungrounded("Download You Only Route Once, which picks 64 keys per query.", ABSTRACT, title) is not None
+
+
 def test_grounding_keeps_authors_tldrs_and_rejects_them_on_other_papers():
     """Measured on SciTLDR dev: the authors' own TL;DRs (more abstractive than a model told to use only the
     abstract) mostly pass; the same TL;DRs checked against another paper's abstract almost never do."""
