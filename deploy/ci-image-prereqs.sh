@@ -86,7 +86,8 @@ _pc_prereqs() {
         rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/usr/share/doc \
             "$root"/usr/share/man "$root"/usr/share/locale
         tar -C "$root" -c . | docker import \
-            -c 'ENV LANG=C.UTF-8' -c 'CMD ["python3"]' \
+            -c 'ENV LANG=C.UTF-8' -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            -c 'CMD ["python3"]' \
             -m "debootstrap stand-in for $base (ci-image-prereqs.sh)" - "$base" >>"$log" 2>&1 \
             || { _pc_fail "docker import failed (see $log)"; return 1; }
         rm -rf "$root"
