@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -197,6 +198,16 @@ def test_the_bot_answers_keeps_its_data_across_a_replacement_and_stops_cleanly(i
     code, seconds = stop(second)
     assert code == 0 and seconds < GRACE, (code, seconds, logs(second)[-3000:])
     assert not [r for r in json_records(logs(second)) if r["level"] == "error"]
+
+
+def test_the_image_runs_as_uid_10001_and_holds_no_secret(image):
+    config = json.loads(docker("image", "inspect", image, "--format", "{{json .Config}}").stdout)
+    assert config["User"] == f"{UID}:{UID}" and config["Volumes"] == {"/data": {}}
+    assert not [e for e in config["Env"] if e.startswith(("SLACK_", "PAPERCLUB_LLM_API_KEY"))]
+    history = docker("history", "--no-trunc", image).stdout
+    assert not [s for s in TOKEN_SECRETS if s in history]
+    assert not re.search(r"://[^/\s]+@", history), "a URL with credentials in a layer's history"
+    assert docker("run", "--rm", "--network", "none", "--entrypoint", "id", image, "-u").stdout.strip() == UID
 
 
 def test_empty_tokens_exit_non_zero_with_the_missing_variable(image):
