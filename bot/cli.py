@@ -12,6 +12,9 @@ import click
 
 from store.errors import StoreError
 
+from .health import DEFAULT_MAX_AGE
+from .logs import json_mode
+
 log = logging.getLogger("paperclub")
 MAX_LIMIT = 1000  # search/similar --limit: enough for a script to take a whole shortlist
 
@@ -167,7 +170,8 @@ def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
 def search(c: Ctx, query, limit, collection, year, as_json):
     """Find papers by words, acronyms or a description of what they do."""
     hits = c.searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
-    _echo_hits(c, hits, as_json, "No papers match.")
+    _echo_hits(c, hits, as_json, "No papers match." if hits or c.store.count_papers() else
+               "No papers yet. Load some with: paperclub ingest FILE (or paperclub run --load-samples)")
 
 
 @cli.command()
@@ -298,7 +302,7 @@ def backup(c: Ctx, path, force):
 
 
 @cli.command()
-@click.option("--max-age", type=click.FloatRange(min=1), default=180, show_default=True,
+@click.option("--max-age", type=click.FloatRange(min=1), default=DEFAULT_MAX_AGE, show_default=True,
               help="Seconds since the bot's last heartbeat before it counts as disconnected.")
 @pass_ctx
 def health(c: Ctx, max_age):
@@ -319,11 +323,19 @@ def health(c: Ctx, max_age):
 @pass_ctx
 def run(c: Ctx, load_samples):
     """Start the bot (Socket Mode); with no Slack tokens, the local console."""
+    if not c.settings.has_slack_tokens:
+        missing = " and ".join(name for name, value in [("SLACK_BOT_TOKEN", c.settings.slack_bot_token),
+                                                        ("SLACK_APP_TOKEN", c.settings.slack_app_token)]
+                               if not value)
+        verb = "are" if " and " in missing else "is"
+        if not _has_input():  # a detached container: a console would read nothing, exit 0, restart
+            raise click.ClickException(f"{missing} {verb} not set (environment or .env), and there is "
+                                       "no terminal for the local console: set the Slack tokens.")
+        say(f"{missing} {verb} not set (environment or .env): starting the local console instead.",
+            level=logging.WARNING)
     if load_samples:
         load_samples_if_empty(c)
     if not c.settings.has_slack_tokens:
-        click.echo("SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set (environment or .env): "
-                   "starting the local console instead.", err=True)
         return start_console(c)
     from .runner import run_bot
 
@@ -333,6 +345,25 @@ def run(c: Ctx, load_samples):
         # transaction, so an unfinished one simply never happened.
         logging.shutdown()
         os._exit(0)
+
+
+def _has_input() -> bool:
+    """A terminal or piped lines on stdin; not /dev/null or a closed stdin (docker run -d)."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return sys.stdin.isatty() or not stat.S_ISCHR(mode)
+
+
+def say(line: str, *, prefix: str = "", level: int = logging.ERROR) -> None:
+    """One line to stderr for a person; a JSON record when LOG_FORMAT=json (every line is JSON)."""
+    if json_mode():
+        log.log(level, line)
+    else:
+        click.echo(prefix + line, err=True)
 
 
 def start_console(c: Ctx):
@@ -479,10 +510,13 @@ def main(argv=None):
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        if json_mode():
+            say(e.format_message())
+        else:
+            e.show()
         sys.exit(e.exit_code)
     except StoreError as e:
-        click.echo(f"error: {e}", err=True)
+        say(str(e), prefix="error: ")
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -490,6 +524,6 @@ def main(argv=None):
         sys.exit(0)
     except Exception as e:  # the last line of defence: say what broke, in one line
         log.debug("unexpected error", exc_info=True)
-        click.echo(f"error: {type(e).__name__}: {e}", err=True)
+        say(f"{type(e).__name__}: {e}", prefix="error: ")
         sys.exit(1)
     sys.exit(0)

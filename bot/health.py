@@ -6,6 +6,7 @@ so a container HEALTHCHECK stays well under a second.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,41 @@ from store import BackupResult, SchemaError, Store, StoreError, open_store
 __all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing"]
 
 HEARTBEAT_KEY = "heartbeat"  # epoch seconds; the running bot writes it while connected to Slack
-DEFAULT_MAX_AGE = 180.0  # the bot beats about every 30 s: three minutes is several missed beats
+HEARTBEAT_BY_KEY = "heartbeat_by"  # which process wrote it: process_identity() of the bot
+DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
+
+
+def process_identity(pid: int | None = None) -> str | None:
+    """boot id, pid and the pid's start time: names one process, never a later one with its pid.
+
+    None where /proc cannot tell (not Linux): health then checks the heartbeat's age only.
+    """
+    pid = os.getpid() if pid is None else pid
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    start = stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime (the name may hold spaces)
+    return f"{boot}:{pid}:{start}"
+
+
+def write_heartbeat(store: Store, now: float) -> None:
+    """Record that this process is alive and connected to Slack (`paperclub health` reads it)."""
+    store.set_meta(HEARTBEAT_BY_KEY, process_identity() or "")
+    store.set_meta(HEARTBEAT_KEY, str(now))
+
+
+def _writer_gone(by: str | None) -> str | None:
+    """Why the process that wrote the heartbeat is not running; None if it runs (or none can tell)."""
+    if by is None:
+        return "the heartbeat names no process: an older paperclub wrote it"
+    if not by or process_identity() is None:  # written or read where /proc cannot tell
+        return None
+    pid = by.split(":")[1] if by.count(":") == 2 else ""
+    if pid.isdigit() and process_identity(int(pid)) == by:
+        return None
+    return f"pid {pid or '?'} of that boot is not running"
 
 
 @dataclass(frozen=True)
@@ -45,6 +80,7 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
             return Health(False, f"database {path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")
         beat = store.get_meta(HEARTBEAT_KEY)
+        by = store.get_meta(HEARTBEAT_BY_KEY)
     except StoreError as e:  # not a database, locked for too long, unreadable...
         return Health(False, str(e))
     finally:
@@ -58,6 +94,10 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
     if age > max_age:
         return Health(False, f"last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
                              "the bot is not connected to Slack")
+    gone = _writer_gone(by)
+    if gone:  # a heartbeat left on the volume by an earlier container, not this bot's
+        return Health(False, f"the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
+                             f"that has stopped ({gone}): this bot has not connected to Slack yet")
     return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago")
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paperclub.runner")
 
-HEARTBEAT_SECONDS = 30.0
+HEARTBEAT_SECONDS = 10.0  # `paperclub health` calls the bot disconnected after 45 s without one
 DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
 # The Socket Mode client notices a dropped connection only on its monitor tick, once per
 # ping interval (Bolt's default 10 s): commands sent meanwhile fail in Slack. 3 s measured
@@ -40,8 +40,10 @@ def utc_now() -> datetime:
 
 
 def write_heartbeat(store: Store, now: float | None = None) -> None:
-    """Record that the bot is alive and connected (`paperclub health` reads it)."""
-    store.set_meta("heartbeat", str(time.time() if now is None else now))
+    """Record that this process is alive and connected (`paperclub health` reads it)."""
+    from .health import write_heartbeat as write
+
+    write(store, time.time() if now is None else now)
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:

@@ -103,6 +103,10 @@ class SQLiteStore:
         self.path = str(path)
         if must_exist and (self.path == ":memory:" or not Path(self.path).is_file()):
             raise StoreError(f"no database at {self.path}")
+        if migrate:
+            problem = _unwritable(self.path)
+            if problem:
+                raise StoreError(problem)
         self._local = threading.local()
         self._write_lock = threading.RLock()
         if migrate:
@@ -851,3 +855,21 @@ class SQLiteStore:
             return counts
 
 
+def _unwritable(db: str) -> str | None:
+    """Why this process cannot create or write the database at db (SQLite's own error names
+    neither the path nor the cause); None when it can."""
+    if db == ":memory:":
+        return None
+    path = Path(db).absolute()
+    folder = next((p for p in path.parents if p.exists()), None)  # Store creates the rest
+    for target in ([path] if path.exists() else []) + ([folder] if folder else []):
+        if not os.access(target, os.W_OK):
+            if os.statvfs(target).f_flag & os.ST_RDONLY:
+                return (f"cannot write the database {path}: {target} is on a read-only file system. "
+                        "Mount a writable volume there, or point PAPERCLUB_DB at a writable path.")
+            st = target.stat()
+            return (f"cannot write the database {path}: permission denied on {target} "
+                    f"(owned by uid {st.st_uid}, mode {st.st_mode & 0o777:o}; paperclub runs as uid "
+                    f"{os.getuid()}). Make it writable by that uid (for a Docker volume: "
+                    f"chown -R {os.getuid()} on it), or point PAPERCLUB_DB at a writable path.")
+    return None
