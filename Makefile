@@ -9,14 +9,17 @@ TORCH       ?= torch==2.13.0
 TORCH_INDEX ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv console bench clean
+.PHONY: run test venv console bench clean lock image
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+# The versions the image ships (deploy/requirements.lock), so the tests run what ships; torch
+# and pip are left to the lines above (a CPU or a default torch build; the venv's own pip).
+$(STAMP): pyproject.toml Makefile deploy/requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_INDEX) "$(TORCH)"
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	grep -v -E '^(torch|pip)==' deploy/requirements.lock > $(VENV)/constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c $(VENV)/constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -27,6 +30,21 @@ console: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# deploy/requirements.lock: the image's exact versions, from pyproject.toml and
+# deploy/requirements.in (the CPU torch), for Linux x86_64 and Python 3.11. Needs uv
+# (pip install uv). Where PyTorch's index is not reachable, a folder with the wheel does:
+#   make lock LOCK_TORCH='--find-links /opt/wheels'
+UV         ?= uv
+LOCK_TORCH ?= --extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match
+lock:
+	$(UV) pip compile pyproject.toml deploy/requirements.in --python-version 3.11 \
+	    --python-platform x86_64-manylinux_2_28 $(LOCK_TORCH) \
+	    --custom-compile-command 'make lock' -o deploy/requirements.lock
+
+# The image, as a user builds it (CI's extra steps: deploy/ci-image-prereqs.sh).
+image:
+	docker build -f deploy/Dockerfile -t paperclub $(BUILD_ARGS) .
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from picks import DEFAULT_DATA, TOPICS, load_world, relevant  # noqa: E402
 
 from store import feedback as fb  # noqa: E402
-from store.pick import Interest, PastPost, PickSettings, pick_daily  # noqa: E402
+from store import Interest, PastPost, PickSettings, pick_daily  # noqa: E402
 
 START = date(2024, 1, 8)
 VAGUE = ["machine learning", "deep learning", "ML research", "neural networks", "AI papers"]

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from store.db import Store  # noqa: E402
-from store.embed import cpu_has_amx, make_embedder  # noqa: E402
-from store.ingest import embed_text, ingest_paths, read_file  # noqa: E402
+from store import ingest_paths, make_embedder, open_store, read_file  # noqa: E402
+from store.embed import cpu_has_amx  # noqa: E402
+from store.ingest import embed_text  # noqa: E402
 from store.parse import clean_text, parse_abstract  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
@@ -67,16 +67,16 @@ def main() -> None:
 
         raw = raw_rate()
 
-        store = Store(Path(tmp) / "bench.db")
+        store = open_store(Path(tmp) / "bench.db")
         t = time.perf_counter()
-        result = ingest_paths(store, [sample], emb)
+        result = ingest_paths(store, [sample], emb, now=time.time())
         full = n / (time.perf_counter() - t)
         assert result.added == n - result.skipped, result
 
         raw = max(raw, raw_rate())
 
         t = time.perf_counter()
-        again = ingest_paths(store, [sample], emb)
+        again = ingest_paths(store, [sample], emb, now=time.time())
         reingest = n / (time.perf_counter() - t)
         assert again.unchanged == n, again
 

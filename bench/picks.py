@@ -63,12 +63,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from store import (  # noqa: E402
+    Interest, PastPost, PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_daily,
+)
 from store import feedback as fb  # noqa: E402
-from store.db import Store  # noqa: E402
-from store.embed import make_embedder  # noqa: E402
-from store.ingest import ingest_paths  # noqa: E402
-from store.pick import Interest, PastPost, PickSettings, lexical_for, pick_daily  # noqa: E402
-from store.search import Searcher  # noqa: E402
+from store.pick import lexical_for  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
 START = date(2024, 1, 8)
@@ -148,11 +147,11 @@ def relevant(record: dict, label: str) -> bool:
 
 def build_store(data: Path, cache: Path, model: str) -> Store:
     """The eval papers embedded with the real model, ingested once and reused."""
-    store = Store(cache)
+    store = open_store(cache)
     if store.count_papers() == 0:
         t = time.perf_counter()
         embedder = make_embedder(model)
-        result = ingest_paths(store, [data], embedder)
+        result = ingest_paths(store, [data], embedder, now=time.time())
         print(f"ingested {data.name}: {result} in {time.perf_counter() - t:.0f} s -> {cache}", file=sys.stderr)
     return store
 

@@ -26,9 +26,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from store.db import Store, content_hash  # noqa: E402
-from store.embed import SentenceTransformerEmbedder  # noqa: E402
-from store.search import POSTING_BUDGET, Searcher, clip_query  # noqa: E402
+from store import Searcher, SentenceTransformerEmbedder, Store, open_store  # noqa: E402
+from store.search import POSTING_BUDGET, clip_query  # noqa: E402
+from store.text import content_hash  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "scitldr"
 DIM = 384  # all-MiniLM-L6-v2
@@ -79,7 +79,7 @@ def grow(store: Store, target: int, sentences, rng, model: str) -> float:
     while have < target:
         n = min(5000, target - have)
         rows, vecs = synth_rows(have, n, sentences, rng, model)
-        store.write_papers(rows, [], embeddings=vecs)
+        store.write_papers(rows, [], embeddings=vecs, now=time.time())
         have += n
     return time.perf_counter() - t
 
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.torch_threads)
-    store = Store(db)
+    store = open_store(db)
     searcher = Searcher(store, embedder, posting_budget=args.posting_budget)
     embedder.load()
     searcher.embed_query("warm up the model")

@@ -25,9 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from store.db import Store  # noqa: E402
-from store.embed import SentenceTransformerEmbedder  # noqa: E402
-from store.ingest import Record, ingest_records  # noqa: E402
+from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
 from store.search import (  # noqa: E402
     COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, clip_query, fuse,
 )
@@ -47,11 +45,11 @@ def load(path: str, titles: bool) -> list[dict]:
 
 def build_store(path: str, files: dict[str, list[dict]], embedder) -> tuple[Store, dict[str, str]]:
     """Ingest every abstract (skipped when the cached store already has them); eval id -> store id."""
-    store = Store(path)
+    store = open_store(path)
     records = [Record(abstract=r["abstract"], title=r["title"], id=r["id"], source=name, line=i + 1)
                for name, rows in files.items() for i, r in enumerate(rows)]
     t = time.perf_counter()
-    result = ingest_records(store, records, embedder)
+    result = ingest_records(store, records, embedder, now=time.time())
     print(f"ingest: {result} ({result.embedded} embedded) in {time.perf_counter() - t:.1f}s, "
           f"{store.count_papers()} papers", file=sys.stderr)
     keys = store.lookup_keys(f"ext:id:{r['id'].lower()}" for rows in files.values() for r in rows)

@@ -1,22 +1,25 @@
-"""The Bolt app: every Slack listener, wired to the /paper grammar in bot/commands.py.
+"""The Bolt app: the /paper command and paper buttons here, each feature's listeners by its register().
 
-Listeners run on the Socket Mode thread: they call `ack()` and hand the slow
-part (search, summaries, Web API calls) to `deps.later`, a work pool, so
-Slack hears back within milliseconds even when every worker is busy. The ack
-goes out when the listener returns, so an extension's listener must do the
-same: ack, then `deps.later(job, respond)` for anything slower than a few ms.
-With `process_before_response=True` (tests) `later` runs the job inline and
+`create_app(deps)` registers, in order: the paper command and buttons, then
+each feature module's `register(app, deps)` (bot/reading.py: the Save button,
+bot/reactions.py: reaction events, bot/home.py: App Home), then a no-op
+listener for the one other subscribed event. Listeners run on the Socket Mode thread: they call `ack()` and
+hand the slow part (search, summaries, Web API calls) to `deps.later`, a
+work pool (`make_later`), so Slack hears back within milliseconds even when
+every worker is busy. The ack goes out when the listener returns, so every
+listener does the same: ack, then `deps.later(job, respond)` for anything
+slower than a few ms. In tests `later` runs the job inline and
 `app.dispatch` returns only when the reply has been sent.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
@@ -26,20 +29,20 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
-from slack_sdk.models.blocks import Block, DividerBlock
 
 from . import blocks as bk
-from .commands import SUBCOMMANDS, Deps, Reply, code, run_command, share_reply, similar_reply, summary_reply
+from . import home, reactions, reading
+from .commands import Reply, run_command, share_reply, similar_reply, summary_reply
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .deps import Deps, Later, Register
 
 log = logging.getLogger(__name__)
 
-# Modules that add subcommands (via @subcommand at import) or listeners (a `register(app, deps)`
-# function). Later features append their module here: "bot.interests", "bot.daily", ...
-EXTENSIONS: list[str] = ["bot.daily", "bot.reactions", "bot.overview"]
-
-# App Home hooks: functions (deps, user_id) -> extra blocks (schedules, interests, saved papers).
-HomeSection = Callable[[Deps, str], list[Block]]
-HOME_SECTIONS: list[HomeSection] = []
+# The feature modules' listeners, registered before the fallbacks below (Bolt runs only the
+# first listener that matches). A new feature adds its register function here.
+FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.register)
 
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")
@@ -48,13 +51,7 @@ SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
-def home_section(fn: HomeSection) -> HomeSection:
-    """Register an App Home hook (decorator)."""
-    HOME_SECTIONS.append(fn)
-    return fn
-
-
-def make_client(settings) -> WebClient:
+def make_client(settings: Settings) -> WebClient:
     """A WebClient for SLACK_API_URL that retries rate limits, dropped connections and 5xx."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
     return WebClient(
@@ -69,7 +66,7 @@ def make_client(settings) -> WebClient:
     )
 
 
-def make_llm(settings):
+def make_llm(settings: Settings):
     """The optional LLM client for TL;DRs (None unless PAPERCLUB_LLM_URL and _MODEL are set)."""
     if not getattr(settings, "llm_url", None):
         return None
@@ -80,41 +77,6 @@ def make_llm(settings):
 
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     return LLMClient(LLMConfig(url=settings.llm_url, model=settings.llm_model, api_key=key))
-
-
-def load_extensions(app: App | None, deps: Deps) -> None:
-    """Import every extension module; call its `register(app, deps)` when there is an app."""
-    for name in EXTENSIONS:
-        module = importlib.import_module(name)
-        if app is not None and hasattr(module, "register"):
-            module.register(app, deps)
-
-
-# -- App Home ---------------------------------------------------------------------------
-def home_blocks(deps: Deps, user_id: str) -> list[Block]:
-    """What the bot is, how to use it, then whatever the registered hooks add for this user."""
-    cmd = deps.command
-    stats = ", ".join(f"{c or 'uncategorised'} ({n})" for c, _, n in deps.store.collections()[:8])
-    entries = [(s.usage, s.help, s.example) for s in SUBCOMMANDS.values() if not s.hidden]
-    blocks: list[Block] = [
-        bk.header("paperclub: the reading group's paper finder"),
-        bk.section("Find papers by meaning or keyword, read a short summary, see related work, "
-                   "and share the good ones with the channel. Type "
-                   f"{code(cmd + ' search <words>')} in any channel; only you see the answer "
-                   "until you press *Share to channel*."),
-        bk.context(f"{deps.store.count_papers():,} papers", bk.esc(stats)),
-        DividerBlock(),
-    ]
-    blocks += bk.help_blocks(cmd, entries, title="How to use")
-    for hook in HOME_SECTIONS:
-        try:
-            extra = hook(deps, user_id)
-        except Exception:  # one broken section must not blank the whole Home tab
-            log.warning("home section %s failed", getattr(hook, "__name__", hook), exc_info=True)
-            continue
-        if extra:
-            blocks += [DividerBlock(), *extra]
-    return blocks[: bk.MAX_VIEW_BLOCKS]
 
 
 # -- helpers ----------------------------------------------------------------------------
@@ -207,16 +169,38 @@ class _EventDeduper:
         return next()
 
 
+def make_later(executor: Executor | None) -> Later:
+    """later(job, respond=None): run `job` on `executor` (inline when None); a failure gets the apology."""
+    def later(job: Callable[[], None], respond=None) -> None:
+        def run():
+            try:
+                job()
+            except Exception as e:
+                report_error(e, respond)
+        if executor is None:
+            run()
+        else:
+            executor.submit(run)
+    return later
+
+
+def work_pool() -> ThreadPoolExecutor:
+    """The pool `later` hands slow work to in production."""
+    return ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
+
+
 # -- the app ------------------------------------------------------------------------------
-def create_app(settings, store, searcher, *, client: WebClient | None = None,
-               process_before_response: bool = False, llm=None,
-               executor: Executor | None = None) -> App:
+def create_app(deps: Deps, *, client: WebClient | None = None, process_before_response: bool = False,
+               features: Sequence[Register] = FEATURES) -> App:
     """The Bolt app with every listener registered (auth.test runs here, so Slack must answer).
 
-    process_before_response=True (tests): replies are sent before `dispatch` returns.
-    False (production): listeners ack, hand the slow part to `executor`, and return.
+    `client` defaults to deps.slack (else a new one for SLACK_API_URL).
+    process_before_response=True (tests): slow work runs inline, so replies are sent before
+    `dispatch` returns. False (production): listeners ack and hand it to `deps.later`.
     """
-    client = client or make_client(settings)
+    if process_before_response:
+        deps = replace(deps, later=make_later(None))
+    client = client or deps.slack or make_client(deps.settings)
     slack_log = logging.getLogger("paperclub.slack")
     slack_log.addFilter(_drop_token_unused_warning)
     app = App(
@@ -224,27 +208,13 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         # Always True for Bolt: our listeners only ack and hand the rest to `later`, so Bolt may
         # run them on the socket thread. With False it hops to another thread and polls for the
         # ack every 10 ms: measured ack p50 12 ms -> 1-2 ms, a burst of 40 p99 ~120 -> ~80 ms.
-        # The price: a listener's ack goes out when it returns, so extensions must defer slow
-        # work with deps.later too; handle_errors below keeps a failing listener acked.
+        # The price: a listener's ack goes out when it returns, so every listener must defer
+        # slow work with deps.later; handle_errors below keeps a failing listener acked.
         process_before_response=True,
         logger=slack_log,
     )
-    if executor is None and not process_before_response:
-        executor = ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
-
-    def later(job: Callable[[], None], respond=None) -> None:
-        """Run the slow part after the ack; failures get the same apology as @app.error."""
-        def run():
-            try:
-                job()
-            except Exception as e:
-                report_error(e, respond)
-        if process_before_response:
-            run()
-        else:
-            executor.submit(run)
-
-    deps = Deps(settings=settings, store=store, searcher=searcher, llm=llm, later=later)
+    later = deps.later
+    store = deps.store
 
     def send(respond, reply: Reply) -> None:
         respond(**reply.to_message(), replace_original=False)
@@ -285,31 +255,10 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         later(lambda: share_paper(deps, client, respond, paper_from(action), _user_of(body),
                                   _channel_of(body)), respond)
 
-    # Bolt runs only the first listener that matches, so extensions register before the
-    # fallbacks below: a feature's reaction_added listener wins over the no-op one.
-    load_extensions(app, deps)
+    for register in features:
+        register(app, deps)
 
-    # -- events (every subscribed one has a listener, so every envelope is acked) ------------
-    @app.event("app_home_opened")
-    def handle_app_home_opened(event, client):
-        if event.get("tab", "home") != "home":
-            return
-        user = event.get("user", "")
-        later(lambda: client.views_publish(user_id=user, view=bk.home_view(home_blocks(deps, user))),
-              None)
-
-    @app.event("reaction_added")
-    def handle_reaction_added(body, client, context):
-        from .reactions import handle_reaction_added as record  # bot.reactions imports this module
-
-        later(lambda: record(deps, body, client=client, bot_user_id=context.bot_user_id))
-
-    @app.event("reaction_removed")
-    def handle_reaction_removed(body, client, context):
-        from .reactions import handle_reaction_removed as record
-
-        later(lambda: record(deps, body, client=client, bot_user_id=context.bot_user_id))
-
+    # -- every other subscribed event has a listener too, so every envelope is acked ----------
     @app.event("member_joined_channel")
     def handle_member_joined_channel(event, logger):
         logger.debug("member joined %s", event.get("channel"))
@@ -321,7 +270,6 @@ def create_app(settings, store, searcher, *, client: WebClient | None = None,
         # Slack would show a timeout on top of our apology, and redeliver events. Ack anyway.
         return BoltResponse(status=200, body="")
 
-    app.paperclub_deps = deps  # for extensions and tests that need the same wiring
     return app
 
 
@@ -338,7 +286,8 @@ def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, cha
         posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
                                          unfurl_links=False, unfurl_media=False)
         # Reactions on the shared post are feedback on this paper (bot/reactions.py).
-        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None)
+        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None,
+                                        now=deps.clock().timestamp())
     except SlackApiError as e:
         # Not a member (or a DM between people): the command's response_url can still post here.
         if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:

@@ -1,4 +1,4 @@
-"""Pure Block Kit builders: papers, hits and summaries -> slack_sdk block objects.
+"""Pure Block Kit builders: papers, hits, summaries, digests, reading lists -> slack_sdk blocks.
 
 Everything here is built with `slack_sdk.models.blocks`, so the SDK checks
 Slack's limits when a message is serialised; the helpers below cut text to
@@ -7,7 +7,7 @@ fit first (at sentence boundaries) so those checks never fire.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -22,11 +22,27 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
+from store.text import split_sentences
+
+if TYPE_CHECKING:
+    from store.pick import DailyPick
+
 # Action ids of the paper buttons; the app routes clicks on these.
 ACTION_SUMMARY = "paper_summary"
 ACTION_SIMILAR = "paper_similar"
 ACTION_SHARE = "paper_share"
-PAPER_ACTIONS = (ACTION_SUMMARY, ACTION_SIMILAR, ACTION_SHARE)
+ACTION_SAVE = "paper_save"  # on the daily digest: puts the paper on the clicker's reading list
+
+# Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
+# SHARED_BLOCK and DAILY_BLOCK back to learn which paper a message shows.
+HIT_BLOCK = "hit-"  # hit-<n>-<id>: one search result
+ACT_BLOCK = "act-"  # act-[<n>-]<id>: the buttons under a result, a summary or a share
+SHARED_BLOCK = "shared-"  # shared-<id>: a paper shared in the channel
+DAILY_BLOCK = "daily-"  # daily-<id>: the paper of the day in its digest
+DAILY_ACT_BLOCK = "daily-act-"  # daily-act-<id>: its buttons
+RUNNER_BLOCK = "daily-ru"  # daily-ru<n>-<id> and daily-ru<n>-act-<id>: a runner-up and its buttons
+SAVED_BLOCK = "saved-"  # saved-<n>-<id> and saved-act-<n>-<id>: a reading-list entry
+HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App Home
 
 # Slack's limits (see shared/slack-protocol.md section 5).
 MAX_MESSAGE_BLOCKS = 50
@@ -38,7 +54,6 @@ CONTEXT_TEXT = 2000  # a context element may hold more; a long footnote reads ba
 FALLBACK_TEXT = 3000  # the top-level `text` (notifications, screen readers)
 ABSTRACT_TEXT = 2400  # leaves room in the section for a label
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'“])")
 
 
 def esc(text: str | None) -> str:
@@ -67,7 +82,7 @@ def cut_sentences(text: str, limit: int) -> str:
     if len(esc(text)) <= limit:
         return text
     out = ""
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in split_sentences(text):
         candidate = f"{out} {sentence}".strip()
         if len(esc(candidate)) > limit - 1:
             break
@@ -82,6 +97,16 @@ def cut_sentences(text: str, limit: int) -> str:
             return cut
         budget -= max(1, len(esc(cut)) - limit)
     return "…"
+
+
+def code(text: str) -> str:
+    """Inline code for a command example (backticks inside would break the span)."""
+    return f"`{esc(text.replace('`', chr(39)))}`"
+
+
+def mention(user: str) -> str:
+    """A member as a Slack mention (ids start U or W); anything else as plain @text."""
+    return f"<@{user}>" if user and user[0] in "UW" else f"@{user}"
 
 
 def venue(paper) -> str:
@@ -147,9 +172,9 @@ def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
     lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or paper.headline, 600))]
     why = f"_why:_ {esc(cut_words(hit.why, 200))}" if getattr(hit, "why", "") else ""
     return [
-        section("\n".join(lines), block_id=f"hit-{number}-{paper.id}"[:255]),
+        section("\n".join(lines), block_id=f"{HIT_BLOCK}{number}-{paper.id}"[:255]),
         context(why, f"id `{esc(paper.id)}`"),
-        paper_buttons(paper, block_id=f"act-{number}-{paper.id}"[:255]),
+        paper_buttons(paper, block_id=f"{ACT_BLOCK}{number}-{paper.id}"[:255]),
     ]
 
 
@@ -217,7 +242,7 @@ def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None
     if paper.title and paper.title != paper.headline:
         blocks.append(context(f"_{esc(cut_words(paper.title, 300))}_"))
     blocks.append(context(esc(venue(paper)), f"id `{esc(paper.id)}`", paper_links(paper)))
-    blocks.append(paper_buttons(paper, summary=False, block_id=f"act-{paper.id}"[:255]))
+    blocks.append(paper_buttons(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]))
     return blocks
 
 
@@ -226,9 +251,9 @@ def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block
     text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 1200))])
     return [
         context(f":pushpin: shared by <@{esc(user_id)}>"),
-        section(text, block_id=f"shared-{paper.id}"[:255]),
+        section(text, block_id=f"{SHARED_BLOCK}{paper.id}"[:255]),
         context(f"id `{esc(paper.id)}`", paper_links(paper)),
-        paper_buttons(paper, share=False, block_id=f"act-{paper.id}"[:255]),
+        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]),
     ]
 
 
@@ -271,3 +296,129 @@ def fallback_text(text: str) -> str:
     """The top-level `text` of a message (mrkdwn, already escaped), cut to a safe length."""
     text = " ".join((text or "").split())
     return text if len(text) <= FALLBACK_TEXT else text[: FALLBACK_TEXT - 1].rsplit(" ", 1)[0] + "…"
+
+
+# -- the paper of the day ----------------------------------------------------------------------
+def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
+    """Summary / More like this / Save for a paper in the digest."""
+    buttons = paper_buttons(paper, share=False, block_id=block_id)
+    buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    return buttons
+
+
+def explanation(pick_or_choice) -> str:
+    """The team-terms reason in mrkdwn (interest text escaped, members as mentions)."""
+    choice = getattr(pick_or_choice, "choice", pick_or_choice)
+    text = choice.explain(lambda u: "\x00" + u + "\x01")
+    # Escape everything the pick wrote, then turn the placeholders into real mentions.
+    text = esc(text)
+    while "\x00" in text:
+        start = text.index("\x00")
+        end = text.index("\x01", start)
+        text = text[:start] + mention(text[start + 1:end]) + text[end + 1:]
+    return text
+
+
+def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str = "/paper",
+                  previous: str | None = None, preview: str | None = None) -> list[Block]:
+    """The channel's daily digest: the paper in full, two runners-up, how the last one went."""
+    paper = papers[pick.paper_id]
+    title = "Exploration day" if pick.exploration else "Paper of the day"
+    blocks: list[Block] = [header(f"{title} · {pick.day:%a %-d %b}")]
+    if preview:
+        blocks.append(context(preview))
+    blocks.append(section(
+        f"*{esc(cut_words(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
+        f"{esc(cut_sentences(paper.headline, 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
+    tldr = getattr(summary, "tldr", None)
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    fields = _points_fields(getattr(summary, "points", None))
+    if fields:
+        blocks.append(SectionBlock(fields=fields))
+    icon = ":compass:" if pick.exploration else ":dart:"
+    blocks.append(context(f"{icon} _Why:_ {explanation(pick)}", f"id `{esc(paper.id)}`", paper_links(paper)))
+    blocks.append(daily_buttons(paper, block_id=f"{DAILY_ACT_BLOCK}{paper.id}"[:255]))
+    if pick.no_interests:
+        blocks.append(context(
+            f"No interests yet, so I picked for breadth. Tell me what this team reads: "
+            f"{code(command + ' interests add <topic>')} or {code(command + ' interests add like <paper>')}."))
+    runners = [(c, papers[c.paper_id]) for c in pick.runners_up if c.paper_id in papers]
+    if runners:
+        blocks.append(DividerBlock())
+        blocks.append(context("*Also today*"))
+        for i, (choice, p) in enumerate(runners, start=1):
+            blocks.append(section(
+                f"*{esc(cut_words(p.short_name, 80))}*: {esc(cut_words(p.headline, 160))}  "
+                f"_({explanation(choice)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
+            blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
+    if previous:
+        blocks.append(DividerBlock())
+        blocks.append(context(previous))
+    return blocks[:MAX_MESSAGE_BLOCKS]
+
+
+def digest_text(pick: DailyPick, paper) -> str:
+    """The notification text of the digest."""
+    kind = "Exploration day" if pick.exploration else "Paper of the day"
+    return f"{kind}: {paper.short_name}: {paper.headline}"
+
+
+def abstract_blocks(paper) -> list[Block]:
+    """The thread reply under the digest: the abstract, the full title, links."""
+    blocks: list[Block] = [section("*Abstract*\n" + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT)))]
+    extra = []
+    if paper.title and paper.title != paper.headline:
+        extra.append(f"_{esc(cut_words(paper.title, 300))}_")
+    links = paper_links(paper)
+    if links:
+        extra.append(links)
+    if extra:
+        blocks.append(context(*extra))
+    return blocks
+
+
+def empty_blocks(command: str) -> list[Block]:
+    """The one notice a channel gets when every paper has been shown there."""
+    return message_blocks(
+        "I have shown this channel every paper in the library, so there is no paper of the day. "
+        f"Add more abstracts with `paperclub ingest FILE`, and the next post picks up from there.",
+        footer=f"{code(command + ' schedule off')} pauses the daily post.")
+
+
+# -- reading lists -------------------------------------------------------------------------------
+def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], str]) -> list[Block]:
+    """Numbered reading-list entries (paper, saved row): name, headline, when and how, buttons."""
+    blocks: list[Block] = []
+    for n, (paper, row) in enumerate(items[:limit], start=1):
+        how = "👀" if row["source"] == "eyes" else "Save"
+        blocks.append(section(
+            f"{n}. *{esc(cut_words(paper.short_name, 80))}*  ·  {esc(venue(paper)) or 'paper'}\n"
+            f"{esc(cut_words(paper.headline, 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
+        blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
+                              paper_links(paper)))
+        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255]))
+    return blocks
+
+
+def home_saved_block(paper) -> SectionBlock:
+    """One reading-list entry in App Home: name and headline."""
+    return section(f"*{esc(cut_words(paper.short_name, 80))}*: {esc(cut_words(paper.headline, 200))}",
+                   block_id=f"{HOME_SAVED_BLOCK}{paper.id}"[:255])
+
+
+# -- topic overviews --------------------------------------------------------------------------------
+def overview_blocks(ov) -> list[Block]:
+    """Header, what the group shares, then each theme with its papers' TL;DRs."""
+    out: list[Block] = [header(f"Overview: {ov.topic}")]
+    if ov.common:
+        out.append(context(esc(ov.common)))
+    for theme in ov.themes:
+        out.append(DividerBlock())
+        out.append(section(f"*{esc(theme.name)}*"))
+        for paper, summary in theme.papers:
+            tldr = getattr(summary, "tldr", None) or paper.headline
+            where = venue(paper)
+            line = f"• *{esc(paper.short_name)}*" + (f" ({esc(where)})" if where else "")
+            out.append(section(f"{line}: {esc(cut_sentences(tldr, 500))}\n_id_ `{esc(paper.id)}`"))
+    return out[:MAX_MESSAGE_BLOCKS]

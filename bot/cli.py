@@ -5,14 +5,18 @@ import json
 import logging
 import os
 import sys
+import time
 from functools import cached_property
-from pathlib import Path
 
 import click
 
 from store.errors import StoreError
 
+from .health import DEFAULT_MAX_AGE
+from .logs import json_mode
+
 log = logging.getLogger("paperclub")
+MAX_LIMIT = 1000  # search/similar --limit: enough for a script to take a whole shortlist
 
 
 class Ctx:
@@ -32,9 +36,9 @@ class Ctx:
 
     @cached_property
     def store(self):
-        from store.db import Store
+        from store import open_store
 
-        return Store(self.settings.db)
+        return open_store(self.settings.db)
 
     @cached_property
     def embedder(self):
@@ -94,7 +98,7 @@ def ingest(c: Ctx, paths, no_embed):
     """Load abstracts from text, JSON Lines, CSV or BibTeX files (or folders of them)."""
     from store.ingest import ingest_paths
 
-    result = ingest_paths(c.store, paths, None if no_embed else c.embedder,
+    result = ingest_paths(c.store, paths, None if no_embed else c.embedder, now=time.time(),
                           progress_factory=_progress_factory())
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -109,7 +113,7 @@ def load_samples_if_empty(c: Ctx) -> None:
         return
     # Logged, not echoed: in a container with LOG_FORMAT=json every line must be a JSON record.
     log.info("loading the bundled ICLR 2026 abstracts into an empty database")
-    result = ingest_paths(c.store, bundled_sample_paths(), c.embedder,
+    result = ingest_paths(c.store, bundled_sample_paths(), c.embedder, now=time.time(),
                           progress_factory=_progress_factory())
     log.info("bundled abstracts: %s", result)
 
@@ -125,10 +129,14 @@ def _paper_line(p) -> str:
 @pass_ctx
 def papers(c: Ctx, limit, collection, as_json):
     """List papers: id, short name, headline."""
+    from store.ingest import source_ids
+
     rows = c.store.list_papers(limit=limit, collection=collection)
+    keys = c.store.paper_keys(p.id for p in rows) if as_json else {}
     for p in rows:
-        click.echo(json.dumps({"id": p.id, "name": p.short_name, "headline": p.headline,
-                               "collection": p.collection}, ensure_ascii=False)
+        click.echo(json.dumps({"id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
+                               "collection": p.collection, "source_ids": source_ids(keys.get(p.id, []))},
+                              ensure_ascii=False)
                    if as_json else _paper_line(p))
     if not rows and not as_json:
         click.echo("No papers yet. Load some with: paperclub ingest FILE", err=True)
@@ -136,20 +144,14 @@ def papers(c: Ctx, limit, collection, as_json):
 
 def resolve_ref(c: Ctx, ref: str):
     """A paper by id, short name, or best match for words; (paper, exact?)."""
-    from store.errors import EmptyQuery, PaperNotFound
-
-    paper = c.store.find_exact(ref)
-    if paper:
-        return paper, True
-    try:
-        return c.searcher.resolve(ref)
-    except EmptyQuery:
-        raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
+    return c.searcher.resolve(ref)
 
 
-def _echo_hits(hits, as_json: bool, empty: str) -> None:
+def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
     if as_json:
-        click.echo(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, indent=2))
+        from store.search import hits_json
+
+        click.echo(json.dumps(hits_json(c.store, hits), ensure_ascii=False, indent=2))
     elif not hits:
         click.echo(empty, err=True)
     for h in [] if as_json else hits:
@@ -159,21 +161,24 @@ def _echo_hits(hits, as_json: bool, empty: str) -> None:
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
 @click.option("--collection", default=None, help="Only this collection/venue (e.g. 'ICLR 2026').")
 @click.option("--year", type=int, default=None, help="Only papers from this year.")
-@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON list of {id, name, title, headline, score, why, source_ids, ...}.")
 @pass_ctx
 def search(c: Ctx, query, limit, collection, year, as_json):
     """Find papers by words, acronyms or a description of what they do."""
     hits = c.searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
-    _echo_hits(hits, as_json, "No papers match.")
+    _echo_hits(c, hits, as_json, "No papers match." if hits or c.store.count_papers() else
+               "No papers yet. Load some with: paperclub ingest FILE (or paperclub run --load-samples)")
 
 
 @cli.command()
 @click.argument("ref", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, 100), default=5, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="JSON list of {id, name, headline, score, why, ...}.")
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option("--json", "as_json", is_flag=True,
+              help="JSON list of {id, name, title, headline, score, why, source_ids, ...}.")
 @pass_ctx
 def similar(c: Ctx, ref, limit, as_json):
     """Papers like REF (id, short name, or words)."""
@@ -181,7 +186,7 @@ def similar(c: Ctx, ref, limit, as_json):
     if not exact and not as_json:
         click.echo(f"(papers like {paper.id} {paper.short_name}, the best match for '{' '.join(ref)}')",
                    err=True)
-    _echo_hits(c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
+    _echo_hits(c, c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
 
 
 @cli.command()
@@ -214,10 +219,10 @@ def show(c: Ctx, ref, as_json):
 @pass_ctx
 def summary(c: Ctx, ref, as_json):
     """A paper's TL;DR and key points (REF: id, short name, or words)."""
-    from store.summary import summary_for
+    from store.summary import paper_summary
 
     paper, exact = resolve_ref(c, " ".join(ref))
-    s = summary_for(c.store, paper, llm=c.llm)
+    s = paper_summary(c.store, paper, llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"id": paper.id, "name": paper.short_name, **s.to_dict()},
                               ensure_ascii=False, indent=2))
@@ -252,7 +257,7 @@ def overview(c: Ctx, topic, as_json):
     """The most relevant papers on TOPIC, grouped into named themes with TL;DRs."""
     from store.overview import topic_overview
 
-    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm)
+    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"topic": ov.topic, "common": ov.common, "backend": ov.backend, "themes": [
             {"name": t.name, "papers": [{"id": p.id, "name": p.short_name, "tldr": s.tldr}
@@ -277,7 +282,7 @@ def reparse(c: Ctx, no_embed):
     """Re-run the abstract parser over the stored raw text."""
     from store.ingest import reparse as do_reparse
 
-    result = do_reparse(c.store, None if no_embed else c.embedder)
+    result = do_reparse(c.store, None if no_embed else c.embedder, now=time.time())
     click.echo(f"{result.updated} updated, {result.unchanged} unchanged")
 
 
@@ -297,7 +302,7 @@ def backup(c: Ctx, path, force):
 
 
 @cli.command()
-@click.option("--max-age", type=click.FloatRange(min=1), default=180, show_default=True,
+@click.option("--max-age", type=click.FloatRange(min=1), default=DEFAULT_MAX_AGE, show_default=True,
               help="Seconds since the bot's last heartbeat before it counts as disconnected.")
 @pass_ctx
 def health(c: Ctx, max_age):
@@ -318,11 +323,19 @@ def health(c: Ctx, max_age):
 @pass_ctx
 def run(c: Ctx, load_samples):
     """Start the bot (Socket Mode); with no Slack tokens, the local console."""
+    if not c.settings.has_slack_tokens:
+        missing = " and ".join(name for name, value in [("SLACK_BOT_TOKEN", c.settings.slack_bot_token),
+                                                        ("SLACK_APP_TOKEN", c.settings.slack_app_token)]
+                               if not value)
+        verb = "are" if " and " in missing else "is"
+        if not _has_input():  # a detached container: a console would read nothing, exit 0, restart
+            raise click.ClickException(f"{missing} {verb} not set (environment or .env), and there is "
+                                       "no terminal for the local console: set the Slack tokens.")
+        say(f"{missing} {verb} not set (environment or .env): starting the local console instead.",
+            level=logging.WARNING)
     if load_samples:
         load_samples_if_empty(c)
     if not c.settings.has_slack_tokens:
-        click.echo("SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set (environment or .env): "
-                   "starting the local console instead.", err=True)
         return start_console(c)
     from .runner import run_bot
 
@@ -334,24 +347,29 @@ def run(c: Ctx, load_samples):
         os._exit(0)
 
 
-def start_console(c: Ctx):
+def _has_input() -> bool:
+    """A terminal or piped lines on stdin; not /dev/null or a closed stdin (docker run -d)."""
+    import stat
+
     try:
-        from .console import run_console
-    except ImportError:
-        return _search_demo(c)
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):
+        return False
+    return sys.stdin.isatty() or not stat.S_ISCHR(mode)
+
+
+def say(line: str, *, prefix: str = "", level: int = logging.ERROR) -> None:
+    """One line to stderr for a person; a JSON record when LOG_FORMAT=json (every line is JSON)."""
+    if json_mode():
+        log.log(level, line)
+    else:
+        click.echo(prefix + line, err=True)
+
+
+def start_console(c: Ctx):
+    from .console import run_console
+
     return run_console(c.settings, c.store, c.embedder)
-
-
-def _search_demo(c: Ctx):
-    """Until the console exists: a plain prompt that shows papers by reference."""
-    click.echo(f"{c.store.count_papers()} papers loaded. Type a paper id or name (Ctrl-D quits).")
-    for line in sys.stdin:
-        if line.strip():
-            try:
-                paper, _ = resolve_ref(c, line.strip())
-                click.echo(_paper_line(paper))
-            except StoreError as e:
-                click.echo(str(e))
 
 
 @cli.command()
@@ -374,30 +392,31 @@ def console(c: Ctx, load_samples):
 @pass_ctx
 def pick(c: Ctx, channel, day, post, as_json):
     """A channel's paper of the day: a dry run with the reasons, or --post to post it."""
-    from datetime import date as date_cls, datetime, timezone
+    from datetime import date as date_cls
 
     from store.pick import DailyPick
     from store.schedule import local_today
 
-    from . import reactions
-    from .daily import channel_tz, make_pick, post_daily
+    from .app import make_client
+    from .picks import channel_tz, make_pick
+    from .posting import post_daily
+    from .runner import utc_now
+    from .wiring import build_deps
 
-    reactions.configure(c.settings)  # the dry run weighs reactions as the bot does
-
-    now = datetime.now(timezone.utc)
+    now = utc_now()
     tz = channel_tz(c.store, channel, c.settings)
     try:
         when = date_cls.fromisoformat(day) if day else local_today(tz, now)
     except ValueError:
         raise click.BadParameter(f"{day!r} is not a date like 2024-03-12.", param_hint="--date") from None
+    if post and not c.settings.has_slack_tokens:
+        raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN (environment or .env).")
+    # The same wiring as the bot, so the dry run weighs reactions as the bot does.
+    deps = build_deps(c.settings, c.store, c.searcher, clock=utc_now,
+                      slack=make_client(c.settings) if post else None)
     if post:
-        if not c.settings.has_slack_tokens:
-            raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
-                                       "(environment or .env).")
-        from .app import make_client, make_llm
-
-        result = post_daily(make_client(c.settings), c.store, c.searcher, channel, now, day=when,
-                            settings=c.settings, llm=make_llm(c.settings))
+        result = post_daily(deps.slack, c.store, c.searcher, channel, now, day=when, feedback=deps.feedback,
+                            settings=c.settings, llm=deps.llm)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
                    + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))
@@ -406,7 +425,7 @@ def pick(c: Ctx, channel, day, post, as_json):
         return
     row = c.store.get_post(channel, when.isoformat())
     chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
-        c.store, c.searcher, channel, when)
+        c.store, c.searcher, channel, when, feedback=deps.feedback)
     if as_json:
         data = chosen.to_dict() if chosen else None
         click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,
@@ -448,9 +467,9 @@ def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
     from store.feedback import replay_channel
     from store.pick import PickSettings, interests_for
 
-    from .reactions import weights_of
+    from .deps import Feedback
 
-    weights = weights_of(c.settings)
+    weights = Feedback.from_settings(c.settings).weights
     current = c.settings.feedback_half_life_days
     pickers = {"as posted": {"as_posted": True}, "no feedback": {"feedback": False},
                f"feedback, half-life {current:g} d": {"half_life_days": current}}
@@ -491,10 +510,13 @@ def main(argv=None):
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        if json_mode():
+            say(e.format_message())
+        else:
+            e.show()
         sys.exit(e.exit_code)
     except StoreError as e:
-        click.echo(f"error: {e}", err=True)
+        say(str(e), prefix="error: ")
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -502,6 +524,6 @@ def main(argv=None):
         sys.exit(0)
     except Exception as e:  # the last line of defence: say what broke, in one line
         log.debug("unexpected error", exc_info=True)
-        click.echo(f"error: {type(e).__name__}: {e}", err=True)
+        say(f"{type(e).__name__}: {e}", prefix="error: ")
         sys.exit(1)
     sys.exit(0)

@@ -1,16 +1,10 @@
 """The /paper grammar: a table of subcommands, each a plain function (deps, call) -> Reply.
 
 Slack (bot/app.py) and the local console (bot/console.py) both go through
-`run_command`, so they answer the same way. To add a subcommand elsewhere:
-
-    from bot.commands import Reply, subcommand
-
-    @subcommand("interests", usage="interests [add|remove] <topic>",
-                example="interests add diffusion", help="Topics this channel cares about.")
-    def handle_interests(deps, call):
-        return Reply("...")
-
-and import the module from `bot.app.EXTENSIONS` so it registers at start-up.
+`run_command`, so they answer the same way. Each command module ends with a
+`SUBCOMMANDS` tuple; `bot.wiring.command_table` puts them in one `Commands`
+table, which reaches `run_command` through `deps.commands`. This module holds
+the paper commands: help, search, summary, similar, share.
 """
 from __future__ import annotations
 
@@ -20,34 +14,26 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from slack_sdk.models.blocks import Block
 
-from store.errors import EmptyQuery, PaperNotFound, StoreError
+from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
 
 from . import blocks as bk
+from .blocks import code
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.paper import Paper
+
+    from .deps import Deps
 
 log = logging.getLogger(__name__)
 
+CONSOLE_CHANNEL = "console"  # the channel `paperclub console` acts in: its own schedule, interests, posts
 MAX_INPUT_CHARS = 1000  # longer text is cut (a pasted abstract still finds its neighbours)
 RESULTS = 5
-
-
-@dataclass
-class Deps:
-    """What handlers need, built once at start-up and passed down (no globals)."""
-
-    settings: Any
-    store: Any
-    searcher: Any
-    llm: Any = None
-    # later(job, respond=None): run slow work after the ack (a pool in production, inline in tests)
-    later: Callable[..., None] = field(default=lambda job, respond=None: job())
-
-    @property
-    def command(self) -> str:
-        return getattr(self.settings, "command", None) or "/paper"
 
 
 @dataclass
@@ -78,8 +64,15 @@ class Reply:
         }
 
 
+def channel_of(call: Call) -> str:
+    """The channel a command acts on (the console's own when none was given)."""
+    return call.channel_id or CONSOLE_CHANNEL
+
+
 @dataclass(frozen=True)
 class Subcommand:
+    """One /paper subcommand: its handler and what help says about it."""
+
     name: str
     handler: Callable[[Deps, Call], Reply]
     usage: str
@@ -89,33 +82,26 @@ class Subcommand:
     hidden: bool = False
 
 
-SUBCOMMANDS: dict[str, Subcommand] = {}
+class Commands(dict):
+    """The subcommand table: name -> Subcommand, in the order help lists them."""
 
+    def __init__(self, subs: Iterable[Subcommand] = ()):
+        super().__init__((s.name, s) for s in subs)
 
-def register(sub: Subcommand) -> Subcommand:
-    """Add (or replace) a subcommand in the table."""
-    SUBCOMMANDS[sub.name] = sub
-    return sub
+    def lookup(self, word: str) -> Subcommand | None:
+        """The subcommand for a name or alias (case-insensitive)."""
+        word = word.lower()
+        if word in self:
+            return self[word]
+        return next((s for s in self.values() if word in s.aliases), None)
 
+    def visible(self) -> list[Subcommand]:
+        """What help lists (hidden ones still answer)."""
+        return [s for s in self.values() if not s.hidden]
 
-def subcommand(name: str, *, usage: str, example: str, help: str, aliases: tuple[str, ...] = (),
-               hidden: bool = False):
-    """Decorator form of `register`."""
-    def deco(fn: Callable[[Deps, Call], Reply]):
-        register(Subcommand(name, fn, usage, example, help, tuple(aliases), hidden))
-        return fn
-    return deco
-
-
-def lookup(word: str) -> Subcommand | None:
-    """The subcommand for a name or alias (case-insensitive)."""
-    word = word.lower()
-    if word in SUBCOMMANDS:
-        return SUBCOMMANDS[word]
-    for sub in SUBCOMMANDS.values():
-        if word in sub.aliases:
-            return sub
-    return None
+    def with_(self, *subs: Subcommand) -> Commands:
+        """A copy with these added (or replaced)."""
+        return Commands([*self.values(), *subs])
 
 
 # -- input cleaning ---------------------------------------------------------------
@@ -156,14 +142,9 @@ def quoted(text: str, limit: int = 60) -> str:
     return f"“{bk.esc(bk.cut_words(text, limit))}”"
 
 
-def code(text: str) -> str:
-    """Inline code for a command example (backticks inside would break the span)."""
-    return f"`{bk.esc(text.replace('`', chr(39)))}`"
-
-
 # -- the dispatcher -------------------------------------------------------------------
 def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str = "") -> Reply:
-    """Answer one `/paper ...` line; store errors become a friendly reply, never an exception."""
+    """Answer one `/paper ...` line; store errors become a friendly reply (StoreBusy: the apology)."""
     started = time.perf_counter()
     line = clean_input(text)
     notes = []
@@ -171,7 +152,7 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
         line = bk.cut_words(line, MAX_INPUT_CHARS).rstrip("…")
         notes.append(f"That was long, so I used the first {MAX_INPUT_CHARS:,} characters.")
     word, _, rest = line.partition(" ")
-    sub = lookup(word) if word else SUBCOMMANDS.get("help")
+    sub = deps.commands.lookup(word) if word else deps.commands.get("help")
     call = Call(user_id=user_id, args=rest.strip(), channel_id=channel_id,
                 name=sub.name if sub else "", notes=notes)
     try:
@@ -179,6 +160,8 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
             reply = handle_unknown(deps, call, word, rest.strip())
         else:
             reply = sub.handler(deps, call)
+    except StoreBusy:
+        raise  # our side, not the user's: the listener's apology says so and asks them to retry
     except StoreError as e:
         reply = problem_reply(deps, str(e))
     _add_notes(reply, notes)
@@ -203,17 +186,17 @@ def problem_reply(deps: Deps, message: str, *, hint: str | None = None) -> Reply
 
 def handle_unknown(deps: Deps, call: Call, word: str, rest: str) -> Reply:
     """Not a subcommand: a close name gets 'did you mean', anything else is searched for."""
-    names = [n for s in SUBCOMMANDS.values() if not s.hidden for n in (s.name, *s.aliases)]
+    names = [n for s in deps.commands.visible() for n in (s.name, *s.aliases)]
     close = difflib.get_close_matches(word.lower(), names, n=1, cutoff=0.7)
     if close:
-        sub = lookup(close[0])
+        sub = deps.commands.lookup(close[0])
         suggestion = f"{deps.command} {sub.name} {rest}".strip()
         text = (f"I don't know {code(word)}. Did you mean {code(suggestion)}?\n"
                 f"_{bk.esc(sub.help)}_")
         return Reply(f"Did you mean {bk.esc(suggestion)}?",
                      bk.message_blocks(text, footer=_short_help(deps)))
     whole = f"{word} {rest}".strip()
-    paper = deps.store.find_exact(whole)
+    paper = deps.searcher.find_exact(whole)
     if paper is not None:
         return summary_reply(deps, paper)
     if not has_words(whole):
@@ -224,25 +207,23 @@ def handle_unknown(deps: Deps, call: Call, word: str, rest: str) -> Reply:
 
 
 def _short_help(deps: Deps) -> str:
-    names = ", ".join(code(s.name) for s in SUBCOMMANDS.values() if not s.hidden)
+    names = ", ".join(code(s.name) for s in deps.commands.visible())
     return f"Commands: {names}. {code(deps.command + ' help')} explains each."
 
 
 # -- replies shared by commands and buttons ----------------------------------------------
-def get_summary(deps: Deps, paper):
-    """The paper's Summary (tldr, points) when store.summary can give one, else None."""
+def paper_summary(store: Store, paper: Paper, llm=None, *, now: float):
+    """The paper's Summary (tldr, points); None when the summariser fails (the abstract shows instead).
+
+    Store errors (a busy database) propagate, so a command answers with them.
+    """
+    from store.summary import paper_summary as cached_summary
+
     try:
-        from store import summary as summary_mod
-    except ImportError:
-        return None
-    summary_for = getattr(summary_mod, "summary_for", None)
-    if summary_for is None:
-        return None
-    try:
-        return summary_for(deps.store, paper, llm=deps.llm)
+        return cached_summary(store, paper, llm=llm, now=now)
     except StoreError:
         raise
-    except Exception:  # a broken summariser must not hide the paper: show the abstract instead
+    except Exception:  # a broken summariser must not hide the paper
         log.warning("summary failed for %s; showing the abstract", paper.id, exc_info=True)
         return None
 
@@ -258,7 +239,9 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     names = bk.esc(", ".join(h.paper.short_name for h in hits))
     text = f"Papers for {quoted(query)}: {names}" if hits else f"No papers match {quoted(query)}."
     # A TL;DR reads better than the derived headline; summaries are cached after the first time.
-    tldrs = {h.paper.id: getattr(get_summary(deps, h.paper), "tldr", None) for h in hits}
+    now = deps.clock().timestamp()
+    tldrs = {h.paper.id: getattr(paper_summary(deps.store, h.paper, deps.llm, now=now), "tldr", None)
+             for h in hits}
     return Reply(text, bk.results_blocks(title, hits, note=note, empty=empty, tldrs=tldrs))
 
 
@@ -275,7 +258,7 @@ def _guess_note(deps: Deps, ref: str, paper) -> str:
     return note
 
 
-def resolve(deps: Deps, ref: str) -> tuple[Any, str | None]:
+def resolve(deps: Deps, ref: str) -> tuple[Paper, str | None]:
     """(paper, note): the note says which paper was picked when it was a best guess."""
     if not has_words(ref):
         raise PaperNotFound("Which paper? Give its id, short name, or a few words from it.")
@@ -285,7 +268,7 @@ def resolve(deps: Deps, ref: str) -> tuple[Any, str | None]:
 
 def summary_reply(deps: Deps, paper, *, note: str | None = None) -> Reply:
     """One paper: TL;DR and key points when a summariser exists, else headline and abstract."""
-    summary = get_summary(deps, paper)
+    summary = paper_summary(deps.store, paper, deps.llm, now=deps.clock().timestamp())
     tldr = getattr(summary, "tldr", None)
     points = getattr(summary, "points", None)
     return Reply(bk.esc(f"{paper.short_name}: {tldr or paper.headline}"),
@@ -303,7 +286,7 @@ def similar_reply(deps: Deps, paper, *, note: str | None = None) -> Reply:
 
 def share_reply(deps: Deps, paper, user_id: str) -> Reply:
     """The in-channel post of a paper, crediting who shared it."""
-    summary = get_summary(deps, paper)
+    summary = paper_summary(deps.store, paper, deps.llm, now=deps.clock().timestamp())
     tldr = getattr(summary, "tldr", None)
     return Reply(f"<@{bk.esc(user_id)}> shared " + bk.esc(f"{paper.short_name}: {tldr or paper.headline}"),
                  bk.shared_blocks(paper, user_id, tldr=tldr), in_channel=True)
@@ -311,7 +294,7 @@ def share_reply(deps: Deps, paper, user_id: str) -> Reply:
 
 def help_reply(deps: Deps) -> Reply:
     """What the bot does and every subcommand with an example."""
-    entries = [(s.usage, s.help, s.example) for s in SUBCOMMANDS.values() if not s.hidden]
+    entries = [(s.usage, s.help, s.example) for s in deps.commands.visible()]
     intro = (f"I search the reading group's {deps.store.count_papers():,} paper abstracts by meaning "
              "and by keyword, summarise them, and find related work. Replies are only visible "
              "to you until you share them. `<paper>` is an id, a short name, or a few words.")
@@ -319,13 +302,10 @@ def help_reply(deps: Deps) -> Reply:
 
 
 # -- the built-in subcommands -----------------------------------------------------------
-@subcommand("help", usage="help", example="help", help="This list.", aliases=("?", "h"))
 def handle_help(deps: Deps, call: Call) -> Reply:
     return help_reply(deps)
 
 
-@subcommand("search", usage="search <words>", example="search video grounding with actions",
-            help="The 5 papers that best match, by meaning and keywords.", aliases=("find", "s"))
 def handle_search(deps: Deps, call: Call) -> Reply:
     if not has_words(call.args):
         return problem_reply(deps, "What should I search for?",
@@ -333,25 +313,32 @@ def handle_search(deps: Deps, call: Call) -> Reply:
     return search_reply(deps, call.args)
 
 
-@subcommand("summary", usage="summary <paper>", example="summary temporal video grounding",
-            help="A paper's TL;DR, key points and abstract.", aliases=("show", "tldr", "sum"))
 def handle_summary(deps: Deps, call: Call) -> Reply:
     paper, note = resolve(deps, call.args)
     return summary_reply(deps, paper, note=note)
 
 
-@subcommand("similar", usage="similar <paper>", example="similar temporal video grounding",
-            help="Papers closest to that one.", aliases=("like", "related", "more"))
 def handle_similar(deps: Deps, call: Call) -> Reply:
     paper, note = resolve(deps, call.args)
     return similar_reply(deps, paper, note=note)
 
 
-@subcommand("share", usage="share <paper>", example="share temporal video grounding",
-            help="Post a paper in this channel for everyone, with your name on it.")
 def handle_share(deps: Deps, call: Call) -> Reply:
     paper, note = resolve(deps, call.args)
     if note:  # never post a guess for everyone to see: show it privately first
         reply = summary_reply(deps, paper, note=note + " Press *Share to channel* if it's the one.")
         return reply
     return share_reply(deps, paper, call.user_id)
+
+
+SUBCOMMANDS = (
+    Subcommand("help", handle_help, usage="help", example="help", help="This list.", aliases=("?", "h")),
+    Subcommand("search", handle_search, usage="search <words>", example="search video grounding with actions",
+               help="The 5 papers that best match, by meaning and keywords.", aliases=("find", "s")),
+    Subcommand("summary", handle_summary, usage="summary <paper>", example="summary temporal video grounding",
+               help="A paper's TL;DR, key points and abstract.", aliases=("show", "tldr", "sum")),
+    Subcommand("similar", handle_similar, usage="similar <paper>", example="similar temporal video grounding",
+               help="Papers closest to that one.", aliases=("like", "related", "more")),
+    Subcommand("share", handle_share, usage="share <paper>", example="share temporal video grounding",
+               help="Post a paper in this channel for everyone, with your name on it."),
+)

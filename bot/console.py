@@ -1,14 +1,17 @@
 """`paperclub console`: type `/paper ...` lines locally and read the replies in the terminal.
 
-It runs the same `run_command` as Slack and renders the same Block Kit, so
-what you see here is what the channel would see. Works with piped stdin too.
+It is wired exactly as `paperclub run` (bot/wiring.py: the same command
+table, feedback weights and clock), runs the same `run_command` as Slack in a
+channel of its own (CONSOLE_CHANNEL, so schedule, interests and today work as
+they do in a Slack channel), and renders the same Block Kit, so what you see
+here is what the channel would see. Works with piped stdin too.
 """
 from __future__ import annotations
 
 import logging
 import re
 import sys
-from typing import Iterable, Iterator, TextIO
+from typing import TYPE_CHECKING, Iterable, Iterator, TextIO
 
 from rich.console import Console
 from rich.emoji import Emoji
@@ -16,7 +19,14 @@ from rich.rule import Rule
 from rich.text import Text
 
 from . import blocks as bk
-from .commands import Deps, Reply, run_command
+from .commands import CONSOLE_CHANNEL, Reply, run_command
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.embed import Embedder
+
+    from .config import Settings
+    from .deps import Deps
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +91,7 @@ def render_block(block: dict) -> Iterator:
     if kind == "header":
         yield Text(_text_of(block.get("text")), style="bold underline")
     elif kind == "section":
-        if str(block.get("block_id", "")).startswith(("hit-", "shared-")):
+        if str(block.get("block_id", "")).startswith((bk.HIT_BLOCK, bk.SHARED_BLOCK)):
             yield Text()  # a gap between results, as Slack leaves one
         if block.get("text"):
             yield mrkdwn(_text_of(block["text"]))
@@ -136,7 +146,7 @@ def strip_command(line: str, command: str) -> str:
 def answer(deps: Deps, console: Console, line: str) -> None:
     """Run one line through the same handlers as Slack and print the reply."""
     try:
-        reply = run_command(deps, CONSOLE_USER, strip_command(line, deps.command))
+        reply = run_command(deps, CONSOLE_USER, strip_command(line, deps.command), channel_id=CONSOLE_CHANNEL)
     except Exception as e:  # as in Slack: log it, apologise, keep the prompt alive
         log.error("command failed: %s: %s", type(e).__name__, e, exc_info=True)
         console.print(Text("Sorry, something went wrong answering that (see the log).", style="red"))
@@ -160,19 +170,19 @@ def _lines(stdin: TextIO, console: Console, prompt: str, interactive: bool) -> I
             return
 
 
-def run_console(settings, store, embedder, *, stdin: TextIO | None = None,
+def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: TextIO | None = None,
                 out: TextIO | None = None) -> None:
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
     from store.search import Searcher
 
-    from .app import load_extensions, make_llm
+    from .runner import utc_now
+    from .wiring import build_deps
 
     stdin = stdin or sys.stdin
     console = Console(file=out, highlight=False, soft_wrap=False)
     interactive = stdin.isatty()
     searcher = Searcher(store, embedder)
-    deps = Deps(settings=settings, store=store, searcher=searcher, llm=make_llm(settings))
-    load_extensions(None, deps)
+    deps = build_deps(settings, store, searcher, clock=utc_now)  # no Slack client: no scheduler
     if interactive:
         with console.status("Loading the model and the papers…"):
             searcher.warm()

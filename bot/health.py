@@ -7,15 +7,49 @@ so a container HEALTHCHECK stays well under a second.
 from __future__ import annotations
 
 import os
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.db import Store
-from store.errors import SchemaError, StoreError
+from store import BackupResult, SchemaError, Store, StoreError, open_store
+
+__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing"]
 
 HEARTBEAT_KEY = "heartbeat"  # epoch seconds; the running bot writes it while connected to Slack
-DEFAULT_MAX_AGE = 180.0  # the bot beats about every 30 s: three minutes is several missed beats
+HEARTBEAT_BY_KEY = "heartbeat_by"  # which process wrote it: process_identity() of the bot
+DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
+
+
+def process_identity(pid: int | None = None) -> str | None:
+    """boot id, pid and the pid's start time: names one process, never a later one with its pid.
+
+    None where /proc cannot tell (not Linux): health then checks the heartbeat's age only.
+    """
+    pid = os.getpid() if pid is None else pid
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    start = stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime (the name may hold spaces)
+    return f"{boot}:{pid}:{start}"
+
+
+def write_heartbeat(store: Store, now: float) -> None:
+    """Record that this process is alive and connected to Slack (`paperclub health` reads it)."""
+    store.set_meta(HEARTBEAT_BY_KEY, process_identity() or "")
+    store.set_meta(HEARTBEAT_KEY, str(now))
+
+
+def _writer_gone(by: str | None) -> str | None:
+    """Why the process that wrote the heartbeat is not running; None if it runs (or none can tell)."""
+    if by is None:
+        return "the heartbeat names no process: an older paperclub wrote it"
+    if not by or process_identity() is None:  # written or read where /proc cannot tell
+        return None
+    pid = by.split(":")[1] if by.count(":") == 2 else ""
+    if pid.isdigit() and process_identity(int(pid)) == by:
+        return None
+    return f"pid {pid or '?'} of that boot is not running"
 
 
 @dataclass(frozen=True)
@@ -27,10 +61,8 @@ class Health:
 
 
 def open_existing(path: str | Path) -> Store:
-    """A Store on a file that must already exist; never creates or migrates it."""
-    if str(path) == ":memory:" or not Path(path).is_file():
-        raise StoreError(f"no database at {path}")
-    return Store(path, migrate=False)
+    """A Store on a database that must already exist; never creates or migrates it."""
+    return open_store(path, must_exist=True, migrate=False)
 
 
 def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE) -> Health:
@@ -48,8 +80,9 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
             return Health(False, f"database {path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")
         beat = store.get_meta(HEARTBEAT_KEY)
-    except sqlite3.Error as e:  # not a database, locked for too long, unreadable...
-        return Health(False, f"cannot read database {path}: {e}")
+        by = store.get_meta(HEARTBEAT_BY_KEY)
+    except StoreError as e:  # not a database, locked for too long, unreadable...
+        return Health(False, str(e))
     finally:
         store.close()
     if beat is None:
@@ -61,58 +94,17 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
     if age > max_age:
         return Health(False, f"last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
                              "the bot is not connected to Slack")
+    gone = _writer_gone(by)
+    if gone:  # a heartbeat left on the volume by an earlier container, not this bot's
+        return Health(False, f"the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
+                             f"that has stopped ({gone}): this bot has not connected to Slack yet")
     return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago")
 
 
-@dataclass(frozen=True)
-class BackupResult:
-    """What a verified copy holds."""
-
-    path: Path
-    papers: int
-    schema: tuple[int, int]
-    size: int
-
-    def __str__(self) -> str:
-        return (f"Backed up {self.papers} papers to {self.path} "
-                f"({self.size / 1e6:.1f} MB, schema {self.schema[0]}/{self.schema[1]}, integrity ok)")
-
-
 def backup_database(source: str | Path, target: str | Path, *, force: bool = False) -> BackupResult:
-    """A consistent, verified copy of a live database; atomic, so PATH is never half-written."""
-    target = Path(target)
-    if target.exists() and not force:
-        raise StoreError(f"{target} exists; pass --force to overwrite it")
-    if target.exists() and target.resolve() == Path(source).resolve():
-        raise StoreError("the backup cannot overwrite the live database itself")
+    """A consistent, verified copy of a live database; atomic, so target is never half-written."""
     live = open_existing(source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Copy to a temporary name beside the target, verify, then rename: a crash or
-    # a failed check leaves any previous backup at PATH untouched.
-    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
-        _remove_db_files(tmp)
-        live.backup(tmp)
-        result = _verify(tmp, target)
-        _remove_db_files(target)
-        os.replace(tmp, target)
-        return result
+        return live.backup_to(target, force=force)
     finally:
         live.close()
-        _remove_db_files(tmp)
-
-
-def _verify(copy: Path, final: Path) -> BackupResult:
-    store = Store(copy, migrate=False)
-    try:
-        if not store.integrity_ok():
-            raise StoreError(f"the copy failed SQLite's integrity check; {final} not written")
-        return BackupResult(final, store.count_papers(), store.schema_version(), copy.stat().st_size)
-    finally:
-        store.close()
-
-
-def _remove_db_files(path: Path) -> None:
-    """Remove a database file and its WAL side files (stale ones would be replayed into a new copy)."""
-    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
-        p.unlink(missing_ok=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -48,3 +49,11 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
     for noisy in ("sentence_transformers", "transformers", "urllib3", "httpx", "apscheduler",
                   "slack_sdk.socket_mode", "filelock"):
         logging.getLogger(noisy).setLevel(max(root.level, logging.WARNING))
+
+
+def json_mode() -> bool:
+    """True when log lines are JSON (LOG_FORMAT=json): then every line on stderr must be one."""
+    handlers = logging.getLogger().handlers
+    if handlers:
+        return any(isinstance(h.formatter, JsonFormatter) for h in handlers)
+    return os.environ.get("LOG_FORMAT", "").lower() == "json"  # failed before logging was set up

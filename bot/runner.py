@@ -7,14 +7,22 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 import click
 
 from .logs import redact
 
+if TYPE_CHECKING:
+    from store import Store
+    from store.embed import Embedder
+
+    from .config import Settings
+
 log = logging.getLogger("paperclub.runner")
 
-HEARTBEAT_SECONDS = 30.0
+HEARTBEAT_SECONDS = 10.0  # `paperclub health` calls the bot disconnected after 45 s without one
 DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
 # The Socket Mode client notices a dropped connection only on its monitor tick, once per
 # ping interval (Bolt's default 10 s): commands sent meanwhile fail in Slack. 3 s measured
@@ -26,9 +34,16 @@ class StartupError(click.ClickException):
     """Slack refused us at start (bad token, unreachable API): one line, no traceback."""
 
 
-def write_heartbeat(store, now: float | None = None) -> None:
-    """Record that the bot is alive and connected (`paperclub health` reads it)."""
-    store.set_meta("heartbeat", str(time.time() if now is None else now))
+def utc_now() -> datetime:
+    """The wall clock, read here at the composition root and passed down as `deps.clock`."""
+    return datetime.now(timezone.utc)
+
+
+def write_heartbeat(store: Store, now: float | None = None) -> None:
+    """Record that this process is alive and connected (`paperclub health` reads it)."""
+    from .health import write_heartbeat as write
+
+    write(store, time.time() if now is None else now)
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:
@@ -113,7 +128,8 @@ class BatchingEmbedder:
             s["done"] = True
 
 
-def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -> bool:
+def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
+            stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
 
     True when all work in flight finished; False when the drain gave up on some.
@@ -124,17 +140,20 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
 
     from store.search import Searcher
 
-    from .app import WORK_THREADS, create_app, make_llm
+    from .app import create_app, make_client, make_later, work_pool
+    from .wiring import build_deps
 
     stop = stop or threading.Event()
-    daily = None  # bot.daily's scheduler, started once connected
     if threading.current_thread() is threading.main_thread():
         _install_signal_handlers(stop)
 
     searcher = Searcher(store, BatchingEmbedder(embedder))
-    work = ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
+    work = work_pool()
+    deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),
+                      later=make_later(work))
+    daily = deps.scheduler  # started once connected
     try:  # auth.test runs here: a wrong token fails in a second, before the model loads
-        app = create_app(settings, store, searcher, llm=make_llm(settings), executor=work)
+        app = create_app(deps)
     except (BoltError, SlackClientError, OSError) as e:
         work.shutdown(wait=False)
         raise StartupError(redact(f"Slack at {settings.slack_api_url} refused the bot token "
@@ -153,9 +172,7 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
             raise StartupError(redact(f"could not open the Socket Mode connection "
                                       f"(check SLACK_APP_TOKEN): {e}")) from None
         log.info("connected to Slack (Socket Mode); answering %s", settings.command)
-        daily = getattr(getattr(app, "paperclub_deps", None), "daily", None)
-        if daily is not None:
-            daily.start()  # jobs from the schedules table, then any post missed while we were down
+        daily.start()  # jobs from the schedules table, then any post missed while we were down
         while not stop.is_set():
             if handler.client.is_connected():
                 try:
@@ -164,8 +181,8 @@ def run_bot(settings, store, embedder, *, stop: threading.Event | None = None) -
                     log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
     finally:
-        scheduler = getattr(daily, "scheduler", None)
-        if scheduler is not None and scheduler.running:
+        scheduler = daily.scheduler
+        if scheduler.running:
             scheduler.pause()  # no new daily posts from here on; one in flight goes on
         log.info("closing the Slack connection")
         handler.close()

@@ -1,0 +1,99 @@
+"""paperclub's store: papers, search, picks, summaries and feedback, knowing nothing of Slack.
+
+The way in is `open_store(url)`; everything else here takes the Store it returns::
+
+    from store import open_store, Searcher, make_embedder
+    store = open_store("paperclub.db")
+    hits = Searcher(store, make_embedder()).search("video surprise", limit=5)
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .base import BackupResult, Store
+from .errors import EmptyQuery, IngestError, PaperNotFound, SchemaError, StoreBusy, StoreError
+from .paper import Paper
+from .posts import PostStatus
+
+# Everything else loads on first use (PEP 562): `paperclub health` runs every minute in a
+# container and must not pay for compiling the parser's and summariser's regexes.
+_LAZY = {
+    "store.embed": ["Embedder", "make_embedder", "HashingEmbedder", "SentenceTransformerEmbedder"],
+    "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
+                     "read_file", "bundled_sample_paths"],
+    "store.search": ["Searcher", "Hit", "hits_json"],
+    "store.pick": ["pick_daily", "pick_for_channel", "DailyPick", "PickSettings", "Interest", "PastPost",
+                   "Reacted", "interests_for", "like_text"],
+    "store.summary": ["paper_summary", "Summary", "summarize", "summarize_jsonl"],
+    "store.overview": ["topic_overview", "Overview"],
+    "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
+    "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
+                       "channel_digest", "reading_list", "forget_member", "replay_channel"],
+    "store.schedule": ["ScheduleError", "ScheduleSpec", "parse_schedule", "next_fire", "catch_up",
+                       "describe_next", "local_today"],
+}
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
+__all__ = [
+    "open_store", "Store", "BackupResult", "Paper", "PostStatus",
+    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "EmptyQuery",
+    *_WHERE,
+]
+
+if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getattr__ loads these
+    from .embed import Embedder, HashingEmbedder, SentenceTransformerEmbedder, make_embedder  # noqa: F401
+    from .feedback import (  # noqa: F401
+        DEFAULT_WEIGHTS, Recorded, channel_digest, forget_member, parse_weights, reading_list,
+        record_reaction, replay_channel, sync_saved,
+    )
+    from .ingest import (  # noqa: F401
+        IngestResult, Record, bundled_sample_paths, embed_missing, ingest_paths, ingest_records,
+        read_file, reparse,
+    )
+    from .llm import LLMClient, LLMConfig, LLMError  # noqa: F401
+    from .overview import Overview, topic_overview  # noqa: F401
+    from .pick import (  # noqa: F401
+        DailyPick, Interest, PastPost, PickSettings, Reacted, interests_for, like_text, pick_daily,
+        pick_for_channel,
+    )
+    from .schedule import (  # noqa: F401
+        ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
+    )
+    from .search import Hit, Searcher, hits_json  # noqa: F401
+    from .summary import Summary, paper_summary, summarize, summarize_jsonl  # noqa: F401
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+_SQLITE_PREFIX = "sqlite:///"
+
+
+def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False) -> Store:
+    """The Store at url: a file path or sqlite:///path (':memory:' too); postgresql:// comes later.
+
+    must_exist=True refuses to create a database (health checks, backups); migrate=False
+    leaves the schema as it is.
+    """
+    text = str(url)
+    if text.startswith(("postgresql://", "postgres://")):
+        raise StoreError("PostgreSQL is not supported yet: use a SQLite file path or sqlite:///path")
+    if text.startswith(_SQLITE_PREFIX):
+        text = text[len(_SQLITE_PREFIX):] or ":memory:"
+    elif "://" in text:
+        raise StoreError(f"unknown database URL {text!r}: use a file path or sqlite:///path")
+    from .backends.sqlite import SQLiteStore
+
+    return SQLiteStore(text, migrate=migrate, must_exist=must_exist)

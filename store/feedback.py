@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
 
+from .base import Store
 from .pick import FeedbackModel, Interest, PickSettings, Reacted
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -88,7 +89,7 @@ class Recorded:
     saved: bool | None = None  # 👀: whether the paper is now on the member's reading list
 
 
-def record_reaction(store, *, event_id: str, channel: str, message_ts: str, user: str, emoji: str,
+def record_reaction(store: Store, *, event_id: str, channel: str, message_ts: str, user: str, emoji: str,
                     added: bool, event_ts: float, event_time: float | None = None,
                     now: float) -> Recorded:
     """Append one reaction event for a bot message to the log (once per event_id); 👀 saves the paper."""
@@ -107,7 +108,7 @@ def record_reaction(store, *, event_id: str, channel: str, message_ts: str, user
     return Recorded("recorded", paper_id, saved)
 
 
-def sync_saved(store, user: str, paper_id: str, *, now: float) -> bool:
+def sync_saved(store: Store, user: str, paper_id: str, *, now: float) -> bool:
     """Make the reading list match the log: saved while any of the member's 👀 on the paper stands."""
     rows = store.reactions(user=user, paper_ids=[paper_id])
     eyes = [r for r in current_reactions(rows) if r["base"] == SAVE_EMOJI]
@@ -191,7 +192,7 @@ def local_midnight(day: date, tz: str | None) -> float:
     return datetime.combine(day, dtime(0, 0), zone).timestamp()
 
 
-def reacted_papers(store, channel: str, cutoff: float, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+def reacted_papers(store: Store, channel: str, cutoff: float, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
                    half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
     """How this channel reacted to what it was shown, up to `cutoff` (the pick's feedback)."""
     rows = store.reactions(channel=channel, before=cutoff)
@@ -202,7 +203,7 @@ def reacted_papers(store, channel: str, cutoff: float, *, weights: Mapping[str, 
     return reacted_from_rows(rows, cutoff=cutoff, weights=weights, half_life_days=half_life_days, names=names)
 
 
-def feedback_for_day(store, channel: str, day: date, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+def feedback_for_day(store: Store, channel: str, day: date, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
                      half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
     """The feedback for a channel's pick on `day`: reactions before that day began in the channel's zone.
 
@@ -250,7 +251,7 @@ class Digest:
         return sum(self.engaged.values())
 
 
-def message_reactions(store, channel: str, messages: Sequence[dict]) -> dict[str, list[dict]]:
+def message_reactions(store: Store, channel: str, messages: Sequence[dict]) -> dict[str, list[dict]]:
     """paper id -> standing reactions on these bot messages (a daily post's abstract reply included)."""
     ts = {m["ts"] for m in messages} | {m["abstract_ts"] for m in messages if m.get("abstract_ts")}
     rows = [r for r in store.reactions(channel=channel, paper_ids=[m["paper_id"] for m in messages])
@@ -261,7 +262,7 @@ def message_reactions(store, channel: str, messages: Sequence[dict]) -> dict[str
     return out
 
 
-def channel_digest(store, channel: str, *, now: float, days: int = 7,
+def channel_digest(store: Store, channel: str, *, now: float, days: int = 7,
                    weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> Digest:
     """This channel's posts of the last `days` with each paper's tally, for `/paper digest`."""
     since = now - days * DAY
@@ -284,7 +285,7 @@ def channel_digest(store, channel: str, *, now: float, days: int = 7,
     return Digest(channel, days, since, now, list(papers.values()), engaged)
 
 
-def post_tally(store, channel: str, post: dict) -> tuple[Counter, set]:
+def post_tally(store: Store, channel: str, post: dict) -> tuple[Counter, set]:
     """(counts per emoji, people) standing on one daily post row."""
     message = {"ts": post.get("ts"), "abstract_ts": post.get("abstract_ts"), "paper_id": post["paper_id"]}
     rows = message_reactions(store, channel, [message]).get(post["paper_id"], [])
@@ -292,19 +293,19 @@ def post_tally(store, channel: str, post: dict) -> tuple[Counter, set]:
 
 
 # -- reading lists and privacy --------------------------------------------------------------------
-def reading_list(store, user: str) -> list[tuple]:
+def reading_list(store: Store, user: str) -> list[tuple]:
     """(Paper, saved row) for a member's saved papers, newest first (papers gone from the library left out)."""
     rows = store.saved_papers(user)
     papers = {p.id: p for p in store.get_papers([r["paper_id"] for r in rows])}
     return [(papers[r["paper_id"]], r) for r in rows if r["paper_id"] in papers]
 
 
-def recent_reactions(store, user: str, limit: int = 5) -> list[dict]:
+def recent_reactions(store: Store, user: str, limit: int = 5) -> list[dict]:
     """A member's latest standing reactions, newest first."""
     return list(reversed(current_reactions(store.reactions(user=user))))[:limit]
 
 
-def forget_member(store, user: str) -> dict[str, int]:
+def forget_member(store: Store, user: str) -> dict[str, int]:
     """Delete a member's reactions and reading list; their interests stay, unattributed."""
     return store.forget_user(user)
 
@@ -335,7 +336,7 @@ def _ndcg(gains_in_rank_order: Sequence[float]) -> float:
     return float((g * discounts).sum()) / ideal if ideal > 0 else 0.0
 
 
-def replay_channel(store, channel: str, ids: Sequence[str], matrix: np.ndarray,
+def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.ndarray,
                    interests: Sequence[tuple[Interest, float]], pickers: Mapping[str, dict], *,
                    weights: Mapping[str, float] = DEFAULT_WEIGHTS, horizon: int = 7) -> list[ReplayScore]:
     """Score rankings on a channel's logged reactions.

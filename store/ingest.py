@@ -1,26 +1,31 @@
 """Files -> paper rows: formats, identity and dedupe, batched embedding.
 
-A file is read whole and validated before anything is written, so a bad file
-writes nothing. Writing goes in chunks, each one transaction holding paper
-rows, identity keys and vectors together: a killed ingest leaves complete
-chunks behind and a re-run finishes the rest.
+Every file is read and validated before anything is written, so a bad file
+writes nothing. JSONL, CSV/TSV and TXT are read line by line (up to
+MAX_FILE_BYTES); JSON and BibTeX are parsed whole (up to MAX_WHOLE_FILE_BYTES).
+Writing goes in chunks, each one transaction holding paper rows, identity keys
+and vectors together: a killed ingest leaves complete chunks behind and a
+re-run finishes the rest.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
-import io
+import itertools
 import json
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
-from .db import Store, content_hash
+from .base import Store
 from .embed import Embedder
 from .errors import IngestError
 from .parse import clean_text, parse_abstract
+from .text import content_hash, short_hash
 
 MIN_ABSTRACT_CHARS = 80
 CHUNK = 256
@@ -63,7 +68,36 @@ class IngestResult:
 
 
 # -- readers -------------------------------------------------------------------
+# Limits a user can read in the README. JSONL, CSV/TSV and TXT are read line by line, so
+# a large file costs memory for its records only; JSON and BibTeX are parsed whole.
+MAX_FILE_BYTES = 2 * 1024**3          # one JSONL, CSV, TSV or TXT file
+MAX_WHOLE_FILE_BYTES = 256 * 1024**2  # one JSON or BibTeX file
+MAX_FIELD_CHARS = 1024**2             # one CSV field, and any abstract or title
+_READ_CHUNK = 1024**2
+
 _YEAR = re.compile(r"\b(19[5-9]\d|20\d\d)\b")
+
+Lines = Iterable[tuple[int, str]]  # (physical line number from 1, the line with its newline)
+
+
+def _numbered(source: str | Lines) -> Lines:
+    """Text, or already numbered lines, as numbered lines."""
+    if isinstance(source, str):
+        return enumerate(source.splitlines(keepends=True), start=1)
+    return source
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+    return ""  # pragma: no cover
+
+
+def _too_big(path, size: int, limit: int) -> IngestError:
+    return IngestError(path, 0, f"is larger than the {_size(limit)} limit for one {path.suffix.lower()} file "
+                       f"({size:,} bytes): split it into smaller files")
 
 
 def _year_of(text: str | None) -> int | None:
@@ -95,24 +129,24 @@ def _int_or_none(value, path, line) -> int | None:
         raise IngestError(path, line, f"year {value!r} is not a number") from None
 
 
-def read_text(path: Path, data: str) -> list[Record]:
+def read_text(path: Path, data: str | Lines) -> list[Record]:
     """First line names the collection; abstracts are separated by blank lines."""
-    lines = data.splitlines()
-    if not lines or not lines[0].strip():
+    # "\r", "\f" or "\u2028" end a line too, as str.splitlines() has always had them do here
+    pieces = ((no, piece) for no, line in _numbered(data) for piece in (line.splitlines() or [""]))
+    first = next(pieces, (1, ""))[1].strip()
+    if not first:
         raise IngestError(path, 1, "the first line should name the collection (e.g. 'ICLR 2026 Papers')")
-    collection = lines[0].strip()
-    if len(collection) > 200:
+    if len(first) > 200:
         raise IngestError(path, 1, "the first line should name the collection, but it reads like an abstract")
-    venue, year = _venue_of(collection), _year_of(collection)
+    venue, year = _venue_of(first), _year_of(first)
     records, buf, start = [], [], 0
-    for no, line in enumerate(lines[1:] + [""], start=2):
-        if line.strip():
+    for no, piece in itertools.chain(pieces, [(0, "")]):
+        if piece.strip():
             if not buf:
                 start = no
-            buf.append(line.strip())
+            buf.append(piece.strip())
         elif buf:
-            records.append(Record(abstract=" ".join(buf), venue=venue, year=year,
-                                  source=str(path), line=start))
+            records.append(Record(abstract=" ".join(buf), venue=venue, year=year, source=str(path), line=start))
             buf = []
     return records
 
@@ -145,6 +179,10 @@ def _record_from_mapping(obj: dict, path, line) -> Record:
     if not abstract or not str(abstract).strip():
         raise IngestError(path, line, "no 'abstract' field")
     title = get("title")
+    for name, value in (("abstract", abstract), ("title", title)):
+        if value is not None and len(str(value)) > MAX_FIELD_CHARS:
+            raise IngestError(path, line, f"the {name} is longer than the {_size(MAX_FIELD_CHARS)} limit "
+                              f"for one field ({_size(len(str(value)))})")
     return Record(
         abstract=str(abstract).strip(),
         title=str(title).strip() if title else None,
@@ -159,26 +197,32 @@ def _record_from_mapping(obj: dict, path, line) -> Record:
     )
 
 
-def read_jsonl(path: Path, data: str) -> list[Record]:
+def read_jsonl(path: Path, data: str | Lines) -> list[Record]:
     records = []
-    for no, line in enumerate(data.splitlines(), start=1):
+    for no, line in _numbered(data):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise IngestError(path, no, f"not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise IngestError(path, no, "JSON nested too deeply") from None
         if not isinstance(obj, dict):
             raise IngestError(path, no, "each line should be a JSON object")
         records.append(_record_from_mapping(obj, path, no))
     return records
 
 
-def read_json(path: Path, data: str) -> list[Record]:
+def read_json(path: Path, data: str | Lines) -> list[Record]:
+    if not isinstance(data, str):
+        data = "".join(line for _, line in data)
     try:
         obj = json.loads(data)
     except json.JSONDecodeError as e:
         raise IngestError(path, e.lineno, f"not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise IngestError(path, 1, "JSON nested too deeply") from None
     items = obj if isinstance(obj, list) else obj.get("papers") if isinstance(obj, dict) else None
     if not isinstance(items, list):
         raise IngestError(path, 1, "expected a list of papers")
@@ -190,86 +234,160 @@ def _bad(path, line):
     raise IngestError(path, line, "each entry should be an object")
 
 
-def read_csv(path: Path, data: str) -> list[Record]:
+def _delimiter(path: Path, header: str) -> str:
+    """Tab for .tsv; else whichever of , ; or tab the header row uses most (ties: comma)."""
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    counts = {d: header.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=lambda d: (counts[d], d == ","))
+    return best if counts[best] else ","
+
+
+def read_csv(path: Path, data: str | Lines) -> list[Record]:
+    lines = iter(_numbered(data))
+    at = [0]  # the physical line the csv reader last took: where an error is
+
+    def feed():
+        for no, line in lines:
+            at[0] = no
+            yield line
+
+    fed = feed()
+    first = next(fed, "")
+    header_and_rest = itertools.chain([first], fed)
+    old_limit = csv.field_size_limit(MAX_FIELD_CHARS)  # the default 128 KB turns a long abstract away
     try:
-        dialect = csv.Sniffer().sniff(data[:4096], delimiters=",;\t")
-    except csv.Error:
-        dialect = csv.excel
-    reader = csv.DictReader(io.StringIO(data), dialect=dialect)
-    cols = {c.strip().lower() for c in (reader.fieldnames or [])}
-    if not cols & set(_FIELD_ALIASES["abstract"]):
-        raise IngestError(path, 1, "the header has no 'abstract' column")
-    records = []
-    try:
+        reader = csv.DictReader(header_and_rest, delimiter=_delimiter(path, first))
+        cols = {c.strip().lower() for c in (reader.fieldnames or [])}
+        if not cols & set(_FIELD_ALIASES["abstract"]):
+            raise IngestError(path, 1, "the header has no 'abstract' column")
+        records, end = [], at[0]
         for row in reader:
+            start, end = end + 1, at[0]
             if None in row:
-                raise IngestError(path, reader.line_num, "more values than header columns")
+                raise IngestError(path, start, "more values than header columns")
             if not any((v or "").strip() for v in row.values()):
                 continue
-            records.append(_record_from_mapping(row, path, reader.line_num))
+            records.append(_record_from_mapping(row, path, start))
     except csv.Error as e:
-        raise IngestError(path, reader.line_num, f"bad CSV ({e})") from None
+        if "field larger than field limit" in str(e):
+            raise IngestError(path, at[0], f"a field is longer than the {_size(MAX_FIELD_CHARS)} limit "
+                              "for one field (a quote left open makes the rest of the file one field)") from None
+        raise IngestError(path, at[0], f"bad CSV ({e})") from None
+    finally:
+        csv.field_size_limit(old_limit)
     return records
 
 
-_BIB_ENTRY = re.compile(r"@(\w+)\s*[{(]", re.M)
+# BibTeX is scanned entry by entry: each scan resumes after the entry it parsed, so an '@'
+# inside a value ("thanks to @handle (a, b)") is text, not the start of an entry.
+_BIB_AT = re.compile(r"@\s*([A-Za-z][\w-]*)\s*([{(])")
+_BIB_KEY = re.compile(r"[^,={}()\n]*")
+_BIB_FIELD = re.compile(r"([^\s=,{}()\"#%@]+)\s*=\s*")
+_BIB_BARE = re.compile(r"[^\s,{}()\"#%=]+")
+_BIB_GAP = re.compile(r"(?:\s|,|%[^\n]*)*")
+_BIB_SPACE = re.compile(r"\s*")
+_BIB_BRACE = re.compile(r"[{}]")
+_BIB_QUOTED = re.compile(r'[{}"]')
+_BIB_PAREN = re.compile(r"[()]")
+
+
+class _Lines:
+    """Line numbers of positions in one text, counted forward from the last one asked."""
+
+    def __init__(self, text: str):
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        if pos < self.pos:
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
+def _bib_close(s: str, i: int, pattern: re.Pattern, pair: str) -> int | None:
+    """The index just past the delimiter that closes the one at s[i]; None if it never closes."""
+    depth = 0
+    for m in pattern.finditer(s, i):
+        depth += 1 if m.group() == pair[0] else -1
+        if depth == 0:
+            return m.end()
+    return None
 
 
 def _bib_value(s: str, i: int, path, line) -> tuple[str, int]:
     """Read a braced, quoted or bare BibTeX value starting at s[i]."""
+    if i >= len(s):
+        raise IngestError(path, line, "entry is not closed")
     if s[i] == "{":
-        depth, j = 0, i
-        while j < len(s):
-            if s[j] == "{":
-                depth += 1
-            elif s[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    return s[i + 1 : j], j + 1
-            j += 1
-        raise IngestError(path, line, "unbalanced braces")
+        end = _bib_close(s, i, _BIB_BRACE, "{}")
+        if end is None:
+            raise IngestError(path, line, "unbalanced braces")
+        return s[i + 1 : end - 1], end
     if s[i] == '"':
-        j, depth = i + 1, 0
-        while j < len(s):
-            if s[j] == "{":
-                depth += 1
-            elif s[j] == "}":
-                depth -= 1
-            elif s[j] == '"' and depth == 0:
-                return s[i + 1 : j], j + 1
-            j += 1
+        depth = 0
+        for m in _BIB_QUOTED.finditer(s, i + 1):
+            c = m.group()
+            if c == '"' and depth == 0:
+                return s[i + 1 : m.start()], m.end()
+            depth += {"{": 1, "}": -1}.get(c, 0)
         raise IngestError(path, line, "unterminated quoted value")
-    m = re.match(r"[\w.:-]+", s[i:])
+    m = _BIB_BARE.match(s, i)
     if not m:
         raise IngestError(path, line, f"unexpected {s[i]!r}")
-    return m.group(0), i + m.end()
+    return m.group(0), m.end()
 
 
-def read_bibtex(path: Path, data: str) -> list[Record]:
-    records = []
-    for m in _BIB_ENTRY.finditer(data):
-        kind = m.group(1).lower()
-        if kind in ("comment", "preamble", "string"):
+def _bib_fields(s: str, i: int, path, line, lines: _Lines) -> tuple[dict, int]:
+    """The fields of the entry whose body starts at s[i] (after its key), and the index past its end."""
+    fields = {}
+    while True:
+        i = _BIB_GAP.match(s, i).end()
+        if i >= len(s):
+            raise IngestError(path, line, "entry is not closed")
+        if s[i] in "})":
+            return fields, i + 1
+        fm = _BIB_FIELD.match(s, i)
+        if not fm:
+            raise IngestError(path, lines.at(i), "expected 'field = value'")
+        name, i = fm.group(1).lower(), fm.end()
+        value, i = _bib_value(s, i, path, line)
+        while (j := _BIB_SPACE.match(s, i).end()) < len(s) and s[j] == "#":  # "a" # b # {c}
+            more, i = _bib_value(s, _BIB_SPACE.match(s, j + 1).end(), path, line)
+            value += more
+        fields[name] = re.sub(r"\s+", " ", value).strip()
+
+
+def read_bibtex(path: Path, data: str | Lines) -> list[Record]:
+    if not isinstance(data, str):
+        data = "".join(line for _, line in data)
+    records, lines, i = [], _Lines(data), 0
+    while (at := data.find("@", i)) >= 0:
+        m = _BIB_AT.match(data, at)
+        if not m:  # text between entries is a comment in BibTeX, '@' and all
+            i = at + 1
             continue
-        line = data.count("\n", 0, m.start()) + 1
-        i = m.end()
-        key_end = data.find(",", i)
-        if key_end < 0:
-            raise IngestError(path, line, "entry has no fields")
-        fields, i = {}, key_end + 1
-        while True:
-            while i < len(data) and data[i] in " \t\r\n,":
-                i += 1
-            if i >= len(data):
-                raise IngestError(path, line, "entry is not closed")
-            if data[i] in "})":
-                break
-            fm = re.match(r"([\w-]+)\s*=\s*", data[i:])
-            if not fm:
-                raise IngestError(path, data.count("\n", 0, i) + 1, "expected 'field = value'")
-            name, i = fm.group(1).lower(), i + fm.end()
-            value, i = _bib_value(data, i, path, line)
-            fields[name] = re.sub(r"\s+", " ", value).strip()
+        kind, line = m.group(1).lower(), lines.at(at)
+        if kind in ("comment", "preamble", "string"):
+            pattern, pair = (_BIB_BRACE, "{}") if m.group(2) == "{" else (_BIB_PAREN, "()")
+            end = _bib_close(data, m.end() - 1, pattern, pair)
+            if end is None and kind != "comment":
+                raise IngestError(path, line, f"unbalanced {pair[0]} in @{kind}")
+            i = end or m.end()
+            continue
+        key = _BIB_KEY.match(data, m.end())
+        j = key.end()
+        if j < len(data) and data[j] == "=":  # no key: the fields start at once
+            j = m.end()
+        elif j < len(data) and data[j] == ",":
+            j += 1
+        elif j < len(data) and data[j] in "})":
+            i = j + 1  # an entry with a key and no fields
+            continue
+        else:
+            raise IngestError(path, lines.at(j), "expected ',' after the entry's key")
+        fields, i = _bib_fields(data, j, path, line, lines)
         if "abstract" not in fields:
             continue  # a plain reference with no abstract: nothing to read
         if "author" in fields:
@@ -282,10 +400,35 @@ def read_bibtex(path: Path, data: str) -> list[Record]:
     return records
 
 
-READERS: dict[str, Callable[[Path, str], list[Record]]] = {
+READERS: dict[str, Callable[[Path, Lines], list[Record]]] = {
     ".txt": read_text, ".jsonl": read_jsonl, ".ndjson": read_jsonl, ".json": read_json,
     ".csv": read_csv, ".tsv": read_csv, ".bib": read_bibtex, ".bibtex": read_bibtex,
 }
+_READ_WHOLE = {read_json, read_bibtex}
+
+
+def _file_lines(path: Path, f: BinaryIO, limit: int) -> Iterator[tuple[int, str]]:
+    """The file's lines as text, numbered, read a chunk at a time; IngestError past `limit` bytes."""
+    total, no, parts = 0, 0, []
+    while True:
+        chunk = f.readline(_READ_CHUNK)
+        total += len(chunk)
+        if total > limit:  # the file grew, or is no regular file
+            raise _too_big(path, max(total, os.fstat(f.fileno()).st_size), limit)
+        if chunk:
+            parts.append(chunk)
+            if not chunk.endswith(b"\n"):
+                continue  # a line longer than one chunk
+        if not parts:
+            return
+        line, parts = b"".join(parts), []
+        no += 1
+        if no == 1:
+            line = line.removeprefix(codecs.BOM_UTF8)
+        try:
+            yield no, line.decode("utf-8")
+        except UnicodeDecodeError:
+            raise IngestError(path, no, "is not UTF-8 text") from None
 
 
 def read_file(path: str | Path) -> list[Record]:
@@ -295,22 +438,22 @@ def read_file(path: str | Path) -> list[Record]:
     if reader is None:
         raise IngestError(path, 0, f"unknown format '{path.suffix or 'no extension'}' "
                           f"(known: {', '.join(sorted(READERS))})")
+    limit = MAX_WHOLE_FILE_BYTES if reader in _READ_WHOLE else MAX_FILE_BYTES
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise _too_big(path, size, limit)
+            if b"\x00" in f.read(8192):
+                raise IngestError(path, 0, "looks like a binary file, not text")
+            f.seek(0)
+            return reader(path, _file_lines(path, f, limit))
     except FileNotFoundError:
         raise IngestError(path, 0, "no such file") from None
     except IsADirectoryError:
         raise IngestError(path, 0, "is a directory") from None
     except OSError as e:
         raise IngestError(path, 0, e.strerror or str(e)) from None
-    if b"\x00" in raw[:8192]:
-        raise IngestError(path, 0, "looks like a binary file, not text")
-    try:
-        data = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise IngestError(path, line, "is not UTF-8 text") from None
-    return reader(path, data)
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -340,7 +483,7 @@ def normalize(text: str) -> str:
 
 
 def _h(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:20]
+    return short_hash(text, 20)
 
 
 def external_ids(rec: Record) -> list[str]:
@@ -356,6 +499,27 @@ def external_ids(rec: Record) -> list[str]:
     if rec.id and not out:
         out.append(f"ext:id:{rec.id.strip().lower()}")
     return list(dict.fromkeys(out))
+
+
+def source_keys(rec: Record) -> list[str]:
+    """src:<id exactly as the source gave it>: never matched on, kept so results can name it."""
+    return [f"src:{rec.id.strip()}"] if rec.id and rec.id.strip() else []
+
+
+def source_ids(keys: Iterable[str]) -> dict[str, str]:
+    """A paper's source ids from its identity keys: {'id', 'arxiv', 'doi', 'openreview'} where known."""
+    out: dict[str, str] = {}
+    for key in sorted(keys):
+        kind, _, value = key.partition(":")
+        if kind == "src":
+            out["id"] = value
+        elif kind == "ext":
+            sub, _, ident = value.partition(":")
+            if sub == "id":
+                out.setdefault("id", ident)
+            elif sub in ("arxiv", "doi", "openreview"):
+                out.setdefault(sub, ident)
+    return out
 
 
 def sentence_keys(abstract_clean: str) -> list[str]:
@@ -435,7 +599,7 @@ def _comparable(row: dict) -> dict:
     return out
 
 
-def ingest_records(store: Store, records: list[Record], embedder: Embedder | None, *,
+def ingest_records(store: Store, records: list[Record], embedder: Embedder | None, *, now: float,
                    progress: Callable[[int], None] | None = None,
                    chunk: int = CHUNK) -> IngestResult:
     """Upsert records into the store, embedding new or changed text in the same chunk."""
@@ -443,7 +607,7 @@ def ingest_records(store: Store, records: list[Record], embedder: Embedder | Non
     seen_records = store.record_keys()
     for start in range(0, len(records), chunk):
         batch = records[start : start + chunk]
-        _ingest_chunk(store, batch, embedder, seen_records, result)
+        _ingest_chunk(store, batch, embedder, seen_records, result, now)
         if progress:
             progress(len(batch))
     if embedder is not None:
@@ -453,7 +617,8 @@ def ingest_records(store: Store, records: list[Record], embedder: Embedder | Non
     return result
 
 
-def _ingest_chunk(store: Store, batch: list[Record], embedder, seen_records: set, result):
+def _ingest_chunk(store: Store, batch: list[Record], embedder: Embedder | None, seen_records: set,
+                  result: IngestResult, now: float) -> None:
     rows: dict[str, dict] = {}  # paper id -> new row
     keys: list[tuple[str, str]] = []
     replace_keys: set[str] = set()
@@ -527,10 +692,11 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder, seen_records: set
     for pid, row in rows.items():
         final = Record(abstract=row["raw"], title=row.get("raw_title"))
         keys += [(k, pid) for k in identity_keys(final, row["abstract"]) + sentence_keys(row["abstract"])]
-    keys += [(k, pid) for rec, pid in matched for k in external_ids(rec)]
+    keys += [(k, pid) for rec, pid in matched for k in external_ids(rec) + source_keys(rec)]
     vectors = _vectors_for(store, list(rows.values()), embedder) if embedder else []
     result.embedded += len(vectors)
-    store.write_papers(list(rows.values()), keys, replace_keys_for=replace_keys, embeddings=vectors)
+    store.write_papers(list(rows.values()), keys, replace_keys_for=replace_keys, embeddings=vectors,
+                       now=now)
 
 
 def _vectors_for(store: Store, rows: list[dict], embedder: Embedder) -> list[dict]:
@@ -564,7 +730,7 @@ def embed_missing(store: Store, embedder: Embedder, *, result: IngestResult | No
     return done
 
 
-def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder | None, *,
+def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder | None, *, now: float,
                  progress_factory=None) -> IngestResult:
     """Read and validate every file first (a bad file writes nothing), then ingest."""
     files = expand_paths(paths)
@@ -575,13 +741,13 @@ def ingest_paths(store: Store, paths: Iterable[str | Path], embedder: Embedder |
         records += read_file(f)
     bar = progress_factory(len(records)) if progress_factory else None
     try:
-        return ingest_records(store, records, embedder, progress=bar.update if bar else None)
+        return ingest_records(store, records, embedder, now=now, progress=bar.update if bar else None)
     finally:
         if bar:
             bar.close()
 
 
-def reparse(store: Store, embedder: Embedder | None) -> IngestResult:
+def reparse(store: Store, embedder: Embedder | None, *, now: float) -> IngestResult:
     """Re-run the parser over every paper's raw text; re-embed what changed."""
     result = IngestResult()
     ids = [p.id for p in store.iter_papers()]
@@ -598,7 +764,7 @@ def reparse(store: Store, embedder: Embedder | None) -> IngestResult:
             else:
                 result.unchanged += 1
         vectors = _vectors_for(store, rows, embedder) if (embedder and rows) else []
-        store.write_papers(rows, [], embeddings=vectors)
+        store.write_papers(rows, [], embeddings=vectors, now=now)
     return result
 
 

@@ -4,26 +4,32 @@ Optional: summaries work without it. The caller builds the config (bot/config.py
 reads the environment); anything that goes wrong here is an LLMError, and the
 summary code falls back to the extractive TL;DR. The API key is sent as a
 Bearer header and never appears in a repr, a log line or an error message.
+
+The call goes through httpx with redirects off: a redirect from the POST is an
+LLMError, so the key never travels to a host other than the configured one.
+Only http:// and https:// URLs are accepted, checked when the config is built.
 """
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable
+from urllib.parse import urlsplit
+
+import httpx
 
 from store.errors import StoreError
 
 log = logging.getLogger(__name__)
 
+MAX_REPLY_BYTES = 2_000_000  # a chat completion of one sentence is a few KB; more is a broken server
+
 
 class LLMError(StoreError):
-    """The model could not give a usable answer (timeout, HTTP error, malformed reply)."""
+    """The model could not give a usable answer (timeout, HTTP error, malformed reply), or its URL is unusable."""
 
 
 @dataclass(frozen=True)
@@ -33,12 +39,19 @@ class LLMConfig:
     api_key: str | None = field(default=None, repr=False)
     timeout: float = 20.0
 
+    def __post_init__(self):
+        parts = urlsplit(self.url.strip())
+        if parts.scheme.lower() not in ("http", "https"):
+            raise LLMError(f"the LLM URL must start with http:// or https://, not {_redact(self.url.strip())!r}")
+        if not parts.hostname:
+            raise LLMError("the LLM URL has no host name (expected e.g. http://localhost:11434/v1)")
+
     def __repr__(self) -> str:
         return f"LLMConfig(url={_redact(self.url)!r}, model={self.model!r}, timeout={self.timeout!r})"
 
 
 def _endpoint(url: str) -> str:
-    url = url.rstrip("/")
+    url = url.strip().rstrip("/")
     return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
@@ -68,25 +81,12 @@ class LLMClient:
         """The assistant's reply text; LLMError on any failure."""
         if self._clock() < self._down_until:
             raise LLMError("the model timed out recently; not asking again yet")
-        body = json.dumps({"model": self.config.model, "messages": messages, "temperature": 0,
-                           "max_tokens": max_tokens, "stream": False}).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        body = {"model": self.config.model, "messages": messages, "temperature": 0,
+                "max_tokens": max_tokens, "stream": False}
+        headers = {"Accept": "application/json"}
         if self.config.api_key:
             headers["Authorization"] = f"Bearer {self.config.api_key}"
-        request = urllib.request.Request(_endpoint(self.config.url), data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.config.timeout) as response:
-                raw = response.read(2_000_000)
-        except urllib.error.HTTPError as e:
-            raise LLMError(f"HTTP {e.code} from the model server") from None
-        except (TimeoutError, OSError) as e:  # URLError, socket.timeout and refused connections are OSErrors
-            reason = getattr(e, "reason", e)
-            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
-                self._down_until = self._clock() + self.cooldown
-                raise LLMError(f"no answer within {self.config.timeout:g} s") from None
-            raise LLMError(f"cannot reach the model server: {reason}") from None
-        except (http.client.HTTPException, ValueError) as e:  # garbled response, or a URL urllib rejects
-            raise LLMError(f"bad exchange with the model server: {type(e).__name__}") from None
+        raw = self._post(body, headers)
         try:
             content = json.loads(raw)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
@@ -94,6 +94,36 @@ class LLMClient:
         if not isinstance(content, str) or not content.strip():
             raise LLMError("the model sent an empty answer")
         return content
+
+    def _post(self, body: dict, headers: dict) -> bytes:
+        # A new client per call: calls are seconds apart at most, and nothing is shared across threads.
+        try:
+            with httpx.Client(timeout=self.config.timeout, follow_redirects=False) as http:
+                with http.stream("POST", _endpoint(self.config.url), json=body, headers=headers) as response:
+                    if response.is_redirect or 300 <= response.status_code < 400:
+                        raise LLMError(f"the model server answered with a redirect (HTTP {response.status_code}); "
+                                       "redirects are not followed, so the key is never sent elsewhere: "
+                                       "set the URL it redirects to")
+                    if response.status_code != 200:
+                        raise LLMError(f"HTTP {response.status_code} from the model server")
+                    raw = bytearray()
+                    for chunk in response.iter_bytes():
+                        raw += chunk
+                        if len(raw) > MAX_REPLY_BYTES:
+                            raise LLMError("the model server sent a reply of more than 2 MB")
+                    return bytes(raw)
+        except httpx.TimeoutException:
+            self._down_until = self._clock() + self.cooldown
+            raise LLMError(f"no answer within {self.config.timeout:g} s") from None
+        except httpx.TransportError as e:  # refused, DNS, TLS, a dropped connection, a garbled response
+            raise LLMError(f"cannot reach the model server: {type(e).__name__}: {_reason(e)}") from None
+        except httpx.HTTPError as e:
+            raise LLMError(f"bad exchange with the model server: {type(e).__name__}") from None
+
+
+def _reason(e: Exception) -> str:
+    """An httpx error's message without any URL in it (a URL may carry a key in its query)."""
+    return re.sub(r"\S+://\S+", "<url>", str(e)) or "no detail"
 
 
 def describe(client: LLMClient) -> str:

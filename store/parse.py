@@ -13,6 +13,11 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from .text import (
+    ANALYSIS_VERBS, CONTRIBUTION_VERBS, STOPWORDS, sentence_spans, split_sentences, third_person,
+)
+from .text import _CONSONANT_Y as CONSONANT_Y
+
 __all__ = ["Parsed", "clean_text", "parse_abstract", "split_sentences", "extract_urls", "extract_numbers"]
 
 HEADLINE_MAX = 100
@@ -122,16 +127,6 @@ SUPERSCRIPT = dict(zip(
 ))
 SUBSCRIPT = dict(zip("0123456789+-=()aehijklmnoprstuvxβγρφχ", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓᵦᵧᵨᵩᵪ"))
 
-STOPWORDS = frozenset("""
-    a an the of and or but nor for to in on at by with from into onto over under as than then
-    that which who whom whose this these those it its they them their our we us you your is are
-    was were be been being has have had do does did can could may might must shall should will
-    would not no so such via per while whereas where when what how why if thus also both each
-    either neither more most less least very much many some any all other another same own
-    only just even further furthermore moreover however therefore hence yet still up out about
-    across after before between through during without within upon among amongst toward towards
-    against along around beyond despite i.e. e.g. etc. et al w.r.t. wrt
-""".split())
 # Words that never make a short name on their own: pronouns, connectives and the
 # acronyms half the field uses without introducing them.
 GENERIC_NAMES = frozenset("""
@@ -155,9 +150,6 @@ DESC_ADJECTIVES = frozenset("""
     novel new simple effective efficient unified general principled systematic comprehensive
     lightweight flexible scalable robust powerful generic versatile practical first key
 """.split())
-ABBREVIATIONS = ("e.g.", "i.e.", "et al.", "vs.", "cf.", "Fig.", "Figs.", "Eq.", "Eqs.", "Sec.",
-                 "Tab.", "approx.", "resp.", "Dr.", "Mr.", "Ms.", "Prof.", "No.", "w.r.t.", "a.k.a.")
-
 _PRIVATE = re.compile("[\ue000-\uf8ff\u200b\u200c\u200d\ufeff]")
 _MD_LINK = re.compile(r"\[([^\[\]\n]{1,300})\]\(\s*(https?://[^)\s]+)\s*\)")
 _URL_CHARS = r"(?:[^\s{}<>\[\]()\"'$\\`|^]|\\[_%&#~])+"
@@ -199,9 +191,6 @@ _SPACE_AFTER_OPEN = re.compile(r"([(\[“]) ")
 _EMPTY_PARENS = re.compile(r"\(\s*[,;]?\s*\)|\[\s*\]")
 _MISSING_SPACE = re.compile(r"[.!?](?=[A-Z][a-z])")
 _DOUBLE_DOT = re.compile(r"(?<!\.)\.\.(?!\.)")
-_SENT_END = re.compile(r"[.!?][\"”’)]*(\s+)(?=[\"“(\[]?[A-Z0-9])")
-
-
 # ---------------------------------------------------------------- cleaning
 
 @dataclass
@@ -535,82 +524,20 @@ def _scrub(s: str) -> str:
     return " ".join(s.split())
 
 
-# ---------------------------------------------------------------- sentences
-
-def _ends_with_abbreviation(head: str) -> bool:
-    """'... e.g.' or '... et al.' but not '... Image-Social.' (which merely ends in 'al.')."""
-    if not head.endswith(ABBREVIATIONS):
-        return False
-    for abbrev in ABBREVIATIONS:
-        if head.endswith(abbrev):
-            before = head[-len(abbrev) - 1:-len(abbrev)]
-            return not before or not before.isalnum()
-    return False
-
-
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of whitespace-normalised text."""
-    spans, start = [], 0
-    for m in _SENT_END.finditer(text):
-        cut = m.start(1)
-        head = text[start:cut]
-        if _ends_with_abbreviation(head) or (len(head) >= 3 and head[-2].isupper() and head[-3] == " "):
-            continue  # "e.g. Foo", "et al. Then", "J. Smith": not a sentence end
-        if head.strip():
-            spans.append((start, cut))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text.rstrip())))
-    return spans
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split clean text into sentences, keeping e.g./i.e./et al. inside theirs."""
-    text = " ".join((text or "").split())
-    return [text[a:b] for a, b in _sentence_spans(text)]
-
-
 # ---------------------------------------------------------------- names
 
 _TOKEN = r"[A-Za-z0-9][\w\-+.’']*[\w+]|[A-Za-z]"
 _TOKEN_RE = re.compile(_TOKEN)
-_VERBS = ("propose", "introduce", "present", "develop", "design", "build", "construct", "curate",
-          "create", "devise", "release", "contribute", "establish", "formulate", "offer", "unveil",
-          "collect", "assemble", "put forward", "describe", "provide")
-_ANALYSIS_VERBS = ("show", "find", "demonstrate", "reveal", "investigate", "study", "analyze",
-                   "analyse", "examine", "explore", "identify", "prove", "characterize",
-                   "characterise", "argue", "address", "revisit", "evaluate", "benchmark",
-                   "tackle", "consider", "focus", "seek", "aim", "extend", "learn", "leverage",
-                   "model", "frame", "cast", "reformulate", "take", "approach")
-
-
-_CONSONANT_Y = re.compile(r"[^aeiou]y$")
-
-
-def _third_person(verb: str) -> str:
-    """propose -> proposes, study -> studies, address -> addresses."""
-    word = verb.lower()
-    if word.endswith(("ed", "ing")) or word in ("built", "found", "took", "sought", "puts forward"):
-        return word
-    if word == "put forward":
-        return "puts forward"
-    if word.endswith("s") and not word.endswith(("ss", "us")):
-        return word  # already third person: "this paper studies"
-    if _CONSONANT_Y.search(word):
-        return word[:-1] + "ies"
-    if word.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return word + "es"
-    return word + "s"
 
 
 def _verb_forms(verbs, tenses: bool = True) -> str:
     forms = set()
     for v in verbs:
-        forms.update({v, _third_person(v)})
+        forms.update({v, third_person(v)})
         if tenses:
             stem = v[:-1] if v.endswith("e") else v
             forms.update({stem + "ed", stem + "ing"})
-            if _CONSONANT_Y.search(v):
+            if CONSONANT_Y.search(v):
                 forms.add(v[:-1] + "ied")
     if tenses:
         forms.update({"built", "found", "took", "sought"})
@@ -622,22 +549,22 @@ _SUBJECT = (r"(?:[Ww]e|us to|[Tt]his (?:paper|work|study|article|submission)"
             r"|[Oo]ur (?:work|paper|study|approach|method))")
 _ADVERBS = (r"(?:(?:\w+ly|also|further|first|then|here|now|therefore|thus|hence|next|instead|finally|"
             r"additionally|subsequently|jointly|accordingly|can|will),?\s+){0,2}")
-_ING = "|".join(v[:-1] + "ing" if v.endswith("e") else v + "ing" for v in _VERBS)
+_ING = "|".join(v[:-1] + "ing" if v.endswith("e") else v + "ing" for v in CONTRIBUTION_VERBS)
 # Matched only at _SUBJECT_START hits: anchored .match() calls are far cheaper than a full search.
 _SUBJECT_START = re.compile(r"[WwTtOoBbvu](?:e|his|hrough|ur|y|ia|s to) ")
-_INTRO = re.compile(rf"(?:{_SUBJECT}\s+{_ADVERBS}(?:{_verb_forms(_VERBS)})|(?:[Bb]y|via|through)\s+(?:{_ING}))\b")
+_INTRO = re.compile(rf"(?:{_SUBJECT}\s+{_ADVERBS}(?:{_verb_forms(CONTRIBUTION_VERBS)})|(?:[Bb]y|via|through)\s+(?:{_ING}))\b")
 # "we analyse X and propose Y", "we aim to introduce Y": the subject is earlier in the sentence;
 # a third-person form ("and develops") must follow "and" ("X introduces bias" is not ours).
-_BASE_FORMS = frozenset(v for v in _VERBS if " " not in v)
-_LATER_FORMS = _BASE_FORMS | {_third_person(v) for v in _BASE_FORMS}
+_BASE_FORMS = frozenset(v for v in CONTRIBUTION_VERBS if " " not in v)
+_LATER_FORMS = _BASE_FORMS | {third_person(v) for v in _BASE_FORMS}
 _VERB_STEMS = tuple({v[:-1] if v.endswith("e") else v for v in _BASE_FORMS})
 _HAS_SUBJECT = re.compile(rf"\b{_SUBJECT}\b")
 _CONTRIB = re.compile(
     rf"(?:[Ww]e|[Oo]ur (?:work|paper|study|results|analysis|findings|experiments|approach|method)"
     rf"|[Tt]his (?:paper|work|study|article))\s+{_ADVERBS}"
-    rf"(?P<verb>(?:{_verb_forms(_VERBS + _ANALYSIS_VERBS)})(?:\s+and\s+[a-z]+)?)\b")
-_AND_THEN_VERB = re.compile(rf"\b(and|then)\s+({_verb_forms(_VERBS + _ANALYSIS_VERBS, tenses=False)})\b")
-_PROPOSE_START = re.compile(rf"^(?:{_verb_forms(_VERBS)})$", re.I)
+    rf"(?P<verb>(?:{_verb_forms(CONTRIBUTION_VERBS + ANALYSIS_VERBS)})(?:\s+and\s+[a-z]+)?)\b")
+_AND_THEN_VERB = re.compile(rf"\b(and|then)\s+({_verb_forms(CONTRIBUTION_VERBS + ANALYSIS_VERBS, tenses=False)})\b")
+_PROPOSE_START = re.compile(rf"^(?:{_verb_forms(CONTRIBUTION_VERBS)})$", re.I)
 # No leading \b or lookbehind (they defeat the regex engine's first-character scan); checked in code.
 _CALLED = re.compile(
     r"(?:called|named|termed|dubbed|coined|denoted(?: as| by)?|referred to as|[Ww]e\s+(?:call|term|name|dub|coin)"
@@ -1075,12 +1002,12 @@ def _contributions(text: str, spans: list[tuple[int, int]], subjects: list[int])
         proposes = bool(_PROPOSE_START.match(words[0])) and not words[0].startswith(("provide", "describe"))
         infinitive = _TO_VERB.match(obj) if words[0].lower().startswith(_TAKES_INFINITIVE) else None
         if infinitive:  # "we propose to leverage X" -> "Leverages X"
-            phrase = _capitalise(f"{_third_person(infinitive.group(1))} {obj[infinitive.end():]}")
+            phrase = _capitalise(f"{third_person(infinitive.group(1))} {obj[infinitive.end():]}")
         elif proposes and len(words) == 1 and not _CLAUSE_START.match(obj):
             phrase = _capitalise(_LEAD_ARTICLE_NOVEL.sub("", obj))  # "we propose a X that ..." -> "X that ..."
         else:
-            verbs = _third_person(words[0]) + (f" and {_third_person(words[2])}" if len(words) == 3 else "")
-            rest = _AND_THEN_VERB.sub(lambda x: f"{x.group(1)} {_third_person(x.group(2))}", obj)
+            verbs = third_person(words[0]) + (f" and {third_person(words[2])}" if len(words) == 3 else "")
+            rest = _AND_THEN_VERB.sub(lambda x: f"{x.group(1)} {third_person(x.group(2))}", obj)
             phrase = _capitalise(f"{verbs} {rest}")
         out.append(_Contribution(i, phrase, obj, proposes))
     return out
@@ -1519,7 +1446,7 @@ def parse_abstract(raw: str, title: str | None = None) -> Parsed:
     if cleaned.macros:
         text = _resolve_macros(text, cleaned.macros, cleaned.acronyms, title_name)
     text = _scrub(text)
-    spans = _sentence_spans(text)
+    spans = sentence_spans(text)
     sentences = [text[a:b] for a, b in spans]
     subjects = _subject_starts(text)
     name = _find_name(text, spans, cleaned.emph, cleaned.acronyms, subjects)

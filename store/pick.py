@@ -38,6 +38,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from .base import Store
+from .embed import Embedder
+
 INTEREST = "interest"
 EXPLORATION = "exploration"
 BREADTH = "breadth"
@@ -486,8 +489,8 @@ def lexical_for(searcher, interests: Sequence[Interest], limit: int = 300) -> di
             hits = [(pid, s) for pid, s in hits if pid != it.paper_id]
         else:
             hits = searcher.bm25(it.text, limit=limit)
-        best = min((s for _, s in hits), default=0.0)  # FTS5's bm25 is negative: lower is better
-        if best < 0:
+        best = hits[0][1] if hits else 0.0  # best first, whichever sign the backend's BM25 has
+        if best:
             out[it.id] = {pid: s / best for pid, s in hits}
     return out
 
@@ -668,7 +671,7 @@ def like_text(paper) -> str:
     return f"papers like {paper.short_name}"
 
 
-def interests_for(store, channel: str, embedder) -> list[Interest]:
+def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Interest]:
     """The channel's interests as vectors of the current model (re-embedding any left from another)."""
     rows = store.interests(channel)
     stale = [r for r in rows if r["model"] != embedder.name or r["vector"] is None]
@@ -685,7 +688,7 @@ def interests_for(store, channel: str, embedder) -> list[Interest]:
                      r["paper_id"]) for r in rows]
 
 
-def history_for(store, channel: str) -> list[PastPost]:
+def history_for(store: Store, channel: str) -> list[PastPost]:
     """What the channel was shown before, from its post rows; runners-up a member saved are engaged."""
     rows = store.post_history(channel)
     members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
@@ -703,7 +706,7 @@ def history_for(store, channel: str) -> list[PastPost]:
     return out
 
 
-def pick_for_channel(store, embedder, channel: str, day: date, *,
+def pick_for_channel(store: Store, embedder: Embedder, channel: str, day: date, *,
                      vectors: tuple[Sequence[str], np.ndarray] | None = None,
                      feedback=None, settings: PickSettings = PickSettings(),
                      searcher=None) -> DailyPick | None:

@@ -1,4 +1,4 @@
-"""Hybrid search: FTS5 BM25 and embedding cosine, fused; "more like this".
+"""Hybrid search: the store's lexical (BM25) ranking and embedding cosine, fused; "more like this".
 
 Exact matches on a paper id or short name go first. The vectors live in one
 in-memory float32 matrix (a single matrix-vector product per query is fast
@@ -17,10 +17,13 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .db import Store
+from .base import Store
 from .embed import Embedder
 from .errors import EmptyQuery, PaperNotFound
+from .ingest import source_ids
 from .paper import Paper
+from .text import BOILERPLATE
+from .text import STOPWORDS as BASE_STOPWORDS
 
 # Fusion and BM25 settings, tuned with bench/search_quality.py on SciTLDR train
 # (2.6k OpenReview abstracts, 1992 TLDR queries) and checked on dev (1453 queries).
@@ -59,21 +62,9 @@ MAX_QUERY_TERMS = 48
 QUERY_CACHE_SIZE = 256
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
 _SEPARATOR = re.compile(r"[^\w\s\-.'\u2019/]+", re.UNICODE)
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had
-has have having he her here hers him his how i if in into is it its itself just me more most my
-no nor not of off on once only or other our ours out over own same she should so some such than
-that the their theirs them then there these they this those through to too under until up very
-was we were what when where which while who whom why will with would you your yours paper papers
-that's about show shows propose proposed method methods approach using use based new via
-one ones two three first second yet however thus therefore moreover furthermore often across
-within without well may might many much since among per whether either instead despite
-including specifically present presents presented introduce introduces introduced existing
-novel demonstrate demonstrates achieve achieves achieving significantly effectively
-""".split())
+# A single query word in these is left to the embedding (it matches nearly every abstract).
+STOPWORDS = BASE_STOPWORDS | BOILERPLATE
 
 
 @dataclass
@@ -94,7 +85,8 @@ class Hit:
         """The JSON shape of the CLI: id, name, headline, score, why and the score parts."""
         p = self.paper
         return {
-            "id": p.id, "name": p.short_name, "headline": p.headline, "score": round(self.score, 5),
+            "id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
+            "score": round(self.score, 5),
             "why": self.why, "collection": p.collection, "year": p.year, "exact": self.exact,
             "bm25_rank": self.bm25_rank, "dense_rank": self.dense_rank,
             "dense_score": None if self.dense_score is None else round(self.dense_score, 4),
@@ -116,21 +108,11 @@ def query_words(text: str) -> list[list[str]]:
     return out
 
 
-def match_expression(phrases: Sequence[str]) -> str | None:
-    """A safe FTS5 MATCH string: each phrase double-quoted, OR-joined; None for no phrases.
-
-    Quoting makes AND/OR/NEAR, *, ^, :, -, brackets and stray quotes plain text, and
-    phrases hold only letters, digits and spaces, so no user input can make FTS5 raise.
-    """
-    quoted = [f'"{p}"' for p in dict.fromkeys(phrases) if _PHRASE.fullmatch(p)]
-    return " OR ".join(quoted) if quoted else None
-
-
-def safe_match(text: str, *, max_terms: int = MAX_QUERY_TERMS) -> str | None:
-    """match_expression for raw text without document frequencies: non-stopwords, first come."""
+def safe_terms(text: str, *, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    """Lexical terms for raw text without document frequencies: non-stopwords, first come."""
     words = query_words(text)
     phrases = [" ".join(p) for p in words if not (len(p) == 1 and p[0] in STOPWORDS)]
-    return match_expression((phrases or [" ".join(p) for p in words])[:max_terms])
+    return list(dict.fromkeys(phrases or [" ".join(p) for p in words]))[:max_terms]
 
 
 def has_content(text: str) -> bool:
@@ -227,8 +209,8 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
     """Fused score per candidate id, higher is better.
 
     'rrf' fuses ranks; 'score' adds the cosine (computed for every candidate, so a
-    lexical-only hit is not penalised for missing the dense top list) to the BM25
-    score scaled so the query's best lexical hit is 1.
+    lexical-only hit is not penalised for missing the dense top list) to the lexical
+    score (higher is better) scaled so the query's best lexical hit is 1.
     """
     if method == "rrf":
         return rrf([([p for p, _ in lexical], bm25_weight), ([p for p, _ in dense], dense_weight)], k)
@@ -238,7 +220,7 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
             if pid not in cos:
                 vec = index.vector(pid)
                 cos[pid] = float(vec @ query_vec) if vec is not None else 0.0
-    best = min((s for _, s in lexical), default=-1.0) or -1.0
+    best = max((s for _, s in lexical), default=1.0) or 1.0
     lex = {pid: s / best for pid, s in lexical}
     return {pid: dense_weight * cos.get(pid, 0.0) + bm25_weight * lex.get(pid, 0.0)
             for pid in cos.keys() | lex.keys()}
@@ -281,7 +263,7 @@ class Searcher:
                 ids, matrix = self.store.load_vectors(self.embedder.name)
                 rows = self.store.paper_facets()
                 self._index = MatrixIndex(ids, matrix, {pid: (c, y) for pid, c, y, _ in rows})
-                # Latest update wins, as in Store.find_exact.
+                # paper_facets is oldest update first: the latest update wins a shared name.
                 self._names = {(name or "").strip().lower(): pid for pid, _, _, name in rows if name}
                 self._term_df = {}
                 self._version = version
@@ -301,31 +283,36 @@ class Searcher:
                 self._cache.popitem(last=False)
         return vec
 
-    def word_terms(self, words: Sequence[str]) -> dict[str, str]:
-        """word -> its FTS term ('' when the tokenizer keeps nothing of it); cached."""
+    def _stats(self, words: Sequence[str]) -> None:
+        """Fill the caches for these words: their index terms and the terms' document counts."""
         with self._lock:
-            known = {w: self._word_term[w] for w in words if w in self._word_term}
-        new = [w for w in dict.fromkeys(words) if w not in known]
-        if new:
-            found = self.store.fts_terms(new)
-            found = {w: found.get(w, "") for w in new}
-            known.update(found)
-            with self._lock:
-                if len(self._word_term) > 200_000:
-                    self._word_term.clear()
-                self._word_term.update(found)
-        return known
+            todo = [w for w in dict.fromkeys(words)
+                    if w not in self._word_term or (self._word_term[w] and self._word_term[w] not in self._term_df)]
+        if not todo:
+            return
+        found = self.store.term_stats(todo)
+        with self._lock:
+            if len(self._word_term) > 200_000:
+                self._word_term.clear()
+            for w in todo:
+                term, df = found.get(w, ("", 0))
+                self._word_term[w] = term
+                if term:
+                    self._term_df[term] = df
+
+    def word_terms(self, words: Sequence[str]) -> dict[str, str]:
+        """word -> its index term ('' when the tokenizer keeps nothing of it); cached."""
+        self._stats(words)  # terms never change with the papers: no version check needed
+        with self._lock:
+            return {w: self._word_term.get(w, "") for w in words}
 
     def terms(self, words: Sequence[str]) -> dict[str, tuple[str, int]]:
-        """word -> (FTS term, papers holding it), cached until papers change."""
+        """word -> (index term, papers holding it), cached until papers change."""
         self.index()  # resets the document counts when papers changed
-        word_term = self.word_terms(words)
+        self._stats(words)
         with self._lock:
-            todo = {t for t in word_term.values() if t and t not in self._term_df}
-        counts = self.store.term_doc_counts(todo) if todo else {}
-        with self._lock:
-            self._term_df.update(counts)
-            return {w: (word_term[w], self._term_df.get(word_term[w], 0)) for w in words}
+            return {w: (self._word_term.get(w, ""), self._term_df.get(self._word_term.get(w, ""), 0))
+                    for w in words}
 
     def _papers_total(self) -> int:
         return max(len(self.index()), 1)
@@ -388,13 +375,13 @@ class Searcher:
     # -- rankers --------------------------------------------------------------
     def bm25(self, text: str, *, limit: int | None = None, collection: str | None = None,
              year: int | None = None, phrases: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """(id, bm25) best first; empty when the text has no searchable words."""
-        match = match_expression(self.query_phrases(text) if phrases is None else phrases)
-        if match is None:
+        """(id, lexical score) best first; empty when the text has no searchable words."""
+        terms = self.query_phrases(text) if phrases is None else list(phrases)
+        if not terms:
             return []
-        return self.store.fts_search(match, weights=self.column_weights,
-                                     limit=limit or self.candidates,
-                                     collection=collection, year=year)
+        return self.store.lexical_search(terms, weights=self.column_weights,
+                                         limit=limit or self.candidates,
+                                         collection=collection, year=year)
 
     def dense(self, text: str, *, limit: int | None = None, collection: str | None = None,
               year: int | None = None) -> list[tuple[str, float]]:
@@ -415,18 +402,20 @@ class Searcher:
         if limit <= 0:
             return []
         index = self.index()
-        # SQLite and torch/numpy release the GIL: FTS runs while the query is embedded.
-        lexical_job = self._pool().submit(self._lexical, text, collection, year)
+        pool = max(self.candidates, limit)  # a script asking for 1000 hits gets 1000 candidates
+        # SQLite and torch/numpy release the GIL: the lexical search runs while the query is embedded.
+        lexical_job = self._pool().submit(self._lexical, text, collection, year, pool)
         qvec = self.embed_query(text)
-        dense = index.search(qvec, self.candidates, collection=collection, year=year) if len(index) else []
+        dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
         return self._hits(lexical, dense, exact=exact, limit=limit, phrases=phrases, query=text,
                           index=index, qvec=qvec)
 
-    def _lexical(self, text: str, collection: str | None, year: int | None):
+    def _lexical(self, text: str, collection: str | None, year: int | None, limit: int):
         exact = self._exact(text, collection, year)
         phrases = self.query_phrases(text)
-        return exact, phrases, self.bm25(text, phrases=phrases, collection=collection, year=year)
+        return exact, phrases, self.bm25(text, phrases=phrases, collection=collection, year=year,
+                                         limit=limit)
 
     def _pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -443,30 +432,38 @@ class Searcher:
         vec = index.vector(paper.id)
         if vec is None:  # not embedded yet (ingested with --no-embed)
             vec = self.embed_query(clip_query(_paper_text(paper)))
-        dense = index.search(vec, self.candidates + 1, exclude=paper.id) if len(index) else []
+        pool = max(self.candidates, limit)
+        dense = index.search(vec, pool + 1, exclude=paper.id) if len(index) else []
         phrases = self.distinctive_words(paper)
-        lexical = [(pid, s) for pid, s in self.bm25("", phrases=phrases, limit=self.candidates + 1)
+        lexical = [(pid, s) for pid, s in self.bm25("", phrases=phrases, limit=pool + 1)
                    if pid != paper.id]
         return self._hits(lexical, dense, exact=None, limit=limit, phrases=phrases, query="",
                           index=index, qvec=vec, fusion=SIMILAR_FUSION)
 
     def resolve(self, ref: str) -> tuple[Paper, bool]:
-        """A paper by id or short name (exact: True), else the best search hit (False)."""
+        """The one way to turn a reference into a paper: id or short name (exact: True), else
+        the best search hit (False) when it shares a word or its cosine clears RESOLVE_MIN_COSINE.
+
+        PaperNotFound when nothing qualifies (or the reference has nothing to search for)."""
         ref = (ref or "").strip()
         if not ref:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.")
         paper = self.find_exact(ref)
         if paper:
             return paper, True
-        hits = self.search(ref, limit=1)
+        try:
+            hits = self.search(ref, limit=1)
+        except EmptyQuery:
+            raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
         # A best guess needs some evidence: a shared word, or a clearly close meaning.
         if not hits or (hits[0].bm25_rank is None and (hits[0].dense_score or 0) < RESOLVE_MIN_COSINE):
             raise PaperNotFound(f"No paper matches '{ref[:80]}'.")
         return hits[0].paper, False
 
-    # -- internals ----------------------------------------------------------------
     def find_exact(self, ref: str) -> Paper | None:
-        """A paper by id or short name, case-insensitive (names from memory: no table scan)."""
+        """A paper by id or short name, case-insensitive, latest update winning; None otherwise.
+
+        Names are kept in memory (no table scan); resolve() starts here."""
         ref = " ".join((ref or "").split()).lower()
         if not ref or len(ref) > 200:
             return None
@@ -547,3 +544,12 @@ def explain(hit: Hit, query: str) -> str:
     if not parts:
         parts.append(f"meaning ({hit.dense_score or 0:.2f})")
     return "; ".join(parts)
+
+
+def hits_json(store: Store, hits: Sequence[Hit]) -> list[dict]:
+    """The JSON of `search`/`similar --json`: each hit with its title and the paper's source ids.
+
+    `source_ids` holds the `id` the input file gave and the arXiv id, DOI and OpenReview id
+    where known, so a script can join results back to its own data."""
+    keys = store.paper_keys(h.paper.id for h in hits)
+    return [{**h.to_dict(), "source_ids": source_ids(keys.get(h.paper.id, []))} for h in hits]

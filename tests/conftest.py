@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,11 @@ TOKEN_SECRETS = ("SECRETBOTTOKEN", "SECRETAPPTOKEN", BOT_TOKEN, APP_TOKEN)
 
 
 def _seed(path: Path, embedder) -> Path:
-    from store.db import Store
-    from store.ingest import bundled_sample_paths, ingest_paths
+    from store import open_store
+    from store import bundled_sample_paths, ingest_paths
 
-    store = Store(path)
-    ingest_paths(store, bundled_sample_paths(), embedder)
+    store = open_store(path)
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return path
@@ -47,7 +48,7 @@ def copy_db(source: Path, target: Path) -> Path:
 @pytest.fixture(scope="session")
 def real_embedder():
     """all-MiniLM-L6-v2, loaded once for the session."""
-    from store.embed import SentenceTransformerEmbedder
+    from store import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     embedder.load()
@@ -68,17 +69,38 @@ def seed_db(tmp_path_factory, real_embedder) -> Path:
 @pytest.fixture(scope="session")
 def hashing_db(tmp_path_factory) -> Path:
     """The same abstracts embedded with the weightless HashingEmbedder (fast, no model)."""
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
+
+
+STORE_BACKENDS = ["sqlite"]  # the PostgreSQL issue adds "postgresql" here
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store_url(request, tmp_path) -> str:
+    """Where a fresh, empty test database lives, for each backend the store tests run on."""
+    if request.param == "sqlite":
+        return str(tmp_path / "paperclub.db")
+    raise NotImplementedError(request.param)  # pragma: no cover
+
+
+@pytest.fixture
+def store(store_url):
+    """A fresh, migrated, empty Store (open_store, so every backend runs the same tests)."""
+    from store import open_store
+
+    s = open_store(store_url)
+    yield s
+    s.close()
 
 
 @pytest.fixture
 def seed_store(seed_db, tmp_path):
     """A private, writable copy of the real-model seed store."""
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(seed_db, tmp_path / "seed.db"))
+    store = open_store(copy_db(seed_db, tmp_path / "seed.db"))
     yield store
     store.close()
 
@@ -86,9 +108,9 @@ def seed_store(seed_db, tmp_path):
 @pytest.fixture
 def hashing_store(hashing_db, tmp_path):
     """A private, writable copy of the HashingEmbedder seed store."""
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(hashing_db, tmp_path / "hashing.db"))
+    store = open_store(copy_db(hashing_db, tmp_path / "hashing.db"))
     yield store
     store.close()
 
@@ -148,3 +170,25 @@ def block_action_body(action_id: str, value: str, url: str, *, user: str, channe
                           "message_ts": "1.000001"},
             "response_url": url, "trigger_id": "1.2.3",
             "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+
+
+class Clock:
+    """A clock a test can set (`clock.now = ...`); the wall clock until it does."""
+
+    def __init__(self, now=None):
+        self.now = now
+
+    def __call__(self):
+        from datetime import datetime, timezone
+
+        return self.now if self.now is not None else datetime.now(timezone.utc)
+
+
+def make_deps(settings, store, searcher, *, slack=True, clock=None, **kw):
+    """The bot's wiring (bot.wiring.build_deps) for a test: a Slack client for SLACK_API_URL unless
+    slack=None, and a settable Clock unless one is given."""
+    from bot.app import make_client
+    from bot.wiring import build_deps
+
+    client = make_client(settings) if slack is True else slack
+    return build_deps(settings, store, searcher, clock=clock or Clock(), slack=client, **kw)

@@ -3,14 +3,19 @@
     with FakeLLM() as llm:
         llm.reply = "Proposes ..."        # or a function of the request body
         llm.status, llm.delay, llm.raw = 500, 0.0, None
+        llm.redirect = (302, other.url)   # answer every request with a redirect there
         ... LLMConfig(url=llm.url, model="fake-model", api_key="...") ...
-        llm.requests  # [{"path", "headers", "body"}] as the server saw them
+        llm.requests  # [{"method", "path", "headers", "body"}] as the server saw them, any method
+
+The default reply is a TL;DR that restates the start of the abstract it was sent, so it
+passes the grounding check the way a good model's answer does.
 
 Binds 127.0.0.1 on an ephemeral port; stop() ends a stalled reply at once.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
@@ -22,6 +27,9 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
+    def do_GET(self):  # a client that followed a redirect as a GET is recorded too
+        self.do_POST()
+
     def do_POST(self):
         fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
@@ -31,8 +39,16 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = None
         with fake.lock:
-            fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            fake.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                                  "body": body})
         if fake.delay and fake.stopping.wait(fake.delay):
+            return
+        if fake.redirect:
+            status, to = fake.redirect
+            self.send_response(status)
+            self.send_header("Location", to.rstrip("/") + self.path.removeprefix("/v1"))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
             return
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, b'{"error": "not found"}')
@@ -62,11 +78,20 @@ class _Server(ThreadingHTTPServer):
     fake: "FakeLLM"
 
 
+def restate(body: dict | None) -> str:
+    """The default answer: 'The fake TL;DR says' and the abstract's first dozen words, as one sentence."""
+    prompt = ((body or {}).get("messages") or [{}])[-1].get("content") or ""
+    abstract = re.search(r"<abstract>(.*?)</abstract>", prompt, re.S)
+    words = re.findall(r"[A-Za-z][A-Za-z-]+", abstract.group(1) if abstract else prompt)[:12]
+    return "The fake TL;DR says " + " ".join(words) + "."
+
+
 class FakeLLM:
     """The fake server and the knobs a test turns."""
 
     def __init__(self):
-        self.reply: str | Callable[[dict], str] = "A fake TL;DR sentence from the fake model."
+        self.reply: str | Callable[[dict], str] = restate
+        self.redirect: tuple[int, str] | None = None
         self.status = 200
         self.delay = 0.0
         self.raw: bytes | None = None  # sent verbatim instead of a chat completion

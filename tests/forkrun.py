@@ -15,8 +15,8 @@ import os
 import sys
 
 PRELOAD = ["numpy", "sqlite_utils", "slack_sdk", "slack_bolt", "apscheduler.schedulers.background", "click",
-           "pydantic_settings", "store.db", "store.ingest", "store.parse", "store.embed", "store.search",
-           "store.pick", "store.summary", "store.feedback", "store.schedule", "forkrun"]
+           "pydantic_settings", "store.backends.sqlite", "store.ingest", "store.parse", "store.embed", "store.search",
+           "store.pick", "store.summary", "store.overview", "store.feedback", "store.schedule", "forkrun"]
 
 
 def context():

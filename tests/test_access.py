@@ -11,7 +11,7 @@ import json
 import pytest
 from slack_bolt import BoltRequest
 
-from conftest import make_settings
+from conftest import make_deps, make_settings
 
 CH = "C1"
 
@@ -19,20 +19,19 @@ CH = "C1"
 @pytest.fixture
 def make_app(fake_slack, hashing_store):
     from bot.app import create_app
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
-    apps = []
+    made = []
 
     def make(admins: str):
         settings = make_settings(slack_api_url=fake_slack.api_url, admins=admins, timezone="UTC")
-        app = create_app(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()),
-                         process_before_response=True)
-        apps.append(app)
-        return app
+        deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()))
+        made.append(deps)
+        return create_app(deps, process_before_response=True)
     yield make
-    for app in apps:
-        app.paperclub_deps.daily.shutdown()
+    for deps in made:
+        deps.scheduler.shutdown()
 
 
 def command(app, fake, text: str, user: str, channel: str = CH) -> dict:

@@ -8,17 +8,20 @@ from __future__ import annotations
 import io
 import json
 import logging
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 from slack_bolt import BoltRequest
 
 from bot import blocks as bk
-from bot.app import HOME_SECTIONS, create_app, home_section
-from bot.commands import SUBCOMMANDS, Reply, clean_input, subcommand
+from bot import home
+from bot.app import FEATURES, create_app
+from bot.commands import Reply, Subcommand, clean_input
 from bot.console import run_console
-from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_settings
-from store.paper import Paper
+from bot.wiring import command_table
+from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings
+from store import Paper
 
 pytestmark = pytest.mark.slow  # the real model decides which paper a query finds
 
@@ -31,16 +34,16 @@ TVG = "Temporal Video Grounding (TVG)"
 @pytest.fixture(scope="module")
 def module_store(seed_db, tmp_path_factory):
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
 
-    store = Store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
+    store = open_store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
     yield store
     store.close()
 
 
 @pytest.fixture(scope="module")
 def searcher(module_store, real_embedder):
-    from store.search import Searcher
+    from store import Searcher
 
     s = Searcher(module_store, real_embedder)
     s.warm()
@@ -53,11 +56,17 @@ def slack(module_fake_slack):
     return module_fake_slack
 
 
+def make_app(slack, store, searcher, *, features=FEATURES, **changes):
+    """The app as `paperclub run` wires it, with `changes` made to its Deps (an extra command...)."""
+    settings = make_settings(slack_api_url=slack.api_url)
+    # no client: create_app builds the production one, retry handlers included
+    deps = make_deps(settings, store, searcher, slack=None)
+    return create_app(replace(deps, **changes), process_before_response=True, features=features)
+
+
 @pytest.fixture
 def app(slack, module_store, searcher):
-    settings = make_settings(slack_api_url=slack.api_url)
-    # no client passed: create_app builds the production one, retry handlers included
-    return create_app(settings, module_store, searcher, process_before_response=True)
+    return make_app(slack, module_store, searcher)
 
 
 def paper_with(store, start: str) -> Paper:
@@ -148,7 +157,7 @@ def test_free_text_without_a_subcommand_is_searched_with_a_note(app, slack, modu
 def test_help_lists_every_subcommand_with_an_example(app, slack, text):
     reply = one(command(app, slack, text))
     body = all_text(reply)
-    for sub in SUBCOMMANDS.values():
+    for sub in command_table().values():
         if not sub.hidden:
             assert f"/paper {bk.esc(sub.usage)}" in body
             assert f"/paper {bk.esc(sub.example)}" in body
@@ -226,16 +235,15 @@ def test_bad_input_gets_one_friendly_ephemeral_reply(app, slack, module_store, t
     assert module_store.count_papers() == before
 
 
-def test_an_unexpected_failure_gets_a_short_apology_and_is_logged(app, slack, caplog):
-    @subcommand("explode", usage="explode", example="explode", help="test only", hidden=True)
+def test_an_unexpected_failure_gets_a_short_apology_and_is_logged(slack, module_store, searcher, caplog):
     def handle_explode(deps, call):
         raise RuntimeError("boom " + BOT_TOKEN)
 
-    try:
-        with caplog.at_level(logging.ERROR):
-            reply = one(command(app, slack, "explode"))
-    finally:
-        SUBCOMMANDS.pop("explode")
+    explode = Subcommand("explode", handle_explode, usage="explode", example="explode", help="test only",
+                         hidden=True)
+    app = make_app(slack, module_store, searcher, commands=command_table().with_(explode))
+    with caplog.at_level(logging.ERROR):
+        reply = one(command(app, slack, "explode"))
     assert "Sorry, something went wrong" in reply["text"]
     assert "boom" not in all_text(reply) and "Traceback" not in all_text(reply)
     assert reply["response_type"] == "ephemeral"
@@ -301,15 +309,12 @@ def test_a_button_for_a_deleted_paper_says_so(app, slack):
 
 
 # -- events -------------------------------------------------------------------------------------
-def test_app_home_explains_the_bot_and_shows_hooks(app, slack, module_store):
-    @home_section
+def test_app_home_explains_the_bot_and_shows_hooks(slack, module_store, searcher):
     def saved_papers(deps, user_id):
         return [bk.section(f"Saved papers of <@{user_id}>: none yet")]
 
-    try:
-        assert event(app, {"type": "app_home_opened", "user": "U3", "tab": "home", "channel": "D1"}).status == 200
-    finally:
-        HOME_SECTIONS.remove(saved_papers)
+    app = make_app(slack, module_store, searcher, home_sections=(*home.SECTIONS, saved_papers))
+    assert event(app, {"type": "app_home_opened", "user": "U3", "tab": "home", "channel": "D1"}).status == 200
     view = slack.home_view("U3")
     text = json.dumps(view)
     assert view["type"] == "home"
@@ -317,15 +322,12 @@ def test_app_home_explains_the_bot_and_shows_hooks(app, slack, module_store):
     assert "Saved papers of <@U3>" in text
 
 
-def test_a_broken_home_hook_does_not_blank_the_home_tab(app, slack):
+def test_a_broken_home_hook_does_not_blank_the_home_tab(slack, module_store, searcher):
     def broken(deps, user_id):
         raise ValueError("no table yet")
 
-    HOME_SECTIONS.append(broken)
-    try:
-        event(app, {"type": "app_home_opened", "user": "U4", "tab": "home", "channel": "D1"})
-    finally:
-        HOME_SECTIONS.remove(broken)
+    app = make_app(slack, module_store, searcher, home_sections=(*home.SECTIONS, broken))
+    event(app, {"type": "app_home_opened", "user": "U4", "tab": "home", "channel": "D1"})
     assert "/paper search" in json.dumps(slack.home_view("U4"))
 
 
@@ -336,26 +338,15 @@ def test_a_redelivered_event_is_handled_once(app, slack):
     assert len(slack.calls("views.publish")) == 1
 
 
-def test_an_extension_listener_for_a_subscribed_event_is_not_shadowed(slack, module_store, searcher,
-                                                                     monkeypatch):
-    import sys
-    import types
-
-    from bot import app as app_module
-
+def test_an_extension_listener_for_a_subscribed_event_is_not_shadowed(slack, module_store, searcher):
     seen = []
-    ext = types.ModuleType("paperclub_test_extension")
 
     def register(app, deps):
         @app.event("reaction_added")
         def handle_reaction_added(event):
             seen.append(event["reaction"])
 
-    ext.register = register
-    monkeypatch.setitem(sys.modules, ext.__name__, ext)
-    monkeypatch.setattr(app_module, "EXTENSIONS", [*app_module.EXTENSIONS, ext.__name__])
-    app = create_app(make_settings(slack_api_url=slack.api_url), module_store, searcher,
-                     process_before_response=True)
+    app = make_app(slack, module_store, searcher, features=(register, *FEATURES))
     event(app, {"type": "reaction_added", "user": "U1", "reaction": "eyes",
                 "item": {"type": "message", "channel": "C1", "ts": "1.1"}}, event_id="EvEXT")
     assert seen == ["eyes"]
@@ -473,7 +464,7 @@ class SlowEmbedder:
     name, dim = "slow-hashing", 256
 
     def __init__(self, fail: bool = False):
-        from store.embed import HashingEmbedder
+        from store import HashingEmbedder
 
         self.inner, self.fail, self.passes = HashingEmbedder(), fail, 0
 
@@ -498,7 +489,7 @@ def test_concurrent_queries_are_encoded_together_and_each_gets_its_own_vector():
     import numpy as np
 
     from bot.runner import BatchingEmbedder
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     slow = SlowEmbedder()
     texts = [f"query number {i} about topic {i * 7}" for i in range(20)]

@@ -27,9 +27,11 @@ from click.testing import CliRunner
 from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
-from bot.daily import ACTION_SAVE, EVENT_TYPE, post_daily
-from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_settings
-from store.schedule import ScheduleSpec, next_fire
+from bot.blocks import ACTION_SAVE
+from bot.deps import Feedback
+from bot.posting import EVENT_TYPE, post_daily
+from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
+from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
 
 CH = "C1"
 NY = ZoneInfo("America/New_York")
@@ -53,25 +55,35 @@ def command(app, fake, text: str, *, user: str = "U1", channel: str = CH) -> dic
 
 @pytest.fixture
 def searcher(hashing_store):
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     return Searcher(hashing_store, HashingEmbedder())
 
 
+def run_now(service, channel: str) -> None:
+    """Have the real scheduler run this channel's job at once (its clock stays the injected one)."""
+    service.scheduler.modify_job(service.job_id(channel), next_run_time=datetime.now(UTC))
+
+
 @pytest.fixture
-def app(fake_slack, hashing_store, searcher):
+def deps(fake_slack, hashing_store, searcher):
+    settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
+    deps = make_deps(settings, hashing_store, searcher)
+    yield deps
+    deps.scheduler.shutdown()
+
+
+@pytest.fixture
+def app(deps):
     from bot.app import create_app
 
-    settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
-    app = create_app(settings, hashing_store, searcher, process_before_response=True)
-    yield app
-    app.paperclub_deps.daily.shutdown()
+    return create_app(deps, process_before_response=True)
 
 
 @pytest.fixture
-def service(app):
-    daily = app.paperclub_deps.daily
+def service(deps):
+    daily = deps.scheduler
     daily.sleep = lambda seconds: None  # our own backoff; the SDK's 429 handler still honours Retry-After
     return daily
 
@@ -97,10 +109,10 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
 
     finished = []
     service.scheduler.add_listener(lambda e: finished.append(e.job_id), EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
-    service.clock = lambda: run_at
-    service.run_now(CH)
+    service.clock.now = run_at
+    run_now(service, CH)
     fake.wait_for(lambda: finished.count(service.job_id(CH)) == 1, timeout=30)
-    service.run_now(CH)  # fires again the same day (a DST repeat, a second scheduler): no second post
+    run_now(service, CH)  # fires again the same day (a DST repeat, a second scheduler): no second post
     fake.wait_for(lambda: finished.count(service.job_id(CH)) == 2, timeout=30)
     assert [r.status for r in service.results] == ["posted", "already"]
 
@@ -127,7 +139,7 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
 def test_rate_limit_then_server_error_still_ends_in_exactly_one_post(app, fake_slack, service):
     fake = fake_slack
     command(app, fake, "schedule 08:00 UTC")
-    service.clock = lambda: datetime(2024, 6, 3, 8, 0, 5, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 3, 8, 0, 5, tzinfo=UTC)
     fake.fail("chat.postMessage")  # 429 with Retry-After: 1
     fake.fail("chat.postMessage", status=500)
     result = service.fire(CH)
@@ -147,7 +159,7 @@ def test_a_timeout_after_slack_accepted_the_post_is_not_posted_twice(fake_slack,
     fake.delay("chat.postMessage", 2.5, times=1, after=True)  # Slack posts it; the answer comes late
     client = WebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=1)
     now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
-    result = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    result = post_daily(client, hashing_store, searcher, CH, now, feedback=Feedback(), sleep=lambda s: None)
     assert result.status == "posted"
     posts = daily_posts(fake)
     assert len(posts) == 1 and result.ts == posts[0]["ts"]
@@ -159,25 +171,25 @@ def test_a_permanent_error_is_recorded_and_retried_later(fake_slack, hashing_sto
     fake.fail("chat.postMessage", error="not_in_channel")
     client = WebClient(token=BOT_TOKEN, base_url=fake.api_url)
     now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
-    failed = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    failed = post_daily(client, hashing_store, searcher, CH, now, feedback=Feedback(), sleep=lambda s: None)
     assert failed.status == "failed" and "not_in_channel" in failed.detail
     assert hashing_store.get_post(CH, "2024-06-03")["status"] == "failed"
     assert len([c for c in fake.calls() if c.method == "chat.postMessage"]) == 1  # no retry storm
-    again = post_daily(client, hashing_store, searcher, CH, now, sleep=lambda s: None)
+    again = post_daily(client, hashing_store, searcher, CH, now, feedback=Feedback(), sleep=lambda s: None)
     assert again.status == "posted" and again.paper_id == failed.paper_id
     assert len(daily_posts(fake)) == 1
 
 
 def test_a_failed_post_is_retried_by_the_periodic_sweep_within_the_window(app, fake_slack, service):
-    from bot.daily import SWEEP_EVERY
+    from bot.scheduler import SWEEP_EVERY
 
     fake = fake_slack
-    service.clock = lambda: datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
     command(app, fake, "schedule 09:00 UTC")
     fake.fail("chat.postMessage", error="not_in_channel")  # e.g. the bot was not invited yet
-    service.clock = lambda: datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
     assert service.fire(CH).status == "failed"
-    service.clock = lambda: datetime(2024, 6, 3, 9, 10, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 3, 9, 10, tzinfo=UTC)
     for _ in range(SWEEP_EVERY):
         service.poll()
     assert service.results[-1].status == "posted"
@@ -187,7 +199,7 @@ def test_a_failed_post_is_retried_by_the_periodic_sweep_within_the_window(app, f
 # -- catch-up after downtime ------------------------------------------------------------------
 def test_catch_up_posts_a_missed_post_once_and_skips_one_missed_by_hours(app, fake_slack, service, caplog):
     fake = fake_slack
-    service.clock = lambda: datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
     command(app, fake, "schedule 09:00 UTC")
     # down at 09:00 on 3 June, back at 09:40: posted once
     results = service.catch_up(datetime(2024, 6, 3, 9, 40, tzinfo=UTC))
@@ -205,9 +217,9 @@ def test_nothing_left_is_said_in_the_channel_once(fake_slack, hashing_store, sea
     client = WebClient(token=BOT_TOKEN, base_url=fake.api_url)
     for i, paper in enumerate(hashing_store.iter_papers()):
         day = (date(2020, 1, 1) + timedelta(days=i)).isoformat()
-        hashing_store.claim_post(CH, day, claimer="old", paper_id=paper.id, pick=None, status="posted")
-    day1 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 3, 9, tzinfo=UTC))
-    day2 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 4, 9, tzinfo=UTC))
+        hashing_store.claim_post(CH, day, claimer="old", paper_id=paper.id, pick=None, status="posted", now=time.time())
+    day1 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 3, 9, tzinfo=UTC), feedback=Feedback())
+    day2 = post_daily(client, hashing_store, searcher, CH, datetime(2024, 6, 4, 9, tzinfo=UTC), feedback=Feedback())
     assert (day1.status, day2.status) == ("empty", "empty")
     notices = fake.messages(CH)
     assert len(notices) == 1 and "every paper in the library" in text_of(notices[0])
@@ -217,7 +229,7 @@ def test_nothing_left_is_said_in_the_channel_once(fake_slack, hashing_store, sea
 def test_interests_are_listed_numbered_with_who_added_them(app, fake_slack, hashing_store):
     fake = fake_slack
     command(app, fake, "interests add video understanding", user="UALICE")
-    seed = hashing_store.find_exact("G-NLL")
+    seed = Searcher(hashing_store, HashingEmbedder()).find_exact("G-NLL")
     reply = command(app, fake, "interests add like G-NLL", user="UBOB")
     assert "Added *papers like G-NLL*" in text_of(reply)
     listing = text_of(command(app, fake, "interests"))
@@ -244,10 +256,10 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
-def test_the_local_console_cannot_schedule_posts_to_a_channel_that_does_not_exist(app, hashing_store):
+def test_the_local_console_cannot_schedule_posts_to_a_channel_that_does_not_exist(deps, hashing_store):
     from bot.commands import run_command
 
-    reply = run_command(app.paperclub_deps, "you", "schedule 09:00 UTC", channel_id="")
+    reply = run_command(deps, "you", "schedule 09:00 UTC", channel_id="")
     assert "Schedules belong to a Slack channel" in reply.text
     assert hashing_store.schedules() == []
 
@@ -256,7 +268,7 @@ def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_sla
     from bot.app import create_app
 
     settings = make_settings(slack_api_url=fake_slack.api_url, admins="UADMIN")
-    app = create_app(settings, hashing_store, searcher, process_before_response=True)
+    app = create_app(make_deps(settings, hashing_store, searcher), process_before_response=True)
     fake = fake_slack
     refused = command(app, fake, "schedule 09:00 UTC", user="U1")
     assert "Only the reading group's admins can change" in text_of(refused) and "<@UADMIN>" in text_of(refused)
@@ -272,7 +284,7 @@ def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_sla
 def test_today_previews_privately_then_links_to_the_post(app, fake_slack, service):
     fake = fake_slack
     clock = datetime(2024, 6, 3, 7, 0, tzinfo=UTC)
-    service.clock = lambda: clock
+    service.clock.now = clock
     command(app, fake, "interests add video understanding", user="UALICE")
     command(app, fake, "schedule 09:00 UTC")
     preview = command(app, fake, "today")
@@ -280,11 +292,11 @@ def test_today_previews_privately_then_links_to_the_post(app, fake_slack, servic
     assert "Preview (only you see this): it posts Mon 3 Jun at 09:00 UTC" in text_of(preview)
     assert "(added by <@UALICE>)" in text_of(preview)
     assert daily_posts(fake) == []
-    service.clock = lambda: datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
     posted = service.fire(CH)
     picked = preview["blocks"][2]["block_id"]
     assert picked == f"daily-{posted.paper_id}"  # the preview was the real pick
-    service.clock = lambda: datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+    service.clock.now = datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
     after = text_of(command(app, fake, "today"))
     assert "Today's paper is *" in after and "slack.com/archives/C1/p" in after and "_Why:_ matches" in after
 
@@ -304,13 +316,13 @@ def test_save_button_answers_privately(app, fake_slack, hashing_store):
 def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_slack):
     from bot.cli import cli
     from conftest import copy_db
-    from store.db import Store
-    from store.embed import HashingEmbedder
+    from store import open_store
+    from store import HashingEmbedder
 
     db = copy_db(hashing_db, tmp_path / "pick.db")
-    store = Store(db)
+    store = open_store(db)
     vec = HashingEmbedder().encode(["video understanding"])[0]
-    store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec)
+    store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec, now=time.time())
     env = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_API_URL": fake_slack.api_url,
            "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": ""}
     out = CliRunner().invoke(cli, ["--db", str(db), "pick", "--channel", CH, "--date", "2024-06-03"], env=env)
@@ -357,11 +369,11 @@ def _start_bot(fake, db: Path, log: Path) -> subprocess.Popen:
 
 def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(hashing_db, tmp_path, fake_slack):
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
 
     fake = fake_slack
     db = copy_db(hashing_db, tmp_path / "bot.db")
-    store = Store(db)
+    store = open_store(db)
     now = datetime.now(UTC)
     due = now - timedelta(minutes=2)  # the post was due two minutes ago: start-up catches it up
     store.set_schedule(CH, hour=due.hour, minute=due.minute, tz="UTC", days="daily", set_by="U1",

@@ -26,9 +26,8 @@ import yaml
 
 from bot import blocks as bk
 from bot.health import DEFAULT_MAX_AGE, backup_database, check_health
-from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_settings
-from store.db import Store
-from store.errors import StoreError
+from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db, make_deps, make_settings
+from store import StoreError, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -50,14 +49,17 @@ def paperclub(*args: str, db: Path | None = None, cwd: Path, exe: str | None = N
 # -- health ---------------------------------------------------------------------------------
 @pytest.fixture
 def live_db(tmp_path) -> Path:
-    store = Store(tmp_path / "live.db")
+    store = open_store(tmp_path / "live.db")
     store.close()
     return tmp_path / "live.db"
 
 
 def beat(db: Path, at: float) -> None:
-    store = Store(db, migrate=False)
-    store.set_meta("heartbeat", str(at))
+    """A heartbeat at `at` from a running bot (this test process stands in for it)."""
+    from bot.health import write_heartbeat
+
+    store = open_store(db, migrate=False)
+    write_heartbeat(store, at)
     store.close()
 
 
@@ -155,11 +157,11 @@ def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, t
     errors: list[BaseException] = []
 
     def writer():
-        store = Store(live, migrate=False)  # its own connection, as the bot's threads have
+        store = open_store(live, migrate=False)  # its own connection, as the bot's threads have
         i = 0
         try:
             while not stop.is_set():
-                store.write_papers(_paper_rows(i), [])
+                store.write_papers(_paper_rows(i), [], now=time.time())
                 i += BATCH
         except BaseException as e:  # surfaced below: a backup must never break the writer
             errors.append(e)
@@ -181,7 +183,7 @@ def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, t
     assert counts == sorted(counts) and counts[-1] > counts[0] >= base, counts  # the writer really ran
     for r in results:
         assert (r.papers - base) % BATCH == 0, "a copy caught half a transaction"
-        copy = Store(r.path, migrate=False)
+        copy = open_store(r.path, migrate=False)
         assert copy.integrity_ok() and copy.count_papers() == r.papers
         copy.close()
     assert not list(tmp_path.glob(".copy*"))  # no partial files left beside the copies
@@ -191,7 +193,7 @@ def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, t
     shutil.copyfile(results[0].path, live)
     for side in ("-wal", "-shm"):
         Path(f"{live}{side}").unlink(missing_ok=True)
-    restored = Store(live)
+    restored = open_store(live)
     assert restored.count_papers() == results[0].papers and restored.integrity_ok()
     restored.close()
 
@@ -208,7 +210,7 @@ def test_backup_cli_refuses_to_overwrite_without_force(hashing_db, tmp_path):
     assert out.returncode == 0, out.stderr
     assert re.match(r"Backed up 38 papers to .*backup\.db \(.* MB, schema \d+/\d+, integrity ok\)",
                     out.stdout), out.stdout
-    copy = Store(target, migrate=False)
+    copy = open_store(target, migrate=False)
     assert copy.count_papers() == 38
     copy.close()
 
@@ -272,12 +274,14 @@ def test_dockerfile_runs_real_commands_as_a_non_root_user():
     health = steps["HEALTHCHECK"].split("CMD", 1)[1].strip()
     assert json.loads(health) == ["paperclub", "health"] and "health" in cli.commands
     assert steps["USER"].split(":")[0] not in ("0", "root")
-    assert steps["STOPSIGNAL"] == "SIGTERM"
+    assert steps.get("STOPSIGNAL", "SIGTERM") == "SIGTERM"  # Docker's default, which the bot handles
     env = steps["ENV"]
     for setting in ("HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "PAPERCLUB_DB=/data/"):
         assert setting in env
     torch_step = next(a for w, a in dockerfile() if w == "RUN" and "torch" in a)
-    assert "download.pytorch.org/whl/cpu" in torch_step  # never the CUDA build from PyPI
+    torch_index = next(a for w, a in dockerfile() if w == "ARG" and a.startswith("TORCH_INDEX="))
+    assert "download.pytorch.org/whl/cpu" in torch_index  # never the CUDA build from PyPI
+    assert "$TORCH_INDEX" in torch_step
 
 
 def test_build_context_holds_what_the_dockerfile_copies_and_no_secrets():
@@ -385,12 +389,12 @@ def test_every_subscribed_event_has_a_listener_and_every_listener_is_subscribed(
     from slack_sdk import WebClient
 
     from bot.app import create_app
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     events = manifest["settings"]["event_subscriptions"]["bot_events"]
-    app = create_app(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()),
-                     client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+    deps = make_deps(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
                      process_before_response=True)
     for i, name in enumerate(events):
         body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1",
@@ -479,7 +483,7 @@ def test_sigterm_during_a_command_finishes_it_then_exits(hashing_db, fake_slack,
         out = paperclub("health", db=db, cwd=tmp_path)
         assert out.returncode == 0 and "heartbeat" in out.stdout, out.stderr
 
-        paper = Store(db, migrate=False).list_papers(limit=1)[0]
+        paper = open_store(db, migrate=False).list_papers(limit=1)[0]
         fake_slack.delay("chat.postMessage", 3, times=1)
         url = share(fake_slack, paper.id)
         fake_slack.wait_for(lambda: fake_slack.calls("chat.postMessage"), timeout=10)
@@ -494,7 +498,7 @@ def test_sigterm_during_a_command_finishes_it_then_exits(hashing_db, fake_slack,
     messages = [r["msg"] for r in records]
     assert "received SIGTERM, shutting down" in messages and messages[-1] == "stopped"
     assert not [r for r in records if r["level"] == "error"]
-    store = Store(db, migrate=False)
+    store = open_store(db, migrate=False)
     assert store.integrity_ok() and store.count_papers() == 38
     store.close()
 
@@ -517,7 +521,7 @@ def test_the_wheel_installed_in_a_clean_venv_runs_the_bot_with_its_bundled_data(
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
-            src.mkdir(exist_ok=True)
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(ROOT / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     # --no-build-isolation: the venv's setuptools builds it, with no network.
@@ -548,10 +552,10 @@ def test_the_wheel_installed_in_a_clean_venv_runs_the_bot_with_its_bundled_data(
     db = home / "data" / "paperclub.db"
     exe = [str(venv / "bin" / "paperclub")]
     with running_bot(fake_slack, db, home, exe=exe, args=("run", "--load-samples")) as bot:
-        assert Store(db, migrate=False).count_papers() == 38
+        assert open_store(db, migrate=False).count_papers() == 38
         reply = command(fake_slack, "search speculative decoding")
         assert "hit-1-" in json.dumps(reply["blocks"])
-        paper = Store(db, migrate=False).list_papers(limit=1)[0]
+        paper = open_store(db, migrate=False).list_papers(limit=1)[0]
         reply = command(fake_slack, f"summary {paper.id}")
         assert "*TL;DR*" in json.dumps(reply["blocks"])  # store/data/summary_weights.json shipped
         out = paperclub("health", db=db, cwd=home, exe=exe[0])
@@ -569,12 +573,12 @@ def test_sigterm_during_a_daily_post_abandons_it_in_time_and_the_restart_posts_i
     from datetime import datetime, timedelta, timezone
 
     from bot import runner
-    from bot.daily import EVENT_TYPE
+    from bot.posting import EVENT_TYPE
 
     db = copy_db(hashing_db, tmp_path / "bot.db")
     now = datetime.now(timezone.utc)
     due = now - timedelta(minutes=2)  # missed two minutes ago: start-up catches it up at once
-    store = Store(db, migrate=False)
+    store = open_store(db, migrate=False)
     store.set_schedule("C1", hour=due.hour, minute=due.minute, tz="UTC", days="daily", set_by="U1",
                        now=(now - timedelta(hours=1)).timestamp())
     day = due.date().isoformat()

@@ -83,9 +83,9 @@ def fake(bot):
 
 
 def paper_id(bot: Bot, start: str) -> str:
-    from store.db import Store
+    from store import open_store
 
-    store = Store(bot.db, migrate=False)
+    store = open_store(bot.db, migrate=False)
     try:
         return next(p.id for p in store.iter_papers() if p.abstract.startswith(start))
     finally:
@@ -118,9 +118,9 @@ def body(message: dict) -> str:
 def test_model_is_warm_before_connecting_and_a_heartbeat_is_written(bot):
     logs = bot.logs()
     assert logs.index("papers ready") < logs.index("connected to Slack")
-    from store.db import Store
+    from store import open_store
 
-    store = Store(bot.db, migrate=False)
+    store = open_store(bot.db, migrate=False)
     try:
         beat = bot.fake.wait_for(lambda: store.get_meta("heartbeat"), timeout=5)
     finally:

@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 
 from bot import blocks as bk
 from bot.app import SORRY
-from conftest import BOT_TOKEN, block_action_body, copy_db, make_settings
+from conftest import BOT_TOKEN, block_action_body, copy_db, make_deps, make_settings
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,13 +65,20 @@ class Env:
         if self._app is None:
             from bot.app import create_app
 
-            self._app = create_app(self.settings, self.store, self.searcher, process_before_response=True)
-            self._app.paperclub_deps.daily.sleep = lambda s: None  # our backoff; Retry-After is still honoured
+            self.deps = make_deps(self.settings, self.store, self.searcher)
+            self.deps.scheduler.sleep = lambda s: None  # our backoff; Retry-After is still honoured
+            self._app = create_app(self.deps, process_before_response=True)
         return self._app
+
+    @property
+    def service(self):
+        """The app's DailyService (building the app first)."""
+        assert self.app is not None
+        return self.deps.scheduler
 
     def close(self):
         if self._app is not None:
-            self._app.paperclub_deps.daily.shutdown()
+            self.deps.scheduler.shutdown()
 
     def dispatch(self, body: dict) -> int:
         return self.app.dispatch(BoltRequest(body=body, mode="socket_mode")).status
@@ -98,16 +105,16 @@ class Env:
         return self.dispatch(body)
 
     def post_daily(self, now=NOW, **kw):
-        from bot.daily import post_daily
+        from bot.posting import post_daily
 
         return post_daily(self.app.client, self.store, self.searcher, CH, now, settings=self.settings,
-                          sleep=lambda s: None, **kw)
+                          feedback=self.deps.feedback, sleep=lambda s: None, **kw)
 
 
 @pytest.fixture
 def env(fake_slack, hashing_store):
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder
+    from store import Searcher
 
     env = Env(fake_slack, hashing_store, Searcher(hashing_store, HashingEmbedder()))
     yield env
@@ -258,13 +265,13 @@ def test_a_reply_slack_keeps_refusing_is_logged_not_silently_dropped(env, caplog
 
 
 def test_a_daily_post_slack_keeps_refusing_is_made_once_when_it_is_back(env):
-    from bot.daily import SWEEP_EVERY
+    from bot.scheduler import SWEEP_EVERY
 
-    service = env.app.paperclub_deps.daily
-    service.clock = lambda: NOW - timedelta(days=1)
+    service = env.service
+    service.clock.now = NOW - timedelta(days=1)
     env.command("schedule 09:00 UTC")
     service.budget = 0.5  # give up quickly; the sweep takes it from there
-    service.clock = lambda: NOW
+    service.clock.now = NOW
     inject(env.fake, "chat.postMessage", "500")  # with that budget, one failure is the whole try
     assert service.fire(CH).status == "failed"
     assert daily_posts(env.fake) == []
@@ -279,13 +286,14 @@ def test_a_daily_post_slack_keeps_refusing_is_made_once_when_it_is_back(env):
 def test_a_post_slack_took_but_never_answered_is_not_repeated_even_if_the_lookup_fails(env, fake_slack):
     # Both at once: the answer to chat.postMessage is lost (a timeout after Slack posted it), and
     # the channel lookup that would find it fails once. Posting blind then would post twice.
-    from bot.daily import post_daily
+    from bot.deps import Feedback
+    from bot.posting import post_daily
 
     fake = fake_slack
     fake.delay("chat.postMessage", 2.5, times=1, after=True)
     inject(fake, "conversations.history", "500")
     client = WebClient(token=BOT_TOKEN, base_url=fake.api_url, timeout=1)
-    result = post_daily(client, env.store, env.searcher, CH, NOW, sleep=lambda s: None)
+    result = post_daily(client, env.store, env.searcher, CH, NOW, feedback=Feedback(), sleep=lambda s: None)
     assert result.status == "posted"
     assert len(daily_posts(fake)) == 1
     assert env.store.get_post(CH, "2024-06-03")["ts"] == daily_posts(fake)[0]["ts"]
@@ -319,15 +327,15 @@ def in_thread(fn, *args):
 
 
 def test_a_database_locked_for_seconds_delays_writes_but_loses_none(env):
-    from bot.daily import ACTION_SAVE
+    from bot.blocks import ACTION_SAVE
 
     paper = a_paper(env.store)
     env.post_daily(now=NOW)  # a daily post to react to
     ts = env.store.get_post(CH, "2024-06-03")["ts"]
-    service = env.app.paperclub_deps.daily
-    service.clock = lambda: NOW - timedelta(days=1)
+    service = env.service
+    service.clock.now = NOW - timedelta(days=1)
     env.command("schedule 09:00 UTC", user="UADMIN", channel="C2")
-    service.clock = lambda: NOW
+    service.clock.now = NOW
     env.fake.reset()
     reaction = {"type": "reaction_added", "user": "U2", "reaction": "+1", "item_user": "UBOT",
                 "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
@@ -366,13 +374,13 @@ def test_a_database_locked_for_seconds_delays_writes_but_loses_none(env):
 
 def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_reaction(
         fake_slack, hashing_db, tmp_path, monkeypatch):
-    import store.db
-    from store.db import Store
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    import store.backends.sqlite as sqlite_backend
+    from store import open_store
+    from store import HashingEmbedder
+    from store import Searcher
 
-    monkeypatch.setattr(store.db, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
-    s = Store(copy_db(hashing_db, tmp_path / "short.db"))
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 300)  # so the test need not hold a lock for 15 s
+    s = open_store(copy_db(hashing_db, tmp_path / "short.db"))
     env = Env(fake_slack, s, Searcher(s, HashingEmbedder()))
     try:
         env.post_daily(now=NOW)
@@ -400,11 +408,11 @@ def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_r
 def bot(hashing_db, tmp_path_factory):
     from botproc import start_bot
     from fake_slack import start_fake_slack
-    from store.db import Store
+    from store import open_store
 
     tmp = tmp_path_factory.mktemp("faults")
     db = copy_db(hashing_db, tmp / "bot.db")
-    s = Store(db)  # a daily post in C1 to react to
+    s = open_store(db)  # a daily post in C1 to react to
     s.claim_post(CH, "2024-06-03", claimer="earlier", paper_id=a_paper(s).id, pick=None, now=NOW.timestamp())
     s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp())
     s.close()

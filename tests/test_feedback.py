@@ -6,6 +6,8 @@ be exact.
 """
 from __future__ import annotations
 
+import time
+
 import json
 from datetime import date, datetime, timezone
 
@@ -13,7 +15,8 @@ import numpy as np
 import pytest
 
 from store import feedback as fb
-from store.pick import Interest, PastPost, PickSettings, Reacted, member_order, pick_daily
+from store import Interest, PastPost, PickSettings, Reacted, pick_daily
+from store.pick import member_order
 
 CH = "C1"
 DAY = 86400.0
@@ -25,7 +28,7 @@ def paper_ids(store, n: int) -> list[str]:
 
 
 def post(store, day: str, paper_id: str, ts: str, at: float, channel: str = CH) -> None:
-    """A daily post Slack accepted (as bot/daily.py records it)."""
+    """A daily post Slack accepted (as bot/posting.py records it)."""
     assert store.claim_post(channel, day, claimer="me", paper_id=paper_id, pick=None, now=at)
     assert store.finish_post(channel, day, claimer="me", ts=ts, now=at)
 
@@ -117,7 +120,7 @@ def test_eyes_put_a_paper_on_the_reading_list_and_taking_them_off_removes_it(has
     assert [p.id for p, _ in fb.reading_list(store, "UALICE")] == [p2, p1]
     assert react("UALICE", "eyes", "100.000001", added=False).saved is False
     # Saved with the button too: taking the 👀 off no longer removes it.
-    store.save_paper("UALICE", p2)
+    store.save_paper("UALICE", p2, now=time.time())
     assert react("UALICE", "eyes", "200.000001", added=False).saved is True
     assert [(p.id, row["source"]) for p, row in fb.reading_list(store, "UALICE")] == [(p2, "button")]
 
@@ -286,7 +289,7 @@ def test_a_reacted_paper_is_never_picked_itself():
 def test_feedback_for_a_day_only_sees_reactions_from_before_that_day(hashing_store):
     store = hashing_store
     p1, p2 = paper_ids(store, 2)
-    store.set_schedule(CH, hour=9, minute=0, tz="Asia/Tokyo", days="daily", set_by="UALICE")
+    store.set_schedule(CH, hour=9, minute=0, tz="Asia/Tokyo", days="daily", set_by="UALICE", now=time.time())
     post(store, "2024-06-03", p1, "100.000001", T0)
     react = Log(store)
     midnight_tokyo = datetime(2024, 6, 4, tzinfo=timezone.utc).timestamp() - 9 * 3600
@@ -302,8 +305,8 @@ def test_forget_member_removes_their_rows_and_unlinks_their_name(hashing_store):
     store = hashing_store
     p1, p2 = paper_ids(store, 2)
     vec = np.ones(4, dtype=np.float32)
-    store.add_interest(CH, "video understanding", "UBOB", model="m", vector=vec)
-    store.add_interest(CH, "graphs", "UALICE", model="m", vector=vec)
+    store.add_interest(CH, "video understanding", "UBOB", model="m", vector=vec, now=time.time())
+    store.add_interest(CH, "graphs", "UALICE", model="m", vector=vec, now=time.time())
     pick = {"choice": {"paper_id": p1, "kind": "interest", "added_by": "UBOB", "member": "UBOB"}, "runners_up": []}
     store.claim_post(CH, "2024-06-03", claimer="me", paper_id=p1, pick=pick, now=T0)
     store.finish_post(CH, "2024-06-03", claimer="me", ts="100.000001", now=T0)
@@ -312,7 +315,7 @@ def test_forget_member_removes_their_rows_and_unlinks_their_name(hashing_store):
     react("UBOB", "fire", "100.000001")
     react("UBOB", "eyes", "150.000001")
     react("UALICE", "+1", "100.000001")
-    store.save_paper("UBOB", p1)
+    store.save_paper("UBOB", p1, now=time.time())
     counts = fb.forget_member(store, "UBOB")
     assert counts == {"reactions": 2, "saved": 2, "interests": 1, "shares": 1, "picks": 1}
     assert store.reactions(user="UBOB") == [] and store.saved_papers("UBOB") == []
@@ -359,7 +362,7 @@ def test_paperclub_replay_compares_rankings_on_the_logged_reactions(hashing_db, 
 
     from bot.cli import cli
     from conftest import copy_db
-    from store.db import Store
+    from store import open_store
 
     db = copy_db(hashing_db, tmp_path / "replay.db")
     env = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": "",
@@ -367,7 +370,7 @@ def test_paperclub_replay_compares_rankings_on_the_logged_reactions(hashing_db, 
     empty = CliRunner().invoke(cli, ["--db", str(db), "replay"], env=env)
     assert empty.exit_code == 0 and "No reactions logged yet" in empty.output
 
-    store = Store(db)
+    store = open_store(db)
     react = Log(store)
     for i, pid in enumerate(paper_ids(store, 10)):
         at = T0 + i * DAY

@@ -26,9 +26,13 @@ from slack_bolt import BoltRequest
 
 from bot import blocks as bk
 from bot.app import SORRY
-from bot.commands import SUBCOMMANDS, clean_input, lookup
-from conftest import make_settings
+from bot.commands import clean_input
+from bot.wiring import command_table
+from conftest import make_deps, make_settings
 from figures import record, scale
+
+SUBCOMMANDS = command_table()  # the table the bot answers from
+lookup = SUBCOMMANDS.lookup
 
 FUZZ_CASES = scale("FUZZ_CASES", 2000)
 BUTTON_CASES = scale("FUZZ_BUTTON_CASES", 250)
@@ -62,11 +66,11 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     from bot.app import create_app
     from conftest import copy_db
     from store import feedback as fb
-    from store.db import Store
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import open_store
+    from store import HashingEmbedder
+    from store import Searcher
 
-    store = Store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
+    store = open_store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
     papers = list(store.iter_papers())
     for i, paper in enumerate(papers[:4]):  # two posted days per channel, reacted to and saved
         channel, day, ts = CHANNELS[i % 2], f"2024-06-0{i + 1}", f"17000000{i}.000100"
@@ -77,14 +81,15 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
                                user=user, emoji=emoji, added=True, event_ts=1.7e9 + i, now=1.7e9 + i)
         store.save_paper("U1", paper.id, now=1.7e9 + i)
     settings = make_settings(slack_api_url=module_fake_slack.api_url, admins="UADMIN", timezone="UTC")
-    app = create_app(settings, store, Searcher(store, HashingEmbedder()), process_before_response=True)
+    deps = make_deps(settings, store, Searcher(store, HashingEmbedder()))
+    app = create_app(deps, process_before_response=True)
     # Log records at ERROR mean a listener raised (the user got the apology): collect them.
     world = World(app, store, module_fake_slack)
     handler = _Collect(world.errors)
     logging.getLogger().addHandler(handler)
     yield world
     logging.getLogger().removeHandler(handler)
-    app.paperclub_deps.daily.shutdown()
+    deps.scheduler.shutdown()
     assert store.integrity_ok()
     assert store.db.execute("pragma foreign_key_check").fetchall() == []
     record("fuzz", cases=world.cases, replies=world.replies, by_command=world.by_command,
@@ -251,7 +256,7 @@ def test_every_generated_command_line_gets_one_valid_reply_and_writes_only_what_
 
 
 def test_button_clicks_with_garbage_values_get_a_reply_and_write_nothing_unexpected(world):
-    from bot.daily import ACTION_SAVE
+    from bot.blocks import ACTION_SAVE
 
     refs = [p.id for p in list(world.store.iter_papers())[:5]]
     values = st.one_of(st.sampled_from(refs), st.sampled_from(NASTY), st.text(max_size=300), st.none())

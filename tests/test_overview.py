@@ -72,11 +72,13 @@ def test_summary_command_prints_tldr_and_points(tmp_path):
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
 
 
-def test_search_results_show_the_tldr_rather_than_the_headline(app, slack, module_store):
-    from store.summary import summary_for
+def test_search_results_show_the_tldr_rather_than_the_headline(app, slack, module_store, searcher):
+    import time
+
+    from store import paper_summary
 
     reply = one(command(app, slack, "search surprise in videos"))
-    spike = module_store.find_exact("SPIKE")
-    tldr = summary_for(module_store, spike).tldr
+    spike = searcher.find_exact("SPIKE")
+    tldr = paper_summary(module_store, spike, now=time.time()).tldr
     assert tldr and tldr != spike.headline
     assert tldr.replace("&", "&amp;")[:60] in all_text(reply)

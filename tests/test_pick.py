@@ -4,6 +4,7 @@ Most tests use a synthetic corpus of topic clusters (vectors we control, so
 "relevant" is known exactly); one uses the real model on the bundled abstracts.
 The date is always passed in.
 """
+import time
 from collections import Counter
 from datetime import date, timedelta
 
@@ -217,11 +218,11 @@ def test_nothing_left_is_none_not_an_error():
 
 # -- with the store ------------------------------------------------------------------------
 def test_interests_are_re_embedded_when_the_model_changes(hashing_store):
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     old, new = HashingEmbedder(64, name="old-model"), HashingEmbedder(256, name="hashing-256")
     hashing_store.add_interest("C1", "video understanding", "UA", model=old.name,
-                               vector=old.encode(["video understanding"])[0])
+                               vector=old.encode(["video understanding"])[0], now=time.time())
     got = interests_for(hashing_store, "C1", new)
     assert got[0].vector.shape == (256,)
     assert hashing_store.interests("C1")[0]["model"] == "hashing-256"
@@ -231,7 +232,7 @@ def test_real_model_picks_a_paper_about_the_interest(seed_store, real_embedder):
     """Quality where it matters: 'video understanding' on the bundled ICLR 2026 abstracts."""
     text = "video understanding with multimodal language models"
     seed_store.add_interest("C1", text, "UA", model=real_embedder.name,
-                            vector=real_embedder.encode([text])[0])
+                            vector=real_embedder.encode([text])[0], now=time.time())
     day = next(START + timedelta(days=k) for k in range(30)
                if not is_exploration_day("C1", START + timedelta(days=k)))
     pick = pick_for_channel(seed_store, real_embedder, "C1", day)

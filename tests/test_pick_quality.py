@@ -180,8 +180,7 @@ def test_exploration_follows_what_the_team_liked():
 
 def test_an_interest_from_a_paper_searches_its_distinctive_words(hashing_store):
     """`add like X`: X's vector and X's own words; X itself is never a result."""
-    from store.embed import HashingEmbedder
-    from store.search import Searcher
+    from store import HashingEmbedder, Searcher
 
     embedder = HashingEmbedder(256, name="hashing-256")
     searcher = Searcher(hashing_store, embedder)
@@ -196,7 +195,7 @@ def test_an_interest_from_a_paper_searches_its_distinctive_words(hashing_store):
     assert max(lexical[2], key=lexical[2].get) in video
     # The store-side loader passes the same evidence on: a pick for the channel still works end to end.
     hashing_store.add_interest(CH, "video understanding", "UB", model=embedder.name,
-                               vector=interests[1].vector)
+                               vector=interests[1].vector, now=0.0)
     pick = pick_for_channel(hashing_store, embedder, CH, working_days(n=1)[0], searcher=searcher)
     assert pick.choice.kind == INTEREST and pick.paper_id in video
 
@@ -206,9 +205,9 @@ def test_a_saved_runner_up_is_used_up_and_an_unsaved_one_is_not(hashing_store):
     pid, saved, kept = [p.id for p in store.list_papers(limit=3)]
     pick = {"choice": {"paper_id": pid, "kind": "interest", "member": "UA"},
             "runners_up": [{"paper_id": saved, "kind": "interest"}, {"paper_id": kept, "kind": "interest"}]}
-    store.add_interest(CH, "video understanding", "UB", model="m", vector=np.ones(4, dtype=np.float32))
+    store.add_interest(CH, "video understanding", "UB", model="m", vector=np.ones(4, dtype=np.float32), now=0.0)
     assert store.claim_post(CH, "2024-03-01", claimer="me", paper_id=pid, pick=pick, now=0.0)
-    store.save_paper("UB", saved)  # the Save button under the runner-up
+    store.save_paper("UB", saved, now=0.0)  # the Save button under the runner-up
     (past,) = history_for(store, CH)
     assert past.runners_up == (saved, kept) and past.engaged == (saved,)
     assert shown_ids([past]) == {pid, saved}

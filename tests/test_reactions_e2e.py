@@ -19,10 +19,11 @@ from slack_bolt import BoltRequest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 from bot import blocks as bk
-from bot.daily import EVENT_TYPE, make_pick
-from conftest import dispatch_command, text_of, APP_TOKEN, make_settings
+from bot.picks import make_pick
+from bot.posting import EVENT_TYPE
+from conftest import dispatch_command, text_of, APP_TOKEN, Clock, make_deps, make_settings
 from fake_slack import BOT_USER_ID, stop_socket_mode
-from store.pick import pick_for_channel
+from store import pick_for_channel
 
 pytestmark = pytest.mark.slow  # the real model
 
@@ -53,7 +54,7 @@ def deliver(fake, event: dict, event_id: str, **retry) -> None:
 
 @pytest.fixture
 def searcher(seed_store, real_embedder):
-    from store.search import Searcher
+    from store import Searcher
 
     return Searcher(seed_store, real_embedder)
 
@@ -64,19 +65,20 @@ def bot(fake_slack, seed_store, searcher):
     from bot.app import create_app
 
     settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
-    app = create_app(settings, seed_store, searcher, process_before_response=True)
-    service = app.paperclub_deps.daily
+    deps = make_deps(settings, seed_store, searcher)
+    app = create_app(deps, process_before_response=True)
+    service = deps.scheduler
     service.sleep = lambda seconds: None
     handler = SocketModeHandler(app, APP_TOKEN)
     handler.connect()
     fake_slack.wait_connected()
-    yield SimpleNamespace(app=app, service=service, store=seed_store, fake=fake_slack)
+    yield SimpleNamespace(app=app, deps=deps, service=service, store=seed_store, fake=fake_slack)
     stop_socket_mode(fake_slack, handler)
     service.shutdown()
 
 
 def post_day(bot, when: datetime) -> dict:
-    bot.service.clock = lambda: when
+    bot.service.clock.now = when
     result = bot.service.fire(CH)
     assert result.status == "posted", result
     return bot.store.get_post(CH, when.date().isoformat())
@@ -120,14 +122,13 @@ def test_reactions_are_logged_once_and_tallied_exactly_in_the_digest(bot):
     # After a restart the in-memory de-duplication is gone; the log's unique event_id still holds.
     from bot.app import create_app
 
-    again = create_app(app.paperclub_deps.settings, store, app.paperclub_deps.searcher,
-                       process_before_response=True)
+    again = create_app(make_deps(bot.deps.settings, store, bot.deps.searcher), process_before_response=True)
     body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvA", "event_time": 1,
             "authorizations": [{"user_id": BOT_USER_ID}], "event": reaction("UALICE", "fire", ts, at=at)}
     assert again.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
     assert len(store.reactions(channel=CH)) == 6
 
-    bot.service.clock = lambda: DAY1.replace(hour=18)
+    bot.service.clock.now = DAY1.replace(hour=18)
     digest = text_of(command(app, fake, "digest"))
     assert f"*{bk.esc(name)}* (Mon 3 Jun, paper of the day): 👍 2 · 🔥 1 · 👀 1" in digest
     assert f":trophy: Most liked: *{bk.esc(name)}*, 👍 2 · 🔥 1 · 👀 1 from 4 people." in digest
@@ -183,8 +184,8 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
     # The same day without any reactions: what the pick would have been.
     ids, matrix = store.load_vectors(real_embedder.name)
     without = pick_for_channel(store, real_embedder, CH, THU.date(), vectors=(ids, matrix))
-    with_feedback = make_pick(store, bot.service.searcher, CH, THU.date())
-    assert make_pick(store, bot.service.searcher, CH, THU.date()).to_dict() == with_feedback.to_dict()
+    with_feedback = make_pick(store, bot.service.searcher, CH, THU.date(), feedback=bot.deps.feedback)
+    assert make_pick(store, bot.service.searcher, CH, THU.date(), feedback=bot.deps.feedback).to_dict() == with_feedback.to_dict()
     assert with_feedback.paper_id != without.paper_id
     vec = {pid: matrix[i] for i, pid in enumerate(ids)}
     closeness = lambda pid: float(vec[pid] @ vec[spike.id])  # noqa: E731
@@ -204,13 +205,13 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
 # -- a busy database -------------------------------------------------------------------------
 def test_a_reaction_that_meets_a_locked_database_is_retried_not_lost(tmp_path, monkeypatch):
     """Another process holds the write lock longer than the busy timeout: the write waits it out."""
-    import store.db as db_module
+    import store.backends.sqlite as db_module
     from bot.reactions import handle_reaction_added
 
     monkeypatch.setattr(db_module, "BUSY_TIMEOUT_MS", 100)
-    store = db_module.Store(tmp_path / "busy.db")
+    store = db_module.SQLiteStore(tmp_path / "busy.db")
     store.write_papers([{"id": "p1", "short_name": "P1", "headline": "h", "abstract": "a",
-                         "content_hash": "x"}], [])
+                         "content_hash": "x"}], [], now=time.time())
     store.record_message_paper(CH, "100.000001", "p1", kind="share", now=1.0)
     holder = sqlite3.connect(tmp_path / "busy.db", check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")
@@ -221,7 +222,7 @@ def test_a_reaction_that_meets_a_locked_database_is_retried_not_lost(tmp_path, m
     body = {"event_id": "EvBusy", "event_time": 1,
             "event": reaction("UALICE", "fire", "100.000001", at=DAY1)}
     started = time.monotonic()
-    result = handle_reaction_added(SimpleNamespace(store=store), body,
+    result = handle_reaction_added(SimpleNamespace(store=store, clock=Clock()), body,
                                    sleep=lambda s: (slept.append(s), time.sleep(s)))
     release.join()
     assert result.status == "recorded"

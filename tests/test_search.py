@@ -7,15 +7,18 @@ that makes those is still changing).
 """
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.db import Store
-from store.embed import HashingEmbedder, SentenceTransformerEmbedder
-from store.errors import EmptyQuery, PaperNotFound
-from store.ingest import Record, bundled_sample_paths, ingest_paths, ingest_records
-from store.search import Searcher, match_expression, safe_match
+from store import (
+    EmptyQuery, HashingEmbedder, PaperNotFound, Record, Searcher, SentenceTransformerEmbedder,
+    bundled_sample_paths, ingest_paths, ingest_records, open_store,
+)
+from store.backends.sqlite import match_expression
+from store.search import safe_terms
 
 
 def paper_with(store: Store, text: str) -> str:
@@ -28,9 +31,9 @@ def paper_with(store: Store, text: str) -> str:
 # -- real model, seed corpus ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def seed(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("search") / "seed.db")
+    store = open_store(tmp_path_factory.mktemp("search") / "seed.db")
     embedder = SentenceTransformerEmbedder()
-    ingest_paths(store, bundled_sample_paths(), embedder)
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
     searcher = Searcher(store, embedder)
     searcher.warm()
     return searcher
@@ -178,10 +181,9 @@ def _records(rows, start=0):
 
 
 @pytest.fixture
-def small(tmp_path):
-    store = Store(tmp_path / "small.db")
+def small(store):
     embedder = HashingEmbedder()
-    ingest_records(store, _records(ABSTRACTS), embedder)
+    ingest_records(store, _records(ABSTRACTS), embedder, now=time.time())
     return Searcher(store, embedder)
 
 
@@ -225,7 +227,7 @@ def test_new_papers_are_found_after_ingest(small):
     n = len(small.index())
     ingest_records(small.store, _records([("QIP 2026", 2026, "Quantum annealing hardware solves "
                                            "combinatorial optimisation; we benchmark annealing schedules "
-                                           "on spin glass instances.")], start=10), small.embedder)
+                                           "on spin glass instances.")], start=10), small.embedder, now=time.time())
     assert len(small.index()) == n + 1
     hit = small.search("quantum annealing", limit=1)[0]
     assert "Quantum annealing" in hit.paper.abstract
@@ -241,8 +243,8 @@ def test_similar_excludes_itself_and_unknown_raises(small):
         small.similar("nosuchid")
 
 
-def test_resolve_on_empty_store_raises(tmp_path):
-    searcher = Searcher(Store(tmp_path / "empty.db"), HashingEmbedder())
+def test_resolve_on_empty_store_raises(store):
+    searcher = Searcher(store, HashingEmbedder())
     with pytest.raises(PaperNotFound):
         searcher.resolve("anything at all")
     assert searcher.search("anything") == []
@@ -259,9 +261,9 @@ def test_hit_json_shape(small):
     ['"', "AND", "OR", "NOT", "NEAR(", ")", "*", "^", ":", "-", "(", "{", "}", "col:", "+", "'",
      "graph", "x", "\x00", "🙂", "NEAR/2"]), max_size=8).map(" ".join))
 def test_no_text_makes_search_raise(small, text):
-    for match in (safe_match(text), match_expression(text.split())):
-        if match is not None:
-            small.store.fts_search(match)
+    for terms in (safe_terms(text), text.split(), [text]):
+        small.store.lexical_search(terms, limit=10)  # the backend quotes whatever it is given
+        match_expression(terms)
     try:
         small.search(text)
     except EmptyQuery:

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 from fake_llm import FakeLLM
-from store.llm import LLMClient, LLMConfig
-from store.paper import Paper
+from store import LLMClient, LLMConfig, Paper, Summary, paper_summary, summarize_jsonl
+from store.overview import overview
 from store.parse import clean_text
-from store.summary import (
-    Summary, compress, content_hash, find_code_url, is_dangling, load_weights, overview, split_sentences,
-    summarize_jsonl, summarize_paper, summary_for)
+from store.summary import compress, find_code_url, is_dangling, load_weights, split_sentences, summarize_paper
+from store.text import content_hash
 
 SAMPLES = Path(__file__).resolve().parent.parent / "store" / "samples"
 API_KEY = "sk-test-SECRETLLMKEY"
@@ -167,7 +166,7 @@ def test_overview_groups_names_and_summarizes(hashing_store):
 
 
 def test_overview_is_deterministic_with_real_vectors(hashing_store):
-    from store.embed import HashingEmbedder
+    from store import HashingEmbedder
 
     papers = list(hashing_store.iter_papers())[:8]
     vectors = HashingEmbedder().encode([p.abstract for p in papers])
@@ -203,7 +202,7 @@ def test_llm_tldr_is_used_and_cached(fake_llm, hashing_store, caplog):
     caplog.set_level(logging.DEBUG)
     fake_llm.reply = "TL;DR: " + GOOD
     paper = paper_for("Temporal Video Grounding (TVG)")
-    s = summary_for(hashing_store, paper, llm=client(fake_llm))
+    s = paper_summary(hashing_store, paper, llm=client(fake_llm), now=time.time())
     assert s.tldr == GOOD and s.backend == "fake-model"
     assert "7.1%" in s.points["results"]  # key points stay extractive, numbers and all
     (req,) = fake_llm.requests
@@ -213,7 +212,7 @@ def test_llm_tldr_is_used_and_cached(fake_llm, hashing_store, caplog):
     assert paper.abstract in req["body"]["messages"][-1]["content"]
     assert "only" in req["body"]["messages"][0]["content"].lower()  # grounded in the abstract only
 
-    again = summary_for(hashing_store, paper, llm=client(fake_llm))
+    again = paper_summary(hashing_store, paper, llm=client(fake_llm), now=time.time())
     assert again == s and len(fake_llm.requests) == 1  # cached: no second request
     cached = hashing_store.get_summary(content_hash(paper.abstract), "fake-model")
     assert cached["tldr"] == GOOD
@@ -236,14 +235,14 @@ def test_llm_failures_fall_back_to_extractive_and_are_not_cached(setup, fake_llm
     for key, value in setup.items():
         setattr(fake_llm, key, value)
     paper = paper_for("Temporal Video Grounding (TVG)")
-    s = summary_for(hashing_store, paper, llm=client(fake_llm))
+    s = paper_summary(hashing_store, paper, llm=client(fake_llm), now=time.time())
     assert s.backend == "extractive" and s.tldr == summarize_paper(paper.abstract).tldr
     assert len(fake_llm.requests) == 1
     assert hashing_store.get_summary(content_hash(paper.abstract), "fake-model") is None
     assert "fake-model" in caplog.text and API_KEY not in caplog.text
 
     fake_llm.status, fake_llm.raw, fake_llm.reply = 200, None, GOOD  # the model recovers
-    assert summary_for(hashing_store, paper, llm=client(fake_llm)).tldr == GOOD
+    assert paper_summary(hashing_store, paper, llm=client(fake_llm), now=time.time()).tldr == GOOD
 
 
 def test_llm_timeout_falls_back_quickly_and_cools_down(fake_llm, hashing_store, caplog):
@@ -252,11 +251,11 @@ def test_llm_timeout_falls_back_quickly_and_cools_down(fake_llm, hashing_store, 
     llm = client(fake_llm, timeout=0.3)
     paper = paper_for("Temporal Video Grounding (TVG)")
     start = time.monotonic()
-    s = summary_for(hashing_store, paper, llm=llm)
+    s = paper_summary(hashing_store, paper, llm=llm, now=time.time())
     assert s.backend == "extractive" and time.monotonic() - start < 2.0
     other = Paper(id="p2", short_name="SPIKE", headline="SPIKE", abstract=abstract_with("SPIKE"))
     start = time.monotonic()
-    assert summary_for(hashing_store, other, llm=llm).backend == "extractive"
+    assert paper_summary(hashing_store, other, llm=llm, now=time.time()).backend == "extractive"
     assert time.monotonic() - start < 0.25 and len(fake_llm.requests) == 1  # no second wait
     assert "0.3 s" in caplog.text and API_KEY not in caplog.text
 
@@ -264,7 +263,7 @@ def test_llm_timeout_falls_back_quickly_and_cools_down(fake_llm, hashing_store, 
 def test_unreachable_llm_falls_back():
     dead = LLMClient(LLMConfig(url="http://127.0.0.1:9/v1", model="gone", api_key=API_KEY, timeout=1))
     s = summarize_paper(ABSTRACTS[0])
-    from store.summary import summarize
+    from store import summarize
 
     assert summarize(ABSTRACTS[0], llm=dead) == s
 
@@ -346,8 +345,8 @@ def test_stale_cached_summaries_are_remade(hashing_store):
     paper = paper_for("Temporal Video Grounding (TVG)")
     key = content_hash(paper.abstract)
     hashing_store.put_summary(key, "extractive", {"tldr": "Stale words.", "points": {}, "backend": "extractive",
-                                                  "version": "made-by-older-code"})
-    fresh = summary_for(hashing_store, paper)
+                                                  "version": "made-by-older-code"}, now=time.time())
+    fresh = paper_summary(hashing_store, paper, now=time.time())
     assert fresh.tldr == summarize_paper(paper.abstract).tldr
     assert hashing_store.get_summary(key, "extractive")["tldr"] == fresh.tldr
 

@@ -1,93 +1,112 @@
-"""Store: the one place with SQL. Wraps sqlite_utils.Database; schema via Migrations.
+"""SQLiteStore: the SQLite backend of the Store protocol, and the one place that runs SQL.
 
-Every public method is a complete unit of work: multi-row writes run in one
-transaction, so a killed process leaves the file consistent. Each thread gets
-its own connection (the bot answers commands on worker threads).
+Wraps sqlite_utils.Database; the schema is in sqlite_migrations. Every public
+method is a complete unit of work: multi-row writes run in one transaction, so
+a killed process leaves the file consistent. Each thread gets its own
+connection (the bot answers commands on worker threads). SQLite's own errors
+stop at this module: a locked database is StoreBusy, anything else StoreError.
 """
 from __future__ import annotations
 
-import hashlib
+import functools
+import inspect
 import json
+import os
+import re
 import sqlite3
 import threading
-import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import sqlite_utils
-from sqlite_utils.migrations import Migrations
 
-from .errors import SchemaError
-from .paper import Paper
+from ..base import BackupResult
+from ..errors import SchemaError, StoreBusy, StoreError
+from ..paper import Paper
+from .sqlite_migrations import migrations
 
-migrations = Migrations("paperclub")
 BUSY_TIMEOUT_MS = 15_000
 CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer, then is skipped
 _JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
+# The FTS columns in m001's order; lexical_search weights are given in this order.
+LEXICAL_FIELDS = ("short_name", "headline", "title", "abstract")
+_PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
 
 
-@migrations()
-def m001_papers(db: sqlite_utils.Database):
-    db["papers"].create(
-        {
-            "id": str,
-            "collection": str,
-            "year": int,
-            "title": str,
-            "short_name": str,
-            "headline": str,
-            "abstract": str,
-            "raw": str,
-            "raw_title": str,
-            "url": str,
-            "authors": str,
-            "keywords": str,
-            "code_urls": str,
-            "numbers": str,
-            "content_hash": str,  # hash of the text that gets embedded
-            "source": str,
-            "created_at": float,
-            "updated_at": float,
-        },
-        pk="id",
-        not_null={"short_name", "headline", "abstract", "content_hash"},
-    )
-    db["papers"].create_index(["short_name"])
-    db["papers"].create_index(["collection", "year"])
-    # Identity keys: ext:<doi/arxiv/openreview>, title:<norm>, abs:<hash>,
-    # sent:<hash> (edit detection) and rec:<hash> (exact source record seen).
-    db["paper_keys"].create(
-        {"key": str, "paper_id": str},
-        pk=("key", "paper_id"),
-        foreign_keys=[("paper_id", "papers", "id")],
-    )
-    db["paper_keys"].create_index(["paper_id"])
-    db["papers"].enable_fts(
-        ["short_name", "headline", "title", "abstract"],
-        create_triggers=True,
-        tokenize="porter unicode61 remove_diacritics 2",
-    )
-    db["embeddings"].create(
-        {"paper_id": str, "model": str, "dim": int, "vector": bytes, "content_hash": str},
-        pk=("paper_id", "model"),
-        foreign_keys=[("paper_id", "papers", "id")],
-    )
-    db["embeddings"].create_index(["model", "content_hash"])
-    db["summaries"].create(
-        {"content_hash": str, "backend": str, "data": str, "created_at": float},
-        pk=("content_hash", "backend"),
-    )
-    db["meta"].create({"key": str, "value": str}, pk="key")
+def match_expression(phrases: Sequence[str]) -> str | None:
+    """A safe FTS5 MATCH string: each phrase double-quoted, OR-joined; None for no phrases.
+
+    Quoting makes AND/OR/NEAR, *, ^, :, -, brackets and stray quotes plain text, and
+    phrases hold only letters, digits and spaces, so no user input can make FTS5 raise.
+    """
+    quoted = [f'"{p}"' for p in dict.fromkeys(phrases) if _PHRASE.fullmatch(p)]
+    return " OR ".join(quoted) if quoted else None
 
 
-class Store:
-    """The paperclub database. One file; safe to share across threads."""
+def is_busy(error: BaseException) -> bool:
+    """True for SQLite's 'database is locked' / 'busy' errors (another writer held on too long)."""
+    text = str(error)
+    return isinstance(error, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
 
-    def __init__(self, path: str | Path, *, migrate: bool = True):
+
+def _store_error(error: sqlite3.Error, path: str) -> StoreError:
+    if is_busy(error):
+        return StoreBusy(f"database {path} is busy (another writer held it too long): {error}")
+    return StoreError(f"cannot read database {path}: {error}")
+
+
+def _translated(fn):
+    """Wrap one public method so sqlite3 errors leave it as StoreBusy or StoreError."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(self, *args, **kwargs):
+            try:
+                yield from fn(self, *args, **kwargs)
+            except sqlite3.Error as e:
+                raise _store_error(e, self.path) from e
+        return gen
+
+    @functools.wraps(fn)
+    def call(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.Error as e:
+            raise _store_error(e, self.path) from e
+    return call
+
+
+def _sqlite_errors_stay_inside(cls):
+    """Class decorator: every public method translates sqlite3 errors (transaction stays raw)."""
+    for name, value in list(vars(cls).items()):
+        if name.startswith("_") or name in ("transaction",) or not inspect.isfunction(value):
+            continue
+        setattr(cls, name, _translated(value))
+    return cls
+
+
+def _remove_db_files(path: Path) -> None:
+    """Remove a database file and its WAL side files (stale ones would be replayed into a new copy)."""
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        p.unlink(missing_ok=True)
+
+
+@_sqlite_errors_stay_inside
+class SQLiteStore:
+    """The paperclub database in one SQLite file; safe to share across threads."""
+
+    backend = "sqlite"
+
+    def __init__(self, path: str | Path, *, migrate: bool = True, must_exist: bool = False):
         self.path = str(path)
+        if must_exist and (self.path == ":memory:" or not Path(self.path).is_file()):
+            raise StoreError(f"no database at {self.path}")
+        if migrate:
+            problem = _unwritable(self.path)
+            if problem:
+                raise StoreError(problem)
         self._local = threading.local()
         self._write_lock = threading.RLock()
         if migrate:
@@ -205,19 +224,6 @@ class Store:
                 found[row["id"]] = self._paper(row)
         return [found[i] for i in ids if i in found]
 
-    def find_exact(self, ref: str) -> Paper | None:
-        """A paper by id or short name (case-insensitive); None when neither matches."""
-        ref = (ref or "").strip()
-        if not ref:
-            return None
-        paper = self.get_paper(ref.lower())
-        if paper:
-            return paper
-        rows = list(self.db.query(
-            "select * from papers where short_name = ? collate nocase "
-            "order by updated_at desc limit 1", [ref]))
-        return self._paper(rows[0]) if rows else None
-
     def list_papers(self, *, limit: int | None = None, offset: int = 0,
                     collection: str | None = None) -> list[Paper]:
         sql, args = "select * from papers", []
@@ -261,6 +267,19 @@ class Store:
                 out.setdefault(key, []).append(pid)
         return out
 
+    def paper_keys(self, ids: Iterable[str]) -> dict[str, list[str]]:
+        """paper id -> its identity keys (ext:, src:, title: ...), for naming a paper's source ids."""
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, list[str]] = {pid: [] for pid in ids}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, pid in self.db.execute(
+                f"select key, paper_id from paper_keys where paper_id in ({marks}) order by key", chunk
+            ):
+                out[pid].append(key)
+        return out
+
     def record_keys(self) -> set[str]:
         """Every rec:<hash> seen so far: re-ingesting an unchanged record is a set lookup."""
         return {r[0] for r in self.db.execute("select key from paper_keys where key like 'rec:%'")}
@@ -281,9 +300,8 @@ class Store:
 
     def write_papers(self, rows: list[dict], keys: list[tuple[str, str]],
                      replace_keys_for: Iterable[str] = (),
-                     embeddings: list[dict] = ()) -> None:
+                     embeddings: list[dict] = (), *, now: float) -> None:
         """Upsert paper rows, their identity keys and embeddings in one transaction."""
-        now = time.time()
         with self.transaction() as db:
             for pid in replace_keys_for:
                 db.execute(
@@ -364,14 +382,25 @@ class Store:
         ).fetchone()
         return np.frombuffer(row[0], dtype=np.float32) if row else None
 
-    # -- search (used by store/search.py) -----------------------------------
-    def fts_search(self, match: str, *, weights: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0),
-                   limit: int = 100, collection: str | None = None,
-                   year: int | None = None) -> list[tuple[str, float]]:
-        """(paper id, bm25) for an FTS5 MATCH expression, best first (bm25 is negative; lower is better).
+    # -- lexical search (used by store/search.py) ----------------------------
+    def lexical_search(self, terms: Sequence[str], *, limit: int = 100, collection: str | None = None,
+                       year: int | None = None,
+                       weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+        """(paper id, score) for papers holding any of the terms, best first (higher is better).
 
-        weights are per FTS column: short_name, headline, title, abstract.
+        A term is a word or a space-joined phrase ('g nll'); anything but letters, digits
+        and single spaces is dropped, so no text can make the search raise. weights are per
+        field, in LEXICAL_FIELDS order. The score is FTS5's BM25, negated.
         """
+        match = match_expression(terms)
+        if match is None:
+            return []
+        weights = tuple(weights or (1.0,) * len(LEXICAL_FIELDS))
+        return [(pid, -score) for pid, score in self._fts(match, weights, limit, collection, year)]
+
+    def _fts(self, match: str, weights: tuple[float, ...], limit: int, collection: str | None,
+             year: int | None) -> list[tuple[str, float]]:
+        """(paper id, bm25) for an FTS5 MATCH expression (bm25 is negative; lower is better)."""
         if not collection and not year:
             # Rank inside FTS first and join only the top rows: half the time at 100k papers.
             sql = ("select p.id, f.score from (select rowid, bm25(papers_fts, ?, ?, ?, ?) as score "
@@ -401,12 +430,19 @@ class Store:
         return [tuple(r) for r in self.db.execute(
             "select id, coalesce(collection, ''), year, short_name from papers order by updated_at, rowid")]
 
-    def fts_terms(self, words: Iterable[str]) -> dict[str, str]:
-        """word -> the term FTS indexes it under (lower-cased, Porter-stemmed: 'Videos' -> 'video').
+    def term_stats(self, words: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """word -> (the term the index keeps it under, how many papers hold it).
 
-        Runs FTS5's own tokenizer in a private in-memory table, so the terms are
-        exactly those of papers_fts.
+        The term is lower-cased and Porter-stemmed ('Videos' -> 'video'), '' when the
+        tokenizer keeps nothing of the word (its count is then 0).
         """
+        words = list(dict.fromkeys(words))
+        stems = self._stems(words)
+        counts = self._doc_counts(t for t in stems.values() if t)
+        return {w: (stems.get(w, ""), counts.get(stems.get(w, ""), 0)) for w in words}
+
+    def _stems(self, words: Iterable[str]) -> dict[str, str]:
+        """word -> its FTS term, from FTS5's own tokenizer in a private in-memory table."""
         words = [w for w in dict.fromkeys(words) if w]
         if not words:
             return {}
@@ -424,7 +460,7 @@ class Store:
             probe.execute("delete from probe")
         return terms
 
-    def term_doc_counts(self, terms: Iterable[str]) -> dict[str, int]:
+    def _doc_counts(self, terms: Iterable[str]) -> dict[str, int]:
         """FTS term -> how many papers hold it (0 for unknown terms)."""
         terms = sorted(set(terms))
         if not getattr(self._local, "fts_vocab", False):
@@ -446,7 +482,7 @@ class Store:
             [content_hash, backend]).fetchone()
         return json.loads(row[0]) if row else None
 
-    def put_summary(self, content_hash: str, backend: str, data: dict) -> bool:
+    def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the database.
 
         Replies compute summaries on the way (search results show TL;DRs), so a cache
@@ -462,10 +498,10 @@ class Store:
                     "insert into summaries(content_hash, backend, data, created_at) values (?,?,?,?) "
                     "on conflict(content_hash, backend) do update set data = excluded.data, "
                     "created_at = excluded.created_at",
-                    [content_hash, backend, json.dumps(data, ensure_ascii=False), time.time()])
+                    [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
             return True
         except sqlite3.OperationalError as e:
-            if "locked" not in str(e) and "busy" not in str(e):
+            if not is_busy(e):
                 raise
             return False
         finally:
@@ -476,15 +512,40 @@ class Store:
     def integrity_ok(self) -> bool:
         return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
 
-    def backup(self, target: str | Path) -> None:
-        """A consistent copy of the live database (SQLite online backup)."""
+    def backup_to(self, target: str | Path, *, force: bool = False) -> BackupResult:
+        """A consistent, verified copy of the live database; atomic, so target is never half-written."""
         target = Path(target)
+        if target.exists() and not force:
+            raise StoreError(f"{target} exists; pass --force to overwrite it")
+        if target.exists() and target.resolve() == Path(self.path).resolve():
+            raise StoreError("the backup cannot overwrite the live database itself")
         target.parent.mkdir(parents=True, exist_ok=True)
-        dest = sqlite3.connect(str(target))
+        # Copy to a temporary name beside the target, verify, then rename: a crash or
+        # a failed check leaves any previous backup at target untouched.
+        tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
         try:
-            self.db.conn.backup(dest)
+            _remove_db_files(tmp)
+            dest = sqlite3.connect(str(tmp))
+            try:
+                self.db.conn.backup(dest)  # SQLite's online backup: consistent while others write
+            finally:
+                dest.close()
+            result = self._verify(tmp, target)
+            _remove_db_files(target)
+            os.replace(tmp, target)
+            return result
         finally:
-            dest.close()
+            _remove_db_files(tmp)
+
+    @staticmethod
+    def _verify(copy: Path, final: Path) -> BackupResult:
+        store = SQLiteStore(copy, migrate=False)
+        try:
+            if not store.integrity_ok():
+                raise StoreError(f"the copy failed SQLite's integrity check; {final} not written")
+            return BackupResult(final, store.count_papers(), store.schema_version(), copy.stat().st_size)
+        finally:
+            store.close()
 
     # -- paper of the day: interests, schedules, posts (store/pick.py, bot/daily.py) --------
     @staticmethod
@@ -495,14 +556,14 @@ class Store:
         return row
 
     def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
-                     vector, paper_id: str | None = None, now: float | None = None) -> int:
+                     vector, paper_id: str | None = None, now: float) -> int:
         """Store one channel interest with its embedding; returns its id."""
         with self.transaction() as db:
             cur = db.execute(
                 "insert into interests(channel, text, paper_id, added_by, model, vector, created_at) "
                 "values (?, ?, ?, ?, ?, ?, ?)",
                 [channel, text, paper_id, added_by, model,
-                 np.asarray(vector, dtype=np.float32).tobytes(), time.time() if now is None else now])
+                 np.asarray(vector, dtype=np.float32).tobytes(), now])
             return cur.lastrowid
 
     def interests(self, channel: str) -> list[dict]:
@@ -528,7 +589,7 @@ class Store:
                 [(model, np.asarray(v, dtype=np.float32).tobytes(), iid) for iid, model, v in rows])
 
     def set_schedule(self, channel: str, *, hour: int, minute: int, tz: str, days: str,
-                     set_by: str | None, now: float | None = None) -> None:
+                     set_by: str | None, now: float) -> None:
         """Create or replace a channel's post schedule."""
         with self.transaction() as db:
             db.execute(
@@ -536,7 +597,7 @@ class Store:
                 "values (?, ?, ?, ?, ?, ?, ?) on conflict(channel) do update set hour = excluded.hour, "
                 "minute = excluded.minute, tz = excluded.tz, days = excluded.days, "
                 "set_by = excluded.set_by, updated_at = excluded.updated_at",
-                [channel, hour, minute, tz, days, set_by, time.time() if now is None else now])
+                [channel, hour, minute, tz, days, set_by, now])
             self._bump_schedules(db)
 
     def delete_schedule(self, channel: str) -> bool:
@@ -572,7 +633,7 @@ class Store:
         return row
 
     def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
-                   pick: dict | None, status: str = "claimed", now: float | None = None) -> bool:
+                   pick: dict | None, status: str = "claimed", now: float) -> bool:
         """Claim (channel, day) for posting; exactly one caller ever gets True.
 
         The primary key is the arbiter: two processes on one database both try
@@ -583,37 +644,31 @@ class Store:
                 "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
                 "values (?, ?, ?, ?, ?, ?, ?, 0) on conflict do nothing",  # the day, or the paper, taken
                 [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
-                 claimer, time.time() if now is None else now])
+                 claimer, now])
             return cur.rowcount == 1
 
     def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
-                       now: float | None = None) -> bool:
+                       now: float) -> bool:
         """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
         with self.transaction() as db:
             cur = db.execute(
                 "update posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
                 "where channel = ? and day = ? and claimed_by = ? and status in ('claimed', 'failed')",
-                [claimer, time.time() if now is None else now, channel, day, old_claimer])
+                [claimer, now, channel, day, old_claimer])
             return cur.rowcount == 1
 
     def get_post(self, channel: str, day: str) -> dict | None:
         rows = list(self.db.query("select * from posts where channel = ? and day = ?", [channel, day]))
         return self._post(rows[0]) if rows else None
 
-    def note_post_attempt(self, channel: str, day: str, *, claimer: str, error: str | None) -> None:
-        """Count a failed attempt and keep the last error (for logs and `paperclub pick`)."""
-        with self.transaction() as db:
-            db.execute("update posts set attempts = attempts + 1, error = ? "
-                       "where channel = ? and day = ? and claimed_by = ?", [error, channel, day, claimer])
-
     def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
-                    now: float | None = None) -> bool:
+                    now: float) -> bool:
         """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
         with self.transaction() as db:
             cur = db.execute(
                 "update posts set status = 'posted', ts = ?, posted_at = ?, error = null "
                 "where channel = ? and day = ? and claimed_by = ? and status != 'posted'",
-                [ts, time.time() if now is None else now, channel, day, claimer])
+                [ts, now, channel, day, claimer])
             return cur.rowcount == 1
 
     def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
@@ -656,13 +711,13 @@ class Store:
 
     # -- reactions as feedback: the log, the papers behind messages, reading lists (store/feedback.py) --
     def record_message_paper(self, channel: str, ts: str, paper_id: str, *, kind: str,
-                             posted_by: str | None = None, now: float | None = None) -> bool:
+                             posted_by: str | None = None, now: float) -> bool:
         """Remember which paper one of the bot's messages shows (shares); False if already known."""
         with self.transaction() as db:
             cur = db.execute(
                 "insert into message_papers(channel, ts, paper_id, kind, posted_by, posted_at) "
                 "values (?, ?, ?, ?, ?, ?) on conflict(channel, ts) do nothing",
-                [channel, ts, paper_id, kind, posted_by, time.time() if now is None else now])
+                [channel, ts, paper_id, kind, posted_by, now])
             return cur.rowcount == 1
 
     def paper_for_message(self, channel: str, ts: str) -> dict | None:
@@ -737,7 +792,7 @@ class Store:
         return [r[0] for r in self.db.execute("select distinct channel from reactions order by channel")]
 
     def save_paper(self, user: str, paper_id: str, *, source: str = "button",
-                   now: float | None = None) -> bool:
+                   now: float) -> bool:
         """Put a paper on a member's reading list; False when it was already there.
 
         A Save click makes the entry the member's own choice ("button"), so taking a
@@ -748,7 +803,7 @@ class Store:
                              [user, paper_id]).fetchone()
             if had is None:
                 db.execute("insert into saved_papers(user, paper_id, source, saved_at) values (?, ?, ?, ?)",
-                           [user, paper_id, source, time.time() if now is None else now])
+                           [user, paper_id, source, now])
                 return True
             if source == "button" and had[0] != "button":
                 db.execute("update saved_papers set source = 'button' where user = ? and paper_id = ?",
@@ -800,67 +855,21 @@ class Store:
             return counts
 
 
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-
-@migrations()
-def m002_daily(db: sqlite_utils.Database):
-    """Paper of the day: channel interests, post schedules, and one claim row per (channel, day)."""
-    db["interests"].create(
-        {"id": int, "channel": str, "text": str, "paper_id": str, "added_by": str, "model": str,
-         "vector": bytes, "created_at": float},
-        pk="id", not_null={"channel", "text"},
-    )
-    db["interests"].create_index(["channel"])
-    db["schedules"].create(
-        {"channel": str, "hour": int, "minute": int, "tz": str, "days": str, "set_by": str,
-         "updated_at": float},
-        pk="channel", not_null={"hour", "minute", "tz", "days"},
-    )
-    # status: claimed -> posted, or failed (retried later), or empty (nothing left to pick).
-    db["posts"].create(
-        {"channel": str, "day": str, "status": str, "paper_id": str, "pick": str, "claimed_by": str,
-         "claimed_at": float, "attempts": int, "error": str, "ts": str, "abstract_ts": str,
-         "posted_at": float},
-        pk=("channel", "day"), not_null={"status"},
-    )
-    # A paper is the paper of the day at most once per channel, whatever the code above does.
-    db.execute("create unique index posts_channel_paper on posts(channel, paper_id) "
-               "where paper_id is not null")
-    db["posts"].create_index(["channel", "ts"])
-
-
-@migrations()
-def m003_reactions(db: sqlite_utils.Database):
-    """Reactions as feedback: an append-only log (one row per Slack event, deduplicated by
-    event_id), the papers behind the bot's other messages (shares), and members' reading lists."""
-    db["reactions"].create(
-        {"id": int, "event_id": str, "channel": str, "message_ts": str, "paper_id": str, "user": str,
-         "emoji": str, "base": str, "action": str, "event_ts": float, "event_time": float,
-         "recorded_at": float},
-        pk="id",
-        not_null={"event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
-                  "event_ts"},
-    )
-    # Slack delivers at least once: the same event_id (retries, redelivery) is stored once.
-    db.execute("create unique index reactions_event_id on reactions(event_id)")
-    db["reactions"].create_index(["channel", "paper_id"])
-    db["reactions"].create_index(["user"])
-    db["message_papers"].create(
-        {"channel": str, "ts": str, "paper_id": str, "kind": str, "posted_by": str, "posted_at": float},
-        pk=("channel", "ts"), not_null={"paper_id", "kind"},
-    )
-    db["message_papers"].create_index(["channel", "posted_at"])
-    db["saved_papers"].create(
-        {"user": str, "paper_id": str, "source": str, "saved_at": float},
-        pk=("user", "paper_id"), not_null={"source"},
-    )
-
-
-@migrations()
-def m004_short_name_nocase(db: sqlite_utils.Database):
-    # find_exact matches short names case-insensitively; without this index it
-    # scanned the whole table (about 120 ms at 100k papers).
-    db.execute("create index if not exists papers_short_name_nocase on papers(short_name collate nocase)")
+def _unwritable(db: str) -> str | None:
+    """Why this process cannot create or write the database at db (SQLite's own error names
+    neither the path nor the cause); None when it can."""
+    if db == ":memory:":
+        return None
+    path = Path(db).absolute()
+    folder = next((p for p in path.parents if p.exists()), None)  # Store creates the rest
+    for target in ([path] if path.exists() else []) + ([folder] if folder else []):
+        if not os.access(target, os.W_OK):
+            if os.statvfs(target).f_flag & os.ST_RDONLY:
+                return (f"cannot write the database {path}: {target} is on a read-only file system. "
+                        "Mount a writable volume there, or point PAPERCLUB_DB at a writable path.")
+            st = target.stat()
+            return (f"cannot write the database {path}: permission denied on {target} "
+                    f"(owned by uid {st.st_uid}, mode {st.st_mode & 0o777:o}; paperclub runs as uid "
+                    f"{os.getuid()}). Make it writable by that uid (for a Docker volume: "
+                    f"chown -R {os.getuid()} on it), or point PAPERCLUB_DB at a writable path.")
+    return None

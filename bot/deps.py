@@ -1,0 +1,64 @@
+"""What every handler, listener and job needs, in one typed bundle built once (bot/wiring.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from store import feedback as fb
+
+if TYPE_CHECKING:
+    from slack_bolt import App
+    from slack_sdk import WebClient
+    from slack_sdk.models.blocks import Block
+
+    from store import Store  # the Store protocol (store/__init__.py)
+    from store.llm import LLMClient
+    from store.search import Searcher
+
+    from .commands import Commands
+    from .config import Settings
+    from .scheduler import DailyService
+
+Clock = Callable[[], datetime]  # an aware UTC datetime; only the composition root reads the wall clock
+Later = Callable[..., None]  # later(job, respond=None): run slow work after the ack
+HomeSection = Callable[["Deps", str], "list[Block]"]  # (deps, user id) -> blocks for App Home
+Register = Callable[["App", "Deps"], None]  # a listener module's register(app, deps)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """How reactions count: emoji weights (PAPERCLUB_REACTION_WEIGHTS over the defaults) and decay."""
+
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(fb.DEFAULT_WEIGHTS))
+    half_life_days: float = fb.HALF_LIFE_DAYS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Feedback:
+        return cls(fb.parse_weights(getattr(settings, "reaction_weights", None) or ""),
+                   float(getattr(settings, "feedback_half_life_days", None) or fb.HALF_LIFE_DAYS))
+
+
+@dataclass(frozen=True)
+class Deps:
+    """Built once by `bot.wiring.build_deps` and passed down; nothing is patched on later."""
+
+    settings: Settings
+    store: Store
+    searcher: Searcher
+    clock: Clock
+    commands: Commands
+    later: Later
+    feedback: Feedback = field(default_factory=Feedback)
+    llm: LLMClient | None = None
+    slack: WebClient | None = None  # None in the console: nothing there talks to Slack
+    scheduler: DailyService | None = None  # the daily posts (only with a Slack client)
+    home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
+
+    @property
+    def command(self) -> str:
+        return getattr(self.settings, "command", None) or "/paper"
+
+    @property
+    def embedder(self):
+        return self.searcher.embedder

@@ -1,0 +1,87 @@
+"""App Home: what the bot is and how to use it, then each section for the member (their reading list)."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from slack_sdk.models.blocks import Block, DividerBlock
+
+from store import feedback as fb
+
+from . import blocks as bk
+from .blocks import code
+from .reading import day_label, zone_of
+
+if TYPE_CHECKING:
+    from slack_bolt import App
+
+    from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+HOME_SAVED, HOME_REACTIONS = 8, 5
+
+
+def register(app: App, deps: Deps) -> None:
+    """Publish the Home tab whenever a member opens it."""
+    @app.event("app_home_opened")
+    def handle_app_home_opened(event, client):
+        if event.get("tab", "home") != "home":
+            return
+        user = event.get("user", "")
+        deps.later(lambda: client.views_publish(user_id=user, view=bk.home_view(home_blocks(deps, user))))
+
+
+def home_blocks(deps: Deps, user_id: str) -> list[Block]:
+    """What the bot is, how to use it, then each of `deps.home_sections` for this member."""
+    cmd = deps.command
+    stats = ", ".join(f"{c or 'uncategorised'} ({n})" for c, _, n in deps.store.collections()[:8])
+    entries = [(s.usage, s.help, s.example) for s in deps.commands.visible()]
+    blocks: list[Block] = [
+        bk.header("paperclub: the reading group's paper finder"),
+        bk.section("Find papers by meaning or keyword, read a short summary, see related work, "
+                   "and share the good ones with the channel. Type "
+                   f"{code(cmd + ' search <words>')} in any channel; only you see the answer "
+                   "until you press *Share to channel*."),
+        bk.context(f"{deps.store.count_papers():,} papers", bk.esc(stats)),
+        DividerBlock(),
+    ]
+    blocks += bk.help_blocks(cmd, entries, title="How to use")
+    for section in deps.home_sections:
+        try:
+            extra = section(deps, user_id)
+        except Exception:  # one broken section must not blank the whole Home tab
+            log.warning("home section %s failed", getattr(section, "__name__", section), exc_info=True)
+            continue
+        if extra:
+            blocks += [DividerBlock(), *extra]
+    return blocks[: bk.MAX_VIEW_BLOCKS]
+
+
+def home_reading(deps: Deps, user_id: str) -> list[Block]:
+    """The member's reading list and their latest reactions."""
+    zone = zone_of(deps)
+    items = fb.reading_list(deps.store, user_id)
+    blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})" if items else "Your reading list")]
+    if items:
+        for paper, row in items[:HOME_SAVED]:
+            blocks.append(bk.home_saved_block(paper))
+        more = f"{len(items) - HOME_SAVED} more: " if len(items) > HOME_SAVED else ""
+        blocks.append(bk.context(f"{more}{code(deps.command + ' saved')} lists them all with summaries."))
+    else:
+        blocks.append(bk.section("Nothing saved yet. Press *Save* on a paper of the day, or react :eyes: to it."))
+    recent = fb.recent_reactions(deps.store, user_id, HOME_REACTIONS)
+    if recent:
+        papers = {p.id: p for p in deps.store.get_papers([r["paper_id"] for r in recent])}
+        lines = []
+        for r in recent:
+            paper = papers.get(r["paper_id"])
+            name = bk.esc(paper.short_name if paper else r["paper_id"])
+            where = f" in <#{r['channel']}>" if r["channel"][:1] in "CG" else ""
+            lines.append(f"{fb.emoji_text(r['base'])} on *{name}*{where}, {day_label(r['event_ts'], zone)}")
+        blocks += [DividerBlock(), bk.header("Your recent reactions"), bk.section("\n".join(lines)),
+                   bk.context(f"They steer the paper of the day. {code(deps.command + ' forget-me')} deletes them.")]
+    return blocks
+
+
+SECTIONS = (home_reading,)  # the sections every Home tab shows, in order

@@ -1,0 +1,94 @@
+"""What a channel gets each day: its zone and schedule, the pick (steered by reactions), and the
+line on how the team took the previous one. Shared by posting, the scheduler and `/paper today`."""
+from __future__ import annotations
+
+import logging
+from datetime import date, timedelta
+from typing import TYPE_CHECKING
+
+from store import feedback as fb
+from store.pick import DailyPick, pick_for_channel
+from store.schedule import DEFAULT_GRACE, ScheduleError, ScheduleSpec, check_timezone
+
+from . import blocks as bk
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.search import Searcher
+
+    from .config import Settings
+    from .deps import Feedback
+
+log = logging.getLogger("paperclub.daily")
+
+
+def spec_of(row: dict | None) -> ScheduleSpec | None:
+    """A schedules row as a ScheduleSpec (None for no row)."""
+    if not row:
+        return None
+    return ScheduleSpec(int(row["hour"]), int(row["minute"]), row["tz"], row["days"])
+
+
+def channel_tz(store: Store, channel: str, settings: Settings | None) -> str:
+    """The zone a channel lives in: its schedule's, else PAPERCLUB_TIMEZONE (else UTC)."""
+    spec = spec_of(store.get_schedule(channel))
+    if spec:
+        return spec.tz
+    try:
+        return check_timezone(getattr(settings, "timezone", None) or "UTC")
+    except ScheduleError:
+        return "UTC"
+
+
+def grace_of(settings: Settings | None) -> timedelta:
+    """PAPERCLUB_CATCH_UP_HOURS as a timedelta."""
+    hours = getattr(settings, "catch_up_hours", None)
+    return timedelta(hours=float(hours)) if hours is not None else DEFAULT_GRACE
+
+
+def _vectors(searcher: Searcher):
+    """The searcher's in-memory (ids, matrix), so a pick does not reload every vector."""
+    try:
+        index = searcher.index()
+        return index.ids, index.matrix
+    except AttributeError:
+        return None
+
+
+def _adjustments(store: Store, channel: str, day: date, feedback: Feedback) -> dict:
+    try:
+        return fb.feedback_for_day(store, channel, day, weights=feedback.weights,
+                                   half_life_days=feedback.half_life_days)
+    except Exception:  # feedback is a refinement: a failure here must not stop the post
+        log.warning("reaction feedback for %s failed; picking without it", channel, exc_info=True)
+        return {}
+
+
+def make_pick(store: Store, searcher: Searcher, channel: str, day: date, *,
+              feedback: Feedback) -> DailyPick | None:
+    """The channel's pick for `day` from the current interests, history and reactions."""
+    return pick_for_channel(store, searcher.embedder, channel, day, vectors=_vectors(searcher),
+                            feedback=_adjustments(store, channel, day, feedback) or None, searcher=searcher)
+
+
+def reaction_line(store: Store, channel: str, day: date, feedback: Feedback) -> str | None:
+    """One line on the previous post: how the team reacted to it, else which paper it was."""
+    previous = store.previous_post(channel, day.isoformat())
+    if not previous or not previous.get("paper_id"):
+        return None
+    paper = store.get_paper(previous["paper_id"])
+    when = date.fromisoformat(previous["day"])
+    try:
+        counts, people = fb.post_tally(store, channel, previous)
+    except Exception:  # as with the pick: the digest goes out without the tally
+        log.warning("reaction tally for %s failed", channel, exc_info=True)
+        counts, people = {}, set()
+    if counts:
+        name = bk.esc(paper.short_name if paper else previous["paper_id"])
+        n = len(people)
+        return (f"How the team took the last pick ({when:%a %-d %b}), *{name}*: "
+                f"{fb.format_tally(counts, feedback.weights)} from {n} {'person' if n == 1 else 'people'}.")
+    if paper is None:
+        return None
+    return (f"Previous pick ({when:%a %-d %b}): *{bk.esc(paper.short_name)}*. "
+            "React to today's paper to tell me what this team likes.")

@@ -1,0 +1,361 @@
+"""Posting exactly once: a channel's digest for one (channel, local date), whatever crashes.
+
+- a claim row is inserted first; the database's primary key decides which
+  process posts;
+- 429s, 5xx and timeouts are retried with backoff for a bounded time;
+- the message carries Slack metadata (event_type "paperclub_daily", the date
+  and paper id), so after a crash, or a failure Slack may have accepted
+  anyway, `conversations.history` tells whether it is already in the channel
+  before anything is posted again.
+
+Time comes in as `now`; the scheduler (bot/scheduler.py) and `paperclub pick
+--post` call `post_daily`.
+"""
+from __future__ import annotations
+
+import http.client
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import uuid
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING, Callable
+
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+
+from store.errors import PaperNotFound, StoreError
+from store.pick import DailyPick
+from store.posts import PostStatus
+from store.schedule import local_today
+
+from . import blocks as bk
+from .commands import paper_summary
+from .picks import channel_tz, make_pick, reaction_line
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.search import Searcher
+
+    from .config import Settings
+    from .deps import Feedback
+
+log = logging.getLogger("paperclub.daily")
+
+EVENT_TYPE = "paperclub_daily"  # Slack message metadata on every daily post
+CLAIM_LEASE = timedelta(minutes=30)  # a claim by another host older than this is taken over
+POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to the next start
+LOOK_BACK = timedelta(hours=36)  # how far back a fresh claim looks for the day's post already in the channel
+
+
+def _claimer_id() -> str:
+    """Who holds a claim: host, pid, and a per-process token (a restarted container reuses pids)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+PROCESS_CLAIMER = _claimer_id()
+
+
+def claimer_alive(claimer: str | None, claimed_at: float | None, now: datetime) -> bool:
+    """Whether the process holding a claim may still be posting."""
+    if not claimer:
+        return False
+    if claimer == PROCESS_CLAIMER:
+        return True
+    host, _, rest = claimer.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host == socket.gethostname() and pid_text.isdigit():
+        pid = int(pid_text)
+        if pid == os.getpid():
+            return False  # our pid, another token: a previous life of this container
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return claimed_at is not None and now.timestamp() - claimed_at < CLAIM_LEASE.total_seconds()
+
+
+class PostFailed(Exception):
+    """Slack would not take the post (a permanent error, or the retry budget ran out)."""
+
+
+@dataclass
+class PostResult:
+    """What post_daily did: posted, recovered, already, busy, empty, failed."""
+
+    status: str
+    day: date
+    paper_id: str | None = None
+    ts: str | None = None
+    detail: str = ""
+
+
+_RETRYABLE_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable",
+                     "request_timeout", "team_added_to_org"}
+
+
+def _posting_client(client: WebClient) -> WebClient:
+    """A copy of the client that retries only rate limits by itself.
+
+    The SDK's server-error and connection handlers would re-post blindly after
+    a failure Slack may have accepted; our loop checks the channel first.
+    """
+    return WebClient(token=client.token, base_url=client.base_url, timeout=client.timeout,
+                     ssl=client.ssl, proxy=client.proxy, headers=dict(client.headers or {}),
+                     retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
+
+
+def _classify(exc: Exception) -> tuple[bool, bool, float | None]:
+    """(retryable, ambiguous: Slack may have posted it, Retry-After seconds)."""
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", 200)
+        error = exc.response.get("error") if hasattr(exc.response, "get") else None
+        if status == 429 or error == "ratelimited":
+            headers = getattr(exc.response, "headers", {}) or {}
+            after = headers.get("Retry-After") or headers.get("retry-after")
+            try:
+                return True, False, float(after[0] if isinstance(after, list) else after)
+            except (TypeError, ValueError):
+                return True, False, None
+        if status >= 500 or error in _RETRYABLE_ERRORS:
+            return True, True, None
+        return False, False, None
+    if isinstance(exc, (urllib.error.URLError, TimeoutError, socket.timeout, ConnectionError,
+                        http.client.HTTPException)):
+        return True, True, None
+    return False, False, None
+
+
+def find_daily_message(client: WebClient, channel: str, day: date, *, oldest: float | None = None) -> str | None:
+    """The ts of this day's digest if it is already in the channel (found by its metadata)."""
+    cursor = None
+    for _ in range(5):  # a few pages of recent history is plenty: the post is from today
+        kwargs = dict(channel=channel, include_all_metadata=True, limit=200)
+        if oldest:
+            kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
+        if cursor:
+            kwargs["cursor"] = cursor
+        resp = client.conversations_history(**kwargs)
+        for msg in resp.get("messages") or []:
+            meta = msg.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if meta.get("event_type") == EVENT_TYPE and payload.get("date") == day.isoformat():
+                return msg.get("ts")
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return None
+    return None
+
+
+def send_with_retries(client: WebClient, message: dict, *, budget: float = POST_BUDGET,
+                      sleep: Callable[[float], None] = time.sleep,
+                      already_posted: Callable[[], str | None] | None = None, unsure: bool = False) -> str:
+    """chat.postMessage until Slack takes it; returns the ts.
+
+    After an ambiguous failure (5xx, timeout, dropped connection), or from the start
+    when `unsure`, `already_posted` is asked first, so a post Slack accepted is never
+    sent twice. A lookup that fails for a while is retried like a post, never skipped:
+    only one that can never work (e.g. no channels:history scope) lets it post blind.
+    """
+    started = time.monotonic()
+    attempt = 0
+    unsure = unsure and already_posted is not None
+    while True:
+        looking = unsure
+        try:
+            if looking:
+                found = already_posted()
+                if found:
+                    return found
+                unsure = looking = False
+            return client.chat_postMessage(**message)["ts"]
+        except Exception as exc:  # classified below; anything unknown is re-raised
+            retryable, ambiguous, wait = _classify(exc)
+            if looking and not retryable:  # can't look at all: post rather than stay silent
+                log.warning("could not check the channel for an earlier post: %s", _describe(exc))
+                unsure = False
+                continue
+            if not retryable:
+                raise
+            unsure = unsure or (ambiguous and already_posted is not None)
+            attempt += 1
+            wait = wait if wait is not None else min(60.0, 2.0 ** attempt) * (0.5 + random.random() / 2)
+            if time.monotonic() - started + wait > budget:
+                raise PostFailed(f"gave up after {attempt} attempts: {exc}") from exc
+            log.warning("daily post attempt %d failed (%s%s); retrying in %.1f s", attempt,
+                        "checking the channel: " if looking else "", _describe(exc), wait)
+            sleep(wait)
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, SlackApiError):
+        return f"HTTP {getattr(exc.response, 'status_code', '?')} {exc.response.get('error')}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+_day_locks: dict[tuple[str, str], threading.Lock] = {}
+_day_locks_guard = threading.Lock()
+
+
+def _day_lock(channel: str, key: str) -> threading.Lock:
+    """One poster per (channel, day) inside this process (a cron fire and the start-up catch-up)."""
+    with _day_locks_guard:
+        return _day_locks.setdefault((channel, key), threading.Lock())
+
+
+def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, *,
+               feedback: Feedback, day: date | None = None, settings: Settings | None = None, llm=None,
+               claimer: str = PROCESS_CLAIMER, budget: float = POST_BUDGET,
+               sleep: Callable[[float], None] = time.sleep) -> PostResult:
+    """Post the channel's paper of the day for `day` (default: today in its zone) exactly once."""
+    day = day or local_today(channel_tz(store, channel, settings), now)
+    lock = _day_lock(channel, day.isoformat())
+    if not lock.acquire(blocking=False):
+        return PostResult("busy", day, detail="this process is already posting it")
+    try:
+        return _post_daily(client, store, searcher, channel, now, day, settings, llm, feedback, claimer,
+                           budget, sleep)
+    finally:
+        lock.release()
+
+
+def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, day: date,
+                settings: Settings | None, llm, feedback: Feedback, claimer: str, budget: float,
+                sleep: Callable[[float], None]) -> PostResult:
+    key = day.isoformat()
+    command = getattr(settings, "command", None) or "/paper"
+    row = store.get_post(channel, key)
+    for _ in range(2):  # a second round only when a concurrent pick took "our" paper
+        if row is not None:
+            break
+        pick = make_pick(store, searcher, channel, day, feedback=feedback)
+        if pick is None:
+            return _post_empty(client, store, channel, day, claimer, now, command, budget, sleep)
+        if store.claim_post(channel, key, claimer=claimer, paper_id=pick.paper_id, pick=pick.to_dict(),
+                            now=now.timestamp()):
+            log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id, pick.explain())
+            return _deliver(client, store, channel, day, now, claimer, pick.to_dict(), llm, feedback, command,
+                            budget, sleep, recover=False, claimed_at=now.timestamp())
+        row = store.get_post(channel, key)
+    if row is None:
+        return PostResult("busy", day, detail="could not claim the day")
+    if row["status"] == PostStatus.POSTED:
+        return PostResult("already", day, row["paper_id"], row["ts"])
+    if row["status"] == PostStatus.EMPTY:
+        return PostResult("empty", day)
+    if row["claimed_by"] != claimer:
+        if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now):
+            return PostResult("busy", day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
+        if not store.take_over_post(channel, key, old_claimer=row["claimed_by"], claimer=claimer,
+                                    now=now.timestamp()):
+            return PostResult("busy", day, row["paper_id"], detail="another process took it over")
+        log.info("took over the %s post for %s from %s", key, channel, row["claimed_by"])
+    return _deliver(client, store, channel, day, now, claimer, row["pick"], llm, feedback, command, budget,
+                    sleep, recover=True, claimed_at=row["claimed_at"])
+
+
+def _deliver(client: WebClient, store: Store, channel: str, day: date, now: datetime, claimer: str,
+             pick_data: dict, llm, feedback: Feedback, command: str, budget: float,
+             sleep: Callable[[float], None], *,
+             recover: bool, claimed_at: float | None = None) -> PostResult:
+    """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
+    key = day.isoformat()
+    pick = DailyPick.from_dict(pick_data, channel, day)
+    poster = _posting_client(client)
+    # A fresh claim looks too: a database restored from a backup (or a second copy of it)
+    # has no row for a post that is already in the channel.
+    since = claimed_at if recover or claimed_at is None else claimed_at - LOOK_BACK.total_seconds()
+    look = lambda: find_daily_message(poster, channel, day, oldest=since)  # noqa: E731
+    ts, unsure = None, False
+    try:
+        ts = look()
+    except Exception as exc:  # send_with_retries looks again (with backoff) before posting
+        log.warning("could not check the channel for an earlier post: %s", _describe(exc))
+        unsure = True
+    status = "recovered" if ts else "posted"
+    if ts:
+        log.info("the %s post for %s was already in the channel (ts %s); not posting again", key, channel, ts)
+    else:
+        try:
+            message = build_digest(store, pick, channel, day, feedback=feedback, llm=llm, command=command,
+                                   now=now.timestamp())
+            ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
+                                   unsure=unsure)
+        except Exception as exc:
+            store.fail_post(channel, key, claimer=claimer, error=_describe(exc))
+            log.error("the %s paper of the day for %s was not posted: %s", key, channel, _describe(exc))
+            return PostResult("failed", day, pick.paper_id, detail=_describe(exc))
+    if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp()):
+        log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
+    paper = store.get_paper(pick.paper_id)
+    if paper is not None and paper.abstract:
+        try:
+            reply = send_with_retries(poster, {
+                "channel": channel, "thread_ts": ts, "text": f"Abstract of {paper.short_name}",
+                "blocks": [b.to_dict() for b in bk.abstract_blocks(paper)],
+                "unfurl_links": False, "unfurl_media": False}, budget=min(budget, 60.0), sleep=sleep)
+            store.set_post_abstract(channel, key, reply)
+        except Exception as exc:  # the digest is out; a missing abstract reply is not worth a retry storm
+            log.warning("abstract reply for %s %s failed: %s", channel, key, _describe(exc))
+    log.info("paper of the day %s for %s: %s (ts %s)", key, channel, pick.paper_id, ts)
+    return PostResult(status, day, pick.paper_id, ts)
+
+
+def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feedback: Feedback, now: float,
+                 llm=None, command: str = "/paper") -> dict:
+    """chat.postMessage arguments for the digest, metadata included."""
+    ids = [pick.paper_id, *[c.paper_id for c in pick.runners_up]]
+    papers = {p.id: p for p in store.get_papers(ids)}
+    if pick.paper_id not in papers:
+        raise PaperNotFound(f"paper {pick.paper_id} is no longer in the library")
+    paper = papers[pick.paper_id]
+    try:
+        summary = paper_summary(store, paper, llm, now=now)
+    except StoreError:  # the digest goes out without a TL;DR rather than not at all
+        log.warning("summary failed for %s; posting without it", paper.id, exc_info=True)
+        summary = None
+    blocks = bk.digest_blocks(pick, papers, summary=summary, command=command,
+                              previous=reaction_line(store, channel, day, feedback))
+    return {
+        "channel": channel,
+        "text": bk.fallback_text(bk.digest_text(pick, paper)),
+        "blocks": [b.to_dict() for b in blocks],
+        "metadata": {"event_type": EVENT_TYPE,
+                     "event_payload": {"date": day.isoformat(), "paper_id": pick.paper_id}},
+        "unfurl_links": False,
+        "unfurl_media": False,
+    }
+
+
+def _post_empty(client: WebClient, store: Store, channel: str, day: date, claimer: str, now: datetime,
+                command: str, budget: float, sleep: Callable[[float], None]) -> PostResult:
+    """Nothing left to pick: say so in the channel, once (not again on the following days)."""
+    key = day.isoformat()
+    if not store.claim_post(channel, key, claimer=claimer, paper_id=None, pick=None, status=PostStatus.EMPTY,
+                            now=now.timestamp()):
+        return PostResult("empty", day)
+    before = store.post_days(channel, (day - timedelta(days=7)).isoformat())
+    if any(s == PostStatus.EMPTY and d < key for d, s in before.items()):
+        log.info("nothing left to pick for %s on %s (already said so)", channel, key)
+        return PostResult("empty", day, detail="already said")
+    poster = _posting_client(client)
+    message = {"channel": channel, "text": "No paper of the day: every paper has been shown here.",
+               "blocks": [b.to_dict() for b in bk.empty_blocks(command)],
+               "metadata": {"event_type": EVENT_TYPE, "event_payload": {"date": key, "paper_id": None}}}
+    try:
+        ts = send_with_retries(poster, message, budget=budget, sleep=sleep,
+                               already_posted=lambda: find_daily_message(poster, channel, day))
+        store.set_post_abstract(channel, key, ts)  # keeps the notice's ts with the row
+    except Exception as exc:
+        log.error("could not tell %s there is nothing left to pick: %s", channel, _describe(exc))
+    log.info("nothing left to pick for %s on %s", channel, key)
+    return PostResult("empty", day)

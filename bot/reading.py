@@ -1,0 +1,193 @@
+"""Reading and recaps: the Save button, /paper saved, /paper digest and /paper forget-me.
+
+A member's reading list fills from the digest's Save button and from 👀
+reactions (bot/reactions.py); `digest` tallies a channel's recent posts with
+the configured emoji weights (`deps.feedback`).
+"""
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from slack_sdk.models.blocks import Block
+
+from store import feedback as fb
+
+from . import blocks as bk
+from .blocks import code, mention
+from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply
+from .picks import channel_tz
+
+if TYPE_CHECKING:
+    from slack_bolt import App
+
+    from .deps import Deps
+
+DIGEST_DAYS, MAX_DIGEST_DAYS = 7, 90
+MAX_LISTED = 15  # papers per reply (3 blocks each, under Slack's 50)
+
+
+def register(app: App, deps: Deps) -> None:
+    """The Save button on the daily digest."""
+    @app.action(bk.ACTION_SAVE)
+    def handle_save_button(ack, action, body, respond):
+        ack()
+        paper = deps.store.get_paper((action.get("value") or "").strip())
+        user = (body.get("user") or {}).get("id") or ""
+        if paper is None:
+            respond(text="That paper is no longer in the library.", response_type="ephemeral",
+                    replace_original=False)
+            return
+        deps.store.save_paper(user, paper.id, now=deps.clock().timestamp())
+        respond(text=f"Saved *{bk.esc(paper.short_name)}* to your reading list.", response_type="ephemeral",
+                replace_original=False)
+
+
+# -- /paper saved ---------------------------------------------------------------------------------------
+def zone_of(deps: Deps, channel: str | None = None) -> ZoneInfo:
+    """The channel's zone (or PAPERCLUB_TIMEZONE) for showing dates."""
+    tz = channel_tz(deps.store, channel, deps.settings) if channel else deps.settings.timezone
+    try:
+        return ZoneInfo(tz or "UTC")
+    except Exception:
+        return ZoneInfo("UTC")
+
+
+def day_label(at: float | None, zone) -> str:
+    """'Mon 3 Jun' for a timestamp."""
+    return f"{datetime.fromtimestamp(at or 0, zone):%a %-d %b}"
+
+
+def handle_saved(deps: Deps, call: Call) -> Reply:
+    verb, _, rest = call.args.partition(" ")
+    items = fb.reading_list(deps.store, call.user_id)
+    note = None
+    if verb.lower() in ("remove", "rm", "delete", "del", "-"):
+        number = rest.strip().lstrip("#")
+        if not number.isdigit() or not 1 <= int(number) <= len(items):
+            have = f"your list has {len(items)}" if items else "your list is empty"
+            return problem_reply(deps, f"There is no saved paper {rest.strip() or '(no number)'}; {have}.",
+                                 hint=f"{code(deps.command + ' saved')} lists them with their numbers.")
+        paper, _ = items.pop(int(number) - 1)
+        deps.store.unsave_paper(call.user_id, paper.id)
+        note = f"Removed *{bk.esc(paper.short_name)}* from your reading list."
+    elif verb:
+        return problem_reply(deps, f"I don't know {code('saved ' + verb)}.",
+                             hint=f"{code(deps.command + ' saved')} or {code(deps.command + ' saved remove 2')}")
+    if not items:
+        text = ((note + "\n") if note else "") + (
+            "Your reading list is empty. Press *Save* on a paper of the day, or react :eyes: to it.")
+        return Reply("Your reading list is empty.", bk.message_blocks(text, title="Your reading list"))
+    blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})")]
+    if note:
+        blocks.append(bk.section(note))
+    zone = zone_of(deps)
+    blocks += bk.saved_blocks(items, MAX_LISTED, lambda at: day_label(at, zone))
+    more = f"Showing the newest {MAX_LISTED}. " if len(items) > MAX_LISTED else ""
+    blocks.append(bk.context(f"{more}{code(deps.command + ' saved remove <n>')} takes one off."))
+    names = "; ".join(p.short_name for p, _ in items[:MAX_LISTED])
+    return Reply(bk.esc(f"Your reading list ({len(items)}): {names}"), blocks)
+
+
+# -- /paper digest --------------------------------------------------------------------------------------
+def _people_line(engaged) -> str:
+    """'3 people reacted 7 times: @a 4 · @b 2 · @c 1' (counts of those who did; nobody is listed for not)."""
+    n = len(engaged)
+    top = " · ".join(f"{mention(u)} {c}" for u, c in sorted(engaged.items(), key=lambda kv: (-kv[1], kv[0]))[:12])
+    more = f" and {n - 12} more" if n > 12 else ""
+    total = sum(engaged.values())
+    return (f"{n} {'person' if n == 1 else 'people'} reacted {total} {'time' if total == 1 else 'times'}: "
+            f"{top}{more}")
+
+
+def handle_digest(deps: Deps, call: Call) -> Reply:
+    arg = call.args.strip().lower().removesuffix("days").removesuffix("d").strip()
+    if arg and not (arg.isdigit() and 1 <= int(arg) <= MAX_DIGEST_DAYS):
+        return problem_reply(deps, f"How many days? Give a number from 1 to {MAX_DIGEST_DAYS}.",
+                             hint=code(deps.command + " digest 14"))
+    days = int(arg) if arg else DIGEST_DAYS
+    channel = channel_of(call)
+    weights = deps.feedback.weights
+    digest = fb.channel_digest(deps.store, channel, now=deps.clock().timestamp(), days=days, weights=weights)
+    zone = zone_of(deps, channel)
+    span = "day" if days == 1 else f"{days} days"
+    where = "this channel" if channel == CONSOLE_CHANNEL else f"<#{channel}>"
+    title = f"The last {span} in this channel"
+    if not digest.papers:
+        text = f"No papers were posted in {where} in the last {span}."
+        return Reply(text, bk.message_blocks(
+            text, title=title, footer=f"{code(deps.command + ' schedule 09:30')} sets up a paper of the day."))
+    lines, plain = [], []
+    for t in digest.papers[:40]:
+        kind = "paper of the day" if t.kind == "daily" else "shared"
+        tally = fb.format_tally(t.counts, weights) or "no reactions"
+        when = f"{date.fromisoformat(t.day):%a %-d %b}" if t.day else day_label(t.posted_at, zone)
+        lines.append(f"• *{bk.esc(t.name)}* ({when}, {kind}): {tally}")
+        plain.append(f"{t.name}: {tally}")
+    blocks: list[Block] = [bk.header(title)]
+    posts = len(digest.papers)
+    blocks.append(bk.context(f"{posts} {'paper' if posts == 1 else 'papers'} posted"))
+    chunk: list[str] = []
+    for line in lines:  # a few sections rather than one, so a long window stays under 3000 characters each
+        if sum(len(x) + 1 for x in chunk) + len(line) > bk.SECTION_TEXT - 50:
+            blocks.append(bk.section("\n".join(chunk)))
+            chunk = []
+        chunk.append(line)
+    blocks.append(bk.section("\n".join(chunk)))
+    best = digest.most_liked
+    if best:
+        who = len(best.people)
+        blocks.append(bk.section(f":trophy: Most liked: *{bk.esc(best.name)}*, "
+                                 f"{fb.format_tally(best.counts, weights)} from {who} "
+                                 f"{'person' if who == 1 else 'people'}."))
+    if digest.engaged:
+        blocks.append(bk.context(_people_line(digest.engaged)))
+    else:
+        blocks.append(bk.context("No reactions yet. React to the posts (:fire: :+1: :-1: :eyes:) and the "
+                                 "next picks follow what this team likes."))
+    text = f"{title}: " + "; ".join(plain)
+    if best:
+        text += f". Most liked: {best.name}"
+    return Reply(bk.esc(text), blocks[: bk.MAX_MESSAGE_BLOCKS])
+
+
+# -- /paper forget-me -------------------------------------------------------------------------------
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def handle_forget_me(deps: Deps, call: Call) -> Reply:
+    counts = fb.forget_member(deps.store, call.user_id)
+    if not any(counts.values()):
+        text = "I had nothing stored about you: no reactions, no saved papers, no interests with your name."
+        return Reply(text, bk.message_blocks(text))
+    done = []
+    if counts["reactions"]:
+        done.append(f"deleted {_count(counts['reactions'], 'reaction')}")
+    if counts["saved"]:
+        done.append(f"emptied your reading list ({_count(counts['saved'], 'paper')})")
+    if counts["interests"]:
+        done.append(f"took your name off {_count(counts['interests'], 'interest')} "
+                    "(the topics stay for the channel, unattributed)")
+    if counts["shares"]:
+        done.append(f"took your name off {_count(counts['shares'], 'shared paper')}")
+    if counts["picks"]:
+        done.append(f"took your name off {_count(counts['picks'], 'past pick')}")
+    text = "Done. I " + (", ".join(done[:-1]) + " and " if len(done) > 1 else "") + done[-1] + "."
+    footer = ("Messages already in Slack, and the reactions on them, are Slack's: "
+              "remove a reaction there if you want it gone from the channel too.")
+    return Reply(bk.esc(text), bk.message_blocks(bk.esc(text), title="Forgotten", footer=footer))
+
+
+SUBCOMMANDS = (
+    Subcommand("saved", handle_saved, usage="saved [remove <n>]", example="saved",
+               help="Your reading list: papers you saved with the Save button or a 👀 reaction.",
+               aliases=("reading", "reading-list", "bookmarks")),
+    Subcommand("digest", handle_digest, usage="digest [days]", example="digest 7",
+               help="This channel's papers of the last days (7 unless you say), how each was received, "
+                    "and who joined in.", aliases=("recap", "week")),
+    Subcommand("forget-me", handle_forget_me, usage="forget-me", example="forget-me",
+               help="Delete your reactions and reading list, and take your name off the interests you added.",
+               aliases=("forgetme", "forget")),
+)

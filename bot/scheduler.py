@@ -1,0 +1,165 @@
+"""The daily posts' scheduler: APScheduler jobs that mirror the schedules table.
+
+`DailyService` keeps one cron job per channel in an APScheduler 3
+BackgroundScheduler: it rebuilds them at start, applies changes from
+`/paper schedule` at once (and notices changes made by other processes within
+a minute), and on start-up makes a post that was missed by less than the
+catch-up window. Each job calls `bot.posting.post_daily`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import date, datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable
+
+from slack_sdk import WebClient
+
+from store.posts import PostStatus
+from store.schedule import ScheduleSpec, catch_up, format_duration, last_fire, make_trigger, post_date
+
+from .picks import grace_of, spec_of
+from .posting import POST_BUDGET, PostResult, post_daily
+
+if TYPE_CHECKING:
+    from store import Store
+    from store.llm import LLMClient
+    from store.search import Searcher
+
+    from .config import Settings
+    from .deps import Clock, Feedback
+
+log = logging.getLogger("paperclub.daily")
+
+POLL_SECONDS = 60  # how often a running scheduler looks for schedules changed elsewhere
+SWEEP_EVERY = 10  # every 10th poll retries today's failed or orphaned posts (within the window)
+
+
+class DailyService:
+    """APScheduler jobs mirroring the schedules table, plus catch-up and exactly-once posting."""
+
+    def __init__(self, client: WebClient, store: Store, searcher: Searcher, settings: Settings, *,
+                 clock: Clock, feedback: Feedback, llm: LLMClient | None = None,
+                 sleep: Callable[[float], None] = time.sleep, budget: float = POST_BUDGET,
+                 poll_seconds: float = POLL_SECONDS):
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.client, self.store, self.searcher, self.settings, self.llm = client, store, searcher, settings, llm
+        self.clock, self.feedback = clock, feedback
+        self.sleep, self.budget, self.poll_seconds = sleep, budget, poll_seconds
+        self.grace = grace_of(settings)
+        self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
+            "coalesce": True, "max_instances": 1,
+            "misfire_grace_time": int(self.grace.total_seconds())})
+        self._version: int | None = None
+        self._polls = 0
+        self._lock = threading.RLock()
+        self.results: list[PostResult] = []  # recent outcomes, for tests and `health`
+
+    @staticmethod
+    def job_id(channel: str) -> str:
+        return f"post:{channel}"
+
+    def start(self) -> None:
+        """Build the jobs from the table, start the scheduler, then make any post missed by downtime."""
+        self.rebuild()
+        self.scheduler.start()
+        self.scheduler.add_job(self.poll, "interval", seconds=self.poll_seconds, id="daily:poll",
+                               replace_existing=True)
+        log.info("daily posts scheduled for %d channel(s)", len(self.store.schedules()))
+        # Catch-up may retry Slack for minutes: run it on the scheduler's pool, not the caller's thread.
+        self.scheduler.add_job(self.catch_up_now, id="daily:catch-up", replace_existing=True)
+
+    def catch_up_now(self) -> list[PostResult]:
+        return self.catch_up(self.clock())
+
+    def shutdown(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)
+
+    def rebuild(self) -> None:
+        """Make the jobs match the schedules table exactly."""
+        with self._lock:
+            self._version = self.store.schedules_version()
+            rows = {r["channel"]: r for r in self.store.schedules()}
+            for job in self.scheduler.get_jobs():
+                if job.id.startswith("post:") and job.id[5:] not in rows:
+                    job.remove()
+            for channel, row in rows.items():
+                self._put_job(channel, spec_of(row))
+
+    def reload(self, channel: str) -> None:
+        """Apply one channel's schedule change now (called by /paper schedule)."""
+        with self._lock:
+            spec = spec_of(self.store.get_schedule(channel))
+            if spec is None:
+                if self.scheduler.get_job(self.job_id(channel)):
+                    self.scheduler.remove_job(self.job_id(channel))
+            else:
+                self._put_job(channel, spec)
+            self._version = self.store.schedules_version()
+
+    def poll(self) -> None:
+        """Pick up schedules changed by another process; now and then retry a failed post."""
+        if self.store.schedules_version() != self._version:
+            self.rebuild()
+        self._polls += 1
+        if self._polls % SWEEP_EVERY == 0:
+            # A post that failed (Slack down longer than the retry budget) or whose poster died
+            # gets another go while it is still within the catch-up window.
+            self.catch_up(self.clock(), quiet=True)
+
+    def _put_job(self, channel: str, spec: ScheduleSpec) -> None:
+        self.scheduler.add_job(self.fire, make_trigger(spec), args=[channel], id=self.job_id(channel),
+                               name=f"paper of the day for {channel} at {spec.describe()}",
+                               replace_existing=True)
+
+    def next_run(self, channel: str) -> datetime | None:
+        job = self.scheduler.get_job(self.job_id(channel))
+        return getattr(job, "next_run_time", None) if job else None
+
+    def fire(self, channel: str) -> PostResult | None:
+        """The cron job: post today's paper for the fire that just passed (if within the window)."""
+        now = self.clock()
+        spec = spec_of(self.store.get_schedule(channel))
+        if spec is None:
+            return None
+        fire = last_fire(spec, now)
+        if fire is None or now - fire > self.grace:
+            log.info("skipping the %s post: its scheduled time is more than %s past",
+                     channel, format_duration(self.grace))
+            return None
+        return self._post(channel, post_date(spec, fire), now)
+
+    def catch_up(self, now: datetime, *, quiet: bool = False) -> list[PostResult]:
+        """On start-up: make each missed post once if it is less than `grace` late, else log it."""
+        results = []
+        for row in self.store.schedules():
+            channel, spec = row["channel"], spec_of(row)
+            since_day = (now - timedelta(days=9)).date().isoformat()
+            days = self.store.post_days(channel, since_day)
+            done = {date.fromisoformat(d) for d, s in days.items() if s in (PostStatus.POSTED, PostStatus.EMPTY)}
+            since = datetime.fromtimestamp(row["updated_at"], timezone.utc) if row.get("updated_at") else None
+            decision = catch_up(spec, now, done_days=done, since=since, grace=self.grace)
+            if decision.action == "post":
+                log.info("catching up the %s post for %s (%s late)", decision.day, channel,
+                         format_duration(decision.late))
+                results.append(self._post(channel, decision.day, now))
+            elif decision.action == "skip" and not quiet:
+                log.info("skipping the missed %s post for %s: %s late, more than the %s catch-up window "
+                         "(PAPERCLUB_CATCH_UP_HOURS)", decision.day, channel,
+                         format_duration(decision.late), format_duration(self.grace))
+        return results
+
+    def _post(self, channel: str, day: date, now: datetime) -> PostResult:
+        try:
+            result = post_daily(self.client, self.store, self.searcher, channel, now, day=day,
+                                feedback=self.feedback, settings=self.settings, llm=self.llm,
+                                budget=self.budget, sleep=self.sleep)
+        except Exception as exc:  # a scheduler job must never die silently
+            log.error("daily post for %s on %s failed: %s", channel, day, exc, exc_info=True)
+            result = PostResult("failed", day, detail=str(exc))
+        with self._lock:
+            self.results = (self.results + [result])[-50:]
+        return result

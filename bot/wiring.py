@@ -1,0 +1,49 @@
+"""The composition root's one recipe: settings, store and searcher in, a complete `Deps` out.
+
+`paperclub run` (bot/runner.py), `paperclub console` (bot/console.py),
+`paperclub pick` (bot/cli.py) and the tests all build their parts here, so
+each gets the same command table, feedback weights and scheduler.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Callable
+
+from . import commands, commands_daily, home, overview, reading
+from .app import make_later, make_llm
+from .commands import Commands
+from .deps import Clock, Deps, Feedback, Later
+from .scheduler import DailyService
+
+if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
+    from store import Store
+    from store.search import Searcher
+
+    from .config import Settings
+
+
+def command_table() -> Commands:
+    """Every /paper subcommand, in the order help lists them."""
+    return Commands([*commands.SUBCOMMANDS, *commands_daily.SUBCOMMANDS, *reading.SUBCOMMANDS,
+                     *overview.SUBCOMMANDS])
+
+
+def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,
+               slack: WebClient | None = None, later: Later | None = None,
+               sleep: Callable[[float], None] = time.sleep) -> Deps:
+    """Everything handlers, listeners and jobs use; the daily scheduler only when there is a Slack client.
+
+    `later` defaults to running work inline (the console, tests); `paperclub run` passes a pool.
+    The scheduler is built, not started: the runner starts it once connected.
+    """
+    feedback = Feedback.from_settings(settings)
+    llm = make_llm(settings)
+    scheduler = None
+    if slack is not None:
+        scheduler = DailyService(slack, store, searcher, settings, clock=clock, feedback=feedback, llm=llm,
+                                 sleep=sleep)
+    return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
+                later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
+                home_sections=home.SECTIONS)

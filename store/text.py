@@ -1,0 +1,111 @@
+"""Text helpers shared by parse, ingest, search, summary and overview.
+
+The one sentence splitter, the one stopword list (plus the abstract boilerplate
+that search and summaries also skip), the contribution verbs and their third
+person, and the content hash. Pure functions, no state.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+# -- hashing -------------------------------------------------------------------------
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the text, 32 hex digits: the key of cached vectors and summaries."""
+    # 32 digits is the length stored vectors are keyed by; a longer hash would re-encode them all.
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def short_hash(text: str, length: int = 20) -> str:
+    """sha1 prefix for identity keys (abs:, sent:, title:) and minted ids."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
+
+
+# -- sentences -----------------------------------------------------------------------
+# Words that end in a dot without ending the sentence, lower-cased and without their
+# last dot. Not "ms" ("runs in 10 ms. We ...") nor "no" ("the answer is no. We ...").
+ABBREVIATIONS = frozenset({
+    "e.g", "i.e", "al", "et", "vs", "cf", "etc", "fig", "figs", "eq", "eqs", "sec", "tab", "approx",
+    "resp", "w.r.t", "wrt", "dr", "mr", "prof", "incl", "viz", "ref", "refs", "appx", "pp", "vol", "a.k.a",
+})
+# . ! ? (and closing quotes or brackets), whitespace, then what can start a sentence.
+_BOUNDARY = re.compile(r"([.!?]+[\"'”’)\]]*)\s+(?=[\"'“(\[]?[A-Z0-9])")
+_LAST_WORD = re.compile(r"([A-Za-z][A-Za-z.]*)\.$")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of text, keeping e.g., et al., vs. and 7.1 inside theirs."""
+    spans, start = [], 0
+    for m in _BOUNDARY.finditer(text):
+        if text[m.start()] == ".":
+            word = _LAST_WORD.search(text[start:m.start() + 1])
+            # none after "etc.)." or "2).": a bracket closes before the sentence ends
+            if word and word.group(1).lower().rstrip(".") in ABBREVIATIONS:
+                continue
+        if text[start:m.end(1)].strip():
+            spans.append((start, m.end(1)))
+        start = m.end()
+    end = len(text.rstrip())
+    if text[start:end].strip():
+        spans.append((start, end))
+    return spans
+
+
+def split_sentences(text: str) -> list[str]:
+    """Whitespace-normalised text split at . ! ? before a capital or digit, abbreviations kept."""
+    text = " ".join((text or "").split())
+    return [text[a:b] for a, b in sentence_spans(text)]
+
+
+# -- stopwords -----------------------------------------------------------------------
+# English function words: never a name, a keyword or a search term on their own.
+STOPWORDS = frozenset("""
+    a an the of and or but nor for to in on at by with from into onto over under as than then
+    that which who whom whose this these those it its they them their our we us you your is are
+    was were be been being has have had do does did can could may might must shall should will
+    would not no so such via per while whereas where when what how why if thus also both each
+    either neither more most less least very much many some any all other another same own
+    only just even further furthermore moreover however therefore hence yet still up out about
+    across after before between through during without within upon among amongst toward towards
+    against along around beyond despite i.e. e.g. etc. et al w.r.t. wrt
+    above again am because below doing down few having he her here hers him his i instead itself
+    me my off often once ours she since that's theirs there too until well whether yours
+""".split())
+# What nearly every abstract says: skipped as search terms and as summary/theme words.
+BOILERPLATE = frozenset("""
+    paper papers work method methods approach model models result results based new novel existing
+    propose proposes proposed present presents presented introduce introduces introduced show shows
+    shown demonstrate demonstrates achieve achieves achieving use uses used using including
+    specifically significantly effectively one ones two three first second
+""".split())
+
+# -- verbs ---------------------------------------------------------------------------
+# What authors do when they contribute something (a name usually follows).
+CONTRIBUTION_VERBS = ("propose", "introduce", "present", "develop", "design", "build", "construct", "curate",
+                      "create", "devise", "release", "contribute", "establish", "formulate", "offer", "unveil",
+                      "collect", "assemble", "put forward", "describe", "provide")
+# What they do when they study something.
+ANALYSIS_VERBS = ("show", "find", "demonstrate", "reveal", "investigate", "study", "analyze",
+                  "analyse", "examine", "explore", "identify", "prove", "characterize",
+                  "characterise", "argue", "address", "revisit", "evaluate", "benchmark",
+                  "tackle", "consider", "focus", "seek", "aim", "extend", "learn", "leverage",
+                  "model", "frame", "cast", "reformulate", "take", "approach")
+_CONSONANT_Y = re.compile(r"[^aeiou]y$")
+
+
+def third_person(verb: str) -> str:
+    """propose -> proposes, study -> studies, address -> addresses; already-inflected forms unchanged."""
+    word = verb.lower()
+    if word.endswith(("ed", "ing")) or word in ("built", "found", "took", "sought", "puts forward"):
+        return word
+    if word == "put forward":
+        return "puts forward"
+    if word.endswith("s") and not word.endswith(("ss", "us")):
+        return word  # already third person: "this paper studies"
+    if _CONSONANT_Y.search(word):
+        return word[:-1] + "ies"
+    if word.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return word + "es"
+    return word + "s"

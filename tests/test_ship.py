@@ -1,0 +1,248 @@
+"""What the first real image build found (issue 16), checked without a Docker engine.
+
+tests/test_container.py runs the image itself where an engine answers; these run everywhere:
+the build's inputs (build args, the lock file, the compose note) and the bot's behaviour in a
+container's situation (no terminal, a stale heartbeat on the volume, JSON logs, a volume it
+cannot write, an empty database).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from bot import runner
+from bot.health import DEFAULT_MAX_AGE, check_health
+from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db
+from store import open_store
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+
+
+def paperclub(*args: str, cwd: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
+    """A fresh `paperclub` process with no terminal: stdin is /dev/null, as in `docker run -d`."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
+    environ.update({"PAPERCLUB_MODEL": "hashing-64", **env})
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=cwd, env=environ, text=True,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+
+
+def dockerfile_steps() -> list[tuple[str, str]]:
+    text = re.sub(r"\\\n", " ", (DEPLOY / "Dockerfile").read_text())
+    return [(w.upper(), rest.strip()) for w, _, rest in
+            (line.strip().partition(" ") for line in text.splitlines())
+            if w and not w.startswith("#")]
+
+
+def build_args() -> dict[str, str]:
+    return dict(a.partition("=")[::2] for w, a in dockerfile_steps() if w == "ARG")
+
+
+# -- 1. build arguments for the base image and the torch index ---------------------------------
+def test_the_base_image_and_the_torch_index_are_build_arguments():
+    steps = dockerfile_steps()
+    args = build_args()
+    assert args["BASE_IMAGE"].startswith("python:3.11-")
+    assert args["TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
+    assert steps[0] == ("ARG", f"BASE_IMAGE={args['BASE_IMAGE']}")  # usable in FROM
+    assert ("FROM", "${BASE_IMAGE}") in steps
+    [torch_step] = [a for w, a in steps if w == "RUN" and "torch==" in a]
+    assert '--index-url "$TORCH_INDEX"' in torch_step and "download.pytorch.org" not in torch_step
+    # A URL with credentials must not go in an argument: the Dockerfile offers a secret instead.
+    assert "--mount=type=secret,id=pip.conf" in torch_step
+    assert "docker history" in (DEPLOY / "Dockerfile").read_text()
+
+
+# -- 2. no tokens, no terminal ---------------------------------------------------------------
+def test_run_without_tokens_or_a_terminal_exits_non_zero_naming_the_variable(tmp_path):
+    started = time.monotonic()
+    out = paperclub("run", "--load-samples", cwd=tmp_path, PAPERCLUB_DB=str(tmp_path / "p.db"),
+                    SLACK_BOT_TOKEN="", SLACK_APP_TOKEN="")
+    assert out.returncode == 1, out
+    [line] = out.stderr.strip().splitlines()
+    assert "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set" in line and "no terminal" in line
+    assert not (tmp_path / "p.db").exists()  # failed before loading anything
+    assert time.monotonic() - started < 30
+
+    out = paperclub("run", cwd=tmp_path, PAPERCLUB_DB=str(tmp_path / "p.db"), SLACK_BOT_TOKEN=BOT_TOKEN)
+    assert out.returncode == 1
+    [line] = out.stderr.strip().splitlines()
+    assert line.startswith("Error: SLACK_APP_TOKEN is not set") and "SLACK_BOT_TOKEN" not in line
+
+
+# -- 3. health is this process's connection ----------------------------------------------------
+def test_a_heartbeat_left_by_a_stopped_process_is_not_healthy(tmp_path):
+    db = tmp_path / "p.db"
+    open_store(db).close()
+    # Another process beats, as the bot of an earlier container did, and exits.
+    subprocess.run([sys.executable, "-c", "import sys, time; from store import open_store; "
+                    "from bot.runner import write_heartbeat; write_heartbeat(open_store(sys.argv[1]))",
+                    str(db)], check=True, timeout=60)
+    result = check_health(db, now=time.time())
+    assert not result.ok
+    assert "has stopped" in result.message and "has not connected" in result.message
+
+    store = open_store(db, migrate=False)  # the running bot (this process) beats: healthy
+    runner.write_heartbeat(store)
+    store.close()
+    assert check_health(db, now=time.time()).ok
+
+
+def test_a_lost_connection_shows_within_about_a_minute():
+    from bot.cli import cli
+
+    assert DEFAULT_MAX_AGE <= 60 and DEFAULT_MAX_AGE >= 3 * runner.HEARTBEAT_SECONDS
+    [max_age] = [p for p in cli.commands["health"].params if p.name == "max_age"]
+    assert max_age.default == DEFAULT_MAX_AGE
+    [check] = [a for w, a in dockerfile_steps() if w == "HEALTHCHECK"]
+    seconds = {k: float(v) for k, v in re.findall(r"--(interval|retries)=(\d+)", check)}
+    # Docker marks it unhealthy after `retries` failed checks, one each interval.
+    assert DEFAULT_MAX_AGE + seconds["interval"] * seconds["retries"] <= 90
+
+
+# -- 4. LOG_FORMAT=json means every line ----------------------------------------------------------
+def json_lines(text: str) -> list[dict]:
+    assert text.strip(), "nothing logged"
+    records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert not [s for s in TOKEN_SECRETS if s in text]
+    return records
+
+
+def test_json_logs_hold_the_fatal_lines_too(tmp_path, fake_slack):
+    out = paperclub("run", cwd=tmp_path, LOG_FORMAT="json", PAPERCLUB_DB=str(tmp_path / "p.db"))
+    assert out.returncode == 1
+    [record] = json_lines(out.stderr)
+    assert record["level"] == "error" and "SLACK_BOT_TOKEN and SLACK_APP_TOKEN are not set" in record["msg"]
+
+    fake_slack.respond_with("auth.test", {"ok": False, "error": "invalid_auth"})
+    out = paperclub("run", cwd=tmp_path, LOG_FORMAT="json", PAPERCLUB_DB=str(tmp_path / "p.db"),
+                    SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake_slack.api_url)
+    assert out.returncode == 1
+    records = json_lines(out.stderr)
+    assert "refused the bot token" in records[-1]["msg"] and "invalid_auth" in records[-1]["msg"]
+    assert records[-1]["level"] == "error"
+
+
+# -- 5. the compose file needs Compose v2 ---------------------------------------------------------
+def test_the_readme_says_the_compose_file_needs_compose_v2():
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    readme = (ROOT / "README.md").read_text()
+    if "name" in compose:  # Compose v1 rejects a top-level name
+        assert "Compose v2" in readme and "docker-compose" in readme
+
+
+# -- 6. the image installs exactly the locked versions ------------------------------------------
+def lock() -> dict[str, tuple[Version, set[str]]]:
+    """name -> (pinned version, what requires it) from deploy/requirements.lock (uv's format)."""
+    out, name = {}, None
+    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+        if m := re.match(r"^([A-Za-z0-9._-]+)==(\S+)$", line):
+            name = canonicalize_name(m[1])
+            out[name] = (Version(m[2]), set())
+        elif m := re.match(r"^\s+#\s+(?:via\s+)?(\S.*)$", line):
+            if name and m[1] != "via":
+                out[name][1].add(m[1].strip())
+        elif line.strip() and not line.startswith("#"):
+            raise AssertionError(f"not a pinned line: {line!r}")
+    return out
+
+
+def test_the_lock_pins_exactly_pyproject_dependencies_and_what_they_need():
+    deps = [Requirement(d) for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]]
+    pins = lock()
+    direct = {n for n, (_, via) in pins.items() if "paperclub (pyproject.toml)" in via}
+    assert direct == {canonicalize_name(d.name) for d in deps}, "run `make lock` after editing pyproject.toml"
+    for d in deps:
+        version = pins[canonicalize_name(d.name)][0]
+        assert d.specifier.contains(version, prereleases=True), f"{d} but the lock has {version}"
+    for name, (_, via) in pins.items():  # nothing stray: each is needed by something locked
+        parents = {canonicalize_name(v.split()[0]) for v in via if not v.startswith(("paperclub", "-r"))}
+        assert via and parents <= pins.keys(), (name, via)
+    # The CPU torch the Makefile installs, never PyPI's CUDA one.
+    makefile_torch = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+    assert pins["torch"][0] == Version(f"{makefile_torch}+cpu")
+    runs = " ".join(a for w, a in dockerfile_steps() if w == "RUN")
+    assert "pip install -r /tmp/requirements.lock" in runs and "--no-deps --no-build-isolation /tmp/src" in runs
+
+
+def test_the_lock_agrees_with_what_the_tests_run_on():
+    """The venv running these tests has the locked versions, so the image runs tested code."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    differ = []
+    for name, (pinned, _) in lock().items():
+        if name in ("pip", "setuptools"):  # the installer's own tools, whatever made the venv
+            continue
+        try:
+            installed = Version(version(name))
+        except PackageNotFoundError:
+            differ.append(f"{name}: lock {pinned}, not installed")
+            continue
+        if name == "torch":  # the Makefile takes PyTorch's CPU or default build
+            installed, pinned = Version(installed.public), Version(pinned.public)
+        if installed != pinned:
+            differ.append(f"{name}: lock {pinned}, installed {installed}")
+    assert not differ, differ
+
+
+# -- 7. a /data the bot cannot write -------------------------------------------------------------
+def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
+    base = Path(tempfile.mkdtemp(prefix="paperclub-ro-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        data = base / "data"
+        data.mkdir(mode=0o755)
+        db = data / "paperclub.db"
+        as_user = os.getuid()
+        if as_user == 0:  # root writes anywhere: run the CLI as nobody, as a container's uid would
+            as_user = 65534
+        code = ("import os, sys\nimport unicodedata, bot.cli, bot.config, store.backends.sqlite  # read before dropping to nobody\n"
+                "if os.getuid() == 0:\n    os.setgid(65534); os.setuid(65534)\n"
+                "elif os.getuid() != 65534:\n    os.chmod(sys.argv[2], 0o555)\n"
+                "bot.cli.main(['--db', sys.argv[1], 'papers'])")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
+        out = subprocess.run([sys.executable, "-c", code, str(db), str(data)], cwd=base,
+                             env={**env, "PAPERCLUB_MODEL": "hashing-64"}, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 1, out
+        [line] = out.stderr.strip().splitlines()
+        assert line.startswith(f"error: cannot write the database {db}: permission denied on {data}"), line
+        assert f"paperclub runs as uid {as_user}" in line and "chown" in line and "PAPERCLUB_DB" in line
+        assert not db.exists()
+    finally:
+        (base / "data").chmod(0o755)
+        for p in sorted(base.rglob("*"), reverse=True):
+            p.unlink() if p.is_file() else p.rmdir()
+        base.rmdir()
+
+
+# -- 8. small things ---------------------------------------------------------------------------
+def test_search_on_an_empty_database_says_to_ingest(tmp_path):
+    out = paperclub("--db", str(tmp_path / "empty.db"), "search", "diffusion", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "paperclub ingest" in out.stderr and "No papers match" not in out.stderr
+
+
+def test_search_with_papers_but_no_hit_still_says_no_match(hashing_db, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "p.db")
+    out = paperclub("--db", str(db), "search", "--collection", "nowhere", "diffusion", cwd=tmp_path,
+                    PAPERCLUB_MODEL="hashing-256")
+    assert out.returncode == 0, out.stderr
+    assert "No papers match." in out.stderr
+
+
+def test_the_dockerfile_keeps_docker_s_default_stop_signal():
+    assert "STOPSIGNAL" not in dict(dockerfile_steps())  # SIGTERM is the default
