@@ -415,3 +415,28 @@ def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(h
             second.kill()
             second.wait()
         store.close()
+
+
+def test_a_post_already_out_is_found_after_a_restore_even_in_a_channel_of_1500_newer_messages(
+        hashing_db, tmp_path, fake_slack):
+    # The day's paper went out, the team then wrote 1,500 messages, and the database was restored
+    # from last night's backup (no row for the post): the bot must find it, not post it again.
+    from conftest import copy_db
+    from store import open_store
+
+    client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
+    backup = copy_db(hashing_db, tmp_path / "backup.db")
+    live = open_store(copy_db(hashing_db, tmp_path / "live.db"))
+    first = post_daily(client, live, Searcher(live, HashingEmbedder()), CH, datetime(2024, 6, 3, 9, 0, tzinfo=UTC),
+                       feedback=Feedback(), claimer="before-the-restore")
+    live.close()
+    assert first.status == "posted"
+    for i in range(1500):
+        fake_slack.add_message(CH, f"chatter {i}", user=f"U{i % 9}")
+    restored = open_store(backup)
+    again = post_daily(client, restored, Searcher(restored, HashingEmbedder()), CH,
+                       datetime(2024, 6, 3, 15, 0, tzinfo=UTC), feedback=Feedback(), claimer="after-the-restore")
+    assert len(daily_posts(fake_slack)) == 1, "the paper of the day was posted twice"
+    assert again.status == "recovered" and again.ts == first.ts
+    assert restored.get_post(CH, "2024-06-03")["ts"] == first.ts
+    restored.close()
