@@ -313,6 +313,29 @@ def test_save_button_answers_privately(app, fake_slack, hashing_store):
     assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
 
 
+def test_save_button_acks_before_it_reads_or_writes(deps, fake_slack, hashing_store):
+    # In Socket Mode the ack goes out when the listener returns: by then nothing may have been
+    # done yet, or a locked database would hold the ack past Slack's 3 s.
+    from dataclasses import replace
+
+    from bot.app import create_app
+
+    queued = []
+    app = create_app(replace(deps, later=lambda job, respond=None: queued.append(job)))
+    paper = next(hashing_store.iter_papers())
+    url = fake_slack.new_response_url()
+    body = {"type": "block_actions", "user": {"id": "U7"}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper.id, "type": "button"}]}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200  # the ack
+    assert fake_slack.responses(url) == [] and hashing_store.saved_papers("U7") == []
+    for job in queued:
+        job()
+    (reply,) = fake_slack.responses(url)
+    assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
+
+
 def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_slack):
     from bot.cli import cli
     from conftest import copy_db
