@@ -253,7 +253,7 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
                             now=now.timestamp()):
             log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id, pick.explain())
             return _deliver(client, store, channel, day, now, claimer, pick.to_dict(), llm, feedback, command,
-                            budget, sleep, recover=False, claimed_at=now.timestamp())
+                            budget, sleep, claimed_at=now.timestamp())
         row = store.get_post(channel, key)
     if row is None:
         return PostResult("busy", day, detail="could not claim the day")
@@ -274,23 +274,23 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
     if not mine:
         log.info("took over the %s post for %s from %s", key, channel, row["claimed_by"])
     return _deliver(client, store, channel, day, now, claimer, row["pick"], llm, feedback, command, budget,
-                    sleep, recover=True, claimed_at=claimed_at, since=row["claimed_at"])
+                    sleep, claimed_at=claimed_at, since=row["claimed_at"])
 
 
 def _deliver(client: WebClient, store: Store, channel: str, day: date, now: datetime, claimer: str,
              pick_data: dict, llm, feedback: Feedback, command: str, budget: float,
              sleep: Callable[[float], None], *,
-             recover: bool, claimed_at: float | None = None, since: float | None = None) -> PostResult:
+             claimed_at: float | None = None, since: float | None = None) -> PostResult:
     """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
     key = day.isoformat()
     pick = DailyPick.from_dict(pick_data, channel, day)
     poster = _posting_client(client)
     # A fresh claim looks too: a database restored from a backup (or a second copy of it)
-    # has no row for a post that is already in the channel.
-    # A retry looks from before the first claim it could follow (the row's earlier claims are
-    # gone once re-claimed), so the whole look-back window is read, page by page.
-    since = (since if since is not None else claimed_at) - LOOK_BACK.total_seconds() if (
-        since is not None or claimed_at is not None) else None
+    # has no row for a post that is already in the channel. A retry looks back as far from
+    # the claim it replaced, since a re-claim overwrites the row's earlier claim times; the
+    # post is retried only within the catch-up window, well inside LOOK_BACK.
+    anchor = since if since is not None else claimed_at
+    since = anchor - LOOK_BACK.total_seconds() if anchor is not None else None
     look = lambda: find_daily_message(poster, channel, day, oldest=since)  # noqa: E731
     ts, unsure = None, False
     try:

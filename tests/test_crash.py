@@ -32,13 +32,8 @@ EVENT_TYPE = "paperclub_daily"
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    ctx = forkrun.context()
-    # Start the fork server (its imports take seconds) before anything is timed.
-    proc = forkrun.start(ctx, ["--version"], env={}, cwd=Path(__file__).parent, log="/dev/null")
-    proc.join(120)
-    yield ctx
-    forkrun.stop_server()
+def ctx(fork_ctx):
+    return fork_ctx
 
 
 def run_to_end(ctx, argv, env, cwd, log, timeout=120) -> tuple[int, float]:

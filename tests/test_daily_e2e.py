@@ -301,13 +301,18 @@ def test_today_previews_privately_then_links_to_the_post(app, fake_slack, servic
     assert "Today's paper is *" in after and "slack.com/archives/C1/p" in after and "_Why:_ matches" in after
 
 
+def save_click(url: str, paper_id: str, *, user: str = "U1") -> dict:
+    """A member pressing Save on the digest, as Slack sends it."""
+    return {"type": "block_actions", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper_id, "type": "button"}]}
+
+
 def test_save_button_answers_privately(app, fake_slack, hashing_store):
     paper = next(hashing_store.iter_papers())
     url = fake_slack.new_response_url()
-    body = {"type": "block_actions", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
-            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
-            "response_url": url, "trigger_id": "1.2.3",
-            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper.id, "type": "button"}]}
+    body = save_click(url, paper.id)
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
     (reply,) = fake_slack.responses(url)
     assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
@@ -324,10 +329,7 @@ def test_save_button_acks_before_it_reads_or_writes(deps, fake_slack, hashing_st
     app = create_app(replace(deps, later=lambda job, respond=None: queued.append(job)))
     paper = next(hashing_store.iter_papers())
     url = fake_slack.new_response_url()
-    body = {"type": "block_actions", "user": {"id": "U7"}, "api_app_id": "A1", "team": {"id": "T1"},
-            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
-            "response_url": url, "trigger_id": "1.2.3",
-            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper.id, "type": "button"}]}
+    body = save_click(url, paper.id, user="U7")
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200  # the ack
     assert fake_slack.responses(url) == [] and hashing_store.saved_papers("U7") == []
     for job in queued:

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-import forkrun
 from conftest import BOT_TOKEN, copy_db
 from figures import record, scale
 
@@ -40,12 +39,8 @@ KINDS = ("failed first try", "orphan: killed while looking", "orphan: killed aft
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    ctx = forkrun.context()
-    proc = forkrun.start(ctx, ["--version"], env={}, cwd=Path(__file__).parent, log="/dev/null")
-    proc.join(120)
-    yield ctx
-    forkrun.stop_server()
+def ctx(fork_ctx):
+    return fork_ctx
 
 
 def daily_posts(fake) -> list[dict]:
