@@ -1,9 +1,10 @@
 """Robustness figures: the fuzz, fault, crash and load tests, run (optionally bigger) and summarised.
 
-    .venv/bin/python bench/robustness.py             # the sizes `make test` runs
+    .venv/bin/python bench/robustness.py             # the sizes `make test` runs, the posting race at 100
     .venv/bin/python bench/robustness.py --scale 5   # 5x fuzz cases, crash trials and commands
+    .venv/bin/python bench/robustness.py --only post_race --trials 100   # the posting race alone
 
-It runs tests/test_{fuzz,faults,crash,load,access,secrets}.py with pytest, the
+It runs tests/test_{fuzz,faults,crash,post_race,load,access,secrets}.py with pytest, the
 sizes passed through the environment (tests/figures.py), collects the figures
 those tests record, prints them, and writes bench/out/robustness.json.
 """
@@ -19,13 +20,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-FILES = ["fuzz", "faults", "crash", "load", "access", "secrets"]
+FILES = ["fuzz", "faults", "crash", "post_race", "load", "access", "secrets"]
 SIZES = {"FUZZ_CASES": 2000, "FUZZ_BUTTON_CASES": 250, "FUZZ_EVENT_CASES": 250, "CRASH_TRIALS": 20,
          "LOAD_COMMANDS": 50}
+RACE_TRIALS = 100  # M processes retrying failed and orphaned posts (tests/test_post_race.py; make test runs 8)
 
 
-def run_tests(names: list[str], scale: float, figures: Path) -> tuple[int, float]:
-    env = {**os.environ, "PAPERCLUB_ROBUSTNESS_OUT": str(figures)}
+def run_tests(names: list[str], scale: float, figures: Path, race_trials: int) -> tuple[int, float]:
+    env = {**os.environ, "PAPERCLUB_ROBUSTNESS_OUT": str(figures), "PAPERCLUB_RACE_TRIALS": str(race_trials)}
     for key, size in SIZES.items():
         env[f"PAPERCLUB_{key}"] = str(max(1, round(size * scale)))
     started = time.monotonic()
@@ -59,12 +61,19 @@ def summarise(rows: list[dict]) -> dict:
         c = last["crash_ingest"]
         out["kill -9 during ingest"] = {"trials": c["trials"], "killed mid-work": c["killed_mid_work"],
                                         "left partly written": c["partial_at_kill"],
-                                        "re-runs identical to a clean run": c["trials"]}
+                                        "re-runs identical to a clean run": c["trials"] - c["differs_from_clean_run"],
+                                        "papers lost": c["lost"]}
     if "crash_daily" in last:
         c = last["crash_daily"]
         out["kill -9 during a daily post"] = {"trials": c["trials"], "state at the kill": c["states_at_kill"],
-                                              "posted twice": c["posted_twice"],
+                                              "posted twice": c["posted_twice"], "lost": c["lost"],
                                               "abstract reply missing": c["abstract_reply_missing"]}
+    if "race_daily" in last:
+        r = last["race_daily"]
+        out["processes racing on retries of a post"] = {
+            "trials": r["trials"], "processes": r["processes"], "by kind": r["by_kind"],
+            "trials with a failed try first": r["trials_with_a_failed_try"],
+            "posted twice": r["posted_twice"], "lost": r["lost"]}
     if "load" in last:
         lo = last["load"]
         out["load"] = {"commands": lo["commands"], "during an ingest of": lo["abstracts"],
@@ -77,12 +86,15 @@ def summarise(rows: list[dict]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply fuzz cases, crash trials, commands")
+    parser.add_argument("--trials", type=int, default=RACE_TRIALS,
+                        help="trials of the posting race (tests/test_post_race.py)")
     parser.add_argument("--only", default=",".join(FILES), help=f"comma-separated subset of {','.join(FILES)}")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     figures = OUT / "robustness.jsonl"
     figures.unlink(missing_ok=True)
-    code, seconds = run_tests([n.strip() for n in args.only.split(",") if n.strip()], args.scale, figures)
+    code, seconds = run_tests([n.strip() for n in args.only.split(",") if n.strip()], args.scale, figures,
+                              max(1, args.trials))
     rows = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
     summary = {"scale": args.scale, "tests passed": code == 0, "seconds": round(seconds, 1), **summarise(rows)}
     (OUT / "robustness.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -135,11 +135,20 @@ def _classify(exc: Exception) -> tuple[bool, bool, float | None]:
     return False, False, None
 
 
+HISTORY_PAGE = 999  # conversations.history's largest page
+
+
 def find_daily_message(client: WebClient, channel: str, day: date, *, oldest: float | None = None) -> str | None:
-    """The ts of this day's digest if it is already in the channel (found by its metadata)."""
+    """The ts of this day's digest if it is already in the channel (found by its metadata).
+
+    Every page from `oldest` (less two minutes for clock skew) to now is read: how busy
+    the channel is changes how many pages that takes, never whether the post is found.
+    The time range is what bounds it (callers pass the claim time less LOOK_BACK).
+    """
     cursor = None
-    for _ in range(5):  # a few pages of recent history is plenty: the post is from today
-        kwargs = dict(channel=channel, include_all_metadata=True, limit=200)
+    seen: set[str] = set()
+    while True:
+        kwargs = dict(channel=channel, include_all_metadata=True, limit=HISTORY_PAGE)
         if oldest:
             kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
         if cursor:
@@ -151,9 +160,9 @@ def find_daily_message(client: WebClient, channel: str, day: date, *, oldest: fl
             if meta.get("event_type") == EVENT_TYPE and payload.get("date") == day.isoformat():
                 return msg.get("ts")
         cursor = (resp.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
+        if not cursor or cursor in seen:  # a cursor seen before would loop forever
             return None
-    return None
+        seen.add(cursor)
 
 
 def send_with_retries(client: WebClient, message: dict, *, budget: float = POST_BUDGET,
@@ -244,7 +253,7 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
                             now=now.timestamp()):
             log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id, pick.explain())
             return _deliver(client, store, channel, day, now, claimer, pick.to_dict(), llm, feedback, command,
-                            budget, sleep, recover=False, claimed_at=now.timestamp())
+                            budget, sleep, claimed_at=now.timestamp())
         row = store.get_post(channel, key)
     if row is None:
         return PostResult("busy", day, detail="could not claim the day")
@@ -252,28 +261,36 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
         return PostResult("already", day, row["paper_id"], row["ts"])
     if row["status"] == PostStatus.EMPTY:
         return PostResult("empty", day)
-    if row["claimed_by"] != claimer:
-        if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now):
-            return PostResult("busy", day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
-        if not store.take_over_post(channel, key, old_claimer=row["claimed_by"], claimer=claimer,
-                                    now=now.timestamp()):
-            return PostResult("busy", day, row["paper_id"], detail="another process took it over")
+    # Claimed or failed: whoever retries, this process included, re-claims by compare-and-swap
+    # on the exact row it read, so only one process ever holds the day. A row whose claimer
+    # is still alive is that claimer's to retry, failed or not.
+    mine = row["claimed_by"] == claimer
+    if not mine and claimer_alive(row["claimed_by"], row["claimed_at"], now):
+        return PostResult("busy", day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
+    claimed_at = store.take_over_post(channel, key, status=row["status"], old_claimer=row["claimed_by"],
+                                      claimed_at=row["claimed_at"], claimer=claimer, now=now.timestamp())
+    if claimed_at is None:
+        return PostResult("busy", day, row["paper_id"], detail="another process claimed it first")
+    if not mine:
         log.info("took over the %s post for %s from %s", key, channel, row["claimed_by"])
     return _deliver(client, store, channel, day, now, claimer, row["pick"], llm, feedback, command, budget,
-                    sleep, recover=True, claimed_at=row["claimed_at"])
+                    sleep, claimed_at=claimed_at, since=row["claimed_at"])
 
 
 def _deliver(client: WebClient, store: Store, channel: str, day: date, now: datetime, claimer: str,
              pick_data: dict, llm, feedback: Feedback, command: str, budget: float,
              sleep: Callable[[float], None], *,
-             recover: bool, claimed_at: float | None = None) -> PostResult:
+             claimed_at: float | None = None, since: float | None = None) -> PostResult:
     """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
     key = day.isoformat()
     pick = DailyPick.from_dict(pick_data, channel, day)
     poster = _posting_client(client)
     # A fresh claim looks too: a database restored from a backup (or a second copy of it)
-    # has no row for a post that is already in the channel.
-    since = claimed_at if recover or claimed_at is None else claimed_at - LOOK_BACK.total_seconds()
+    # has no row for a post that is already in the channel. A retry looks back as far from
+    # the claim it replaced, since a re-claim overwrites the row's earlier claim times; the
+    # post is retried only within the catch-up window, well inside LOOK_BACK.
+    anchor = since if since is not None else claimed_at
+    since = anchor - LOOK_BACK.total_seconds() if anchor is not None else None
     look = lambda: find_daily_message(poster, channel, day, oldest=since)  # noqa: E731
     ts, unsure = None, False
     try:
@@ -291,10 +308,10 @@ def _deliver(client: WebClient, store: Store, channel: str, day: date, now: date
             ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
                                    unsure=unsure)
         except Exception as exc:
-            store.fail_post(channel, key, claimer=claimer, error=_describe(exc))
+            store.fail_post(channel, key, claimer=claimer, error=_describe(exc), claimed_at=claimed_at)
             log.error("the %s paper of the day for %s was not posted: %s", key, channel, _describe(exc))
             return PostResult("failed", day, pick.paper_id, detail=_describe(exc))
-    if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp()):
+    if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp(), claimed_at=claimed_at):
         log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
     paper = store.get_paper(pick.paper_id)
     if paper is not None and paper.abstract:

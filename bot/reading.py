@@ -32,16 +32,21 @@ def register(app: App, deps: Deps) -> None:
     """The Save button on the daily digest."""
     @app.action(bk.ACTION_SAVE)
     def handle_save_button(ack, action, body, respond):
-        ack()
-        paper = deps.store.get_paper((action.get("value") or "").strip())
-        user = (body.get("user") or {}).get("id") or ""
-        if paper is None:
-            respond(text="That paper is no longer in the library.", response_type="ephemeral",
-                    replace_original=False)
-            return
-        deps.store.save_paper(user, paper.id, now=deps.clock().timestamp())
-        respond(text=f"Saved *{bk.esc(paper.short_name)}* to your reading list.", response_type="ephemeral",
+        ack()  # the ack goes out when this returns: the read and the write wait for the work pool
+        deps.later(lambda: save_paper(deps, respond, (action.get("value") or "").strip(),
+                                      (body.get("user") or {}).get("id") or ""), respond)
+
+
+def save_paper(deps: Deps, respond, paper_id: str, user: str) -> None:
+    """Put a paper on the member's reading list and say so privately."""
+    paper = deps.store.get_paper(paper_id)
+    if paper is None:
+        respond(text="That paper is no longer in the library.", response_type="ephemeral",
                 replace_original=False)
+        return
+    deps.store.save_paper(user, paper.id, now=deps.clock().timestamp())
+    respond(text=f"Saved *{bk.esc(paper.short_name)}* to your reading list.", response_type="ephemeral",
+            replace_original=False)
 
 
 # -- /paper saved ---------------------------------------------------------------------------------------

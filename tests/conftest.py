@@ -125,6 +125,19 @@ def make_settings(**overrides):
     return Settings(_env_file=None, **values)
 
 
+@pytest.fixture(scope="module")
+def fork_ctx():
+    """The fork server for cheap real `paperclub` processes (tests/forkrun.py), warmed up first."""
+    import forkrun
+
+    ctx = forkrun.context()
+    # Start the fork server (its imports take seconds) before anything is timed.
+    proc = forkrun.start(ctx, ["--version"], env={}, cwd=Path(__file__).parent, log="/dev/null")
+    proc.join(120)
+    yield ctx
+    forkrun.stop_server()
+
+
 @pytest.fixture
 def fake_slack():
     """A fresh fake Slack (Web API, response_url, Socket Mode) on 127.0.0.1."""

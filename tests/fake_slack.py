@@ -855,22 +855,42 @@ def _conversations_info(fake: FakeSlack, params: dict) -> dict:
     return {"channel": fake._channel_info(channel)}
 
 
+HISTORY_MAX_PAGE = 999  # conversations.history's largest limit
+
+
 def _conversations_history(fake: FakeSlack, params: dict) -> dict:
-    """Newest first, as Slack returns it; `metadata` only with include_all_metadata, as on Slack."""
+    """Newest first, a page at a time, as Slack returns it: `oldest`/`latest` bound the range
+    (exclusive unless `inclusive`), `limit` (at most 999) the page, `cursor` the next page;
+    `metadata` only with include_all_metadata, as on Slack."""
     channel = _require(params, "channel", "channel_not_found")
     if not str(channel).startswith(("C", "G", "D")):
         raise _ApiError("channel_not_found")
     oldest = float(params.get("oldest") or 0)
     latest = float(params.get("latest") or "inf")
-    limit = int(params.get("limit") or 100)
+    inclusive = str(params.get("inclusive", "")).lower() in ("1", "true")
+    limit = max(1, min(int(params.get("limit") or 100), HISTORY_MAX_PAGE))
     with_meta = str(params.get("include_all_metadata", "")).lower() in ("1", "true")
-    msgs = [m for m in fake._history.get(channel, []) if oldest < float(m["ts"]) <= latest
+    cursor = str(params.get("cursor") or "")
+    if cursor:
+        try:
+            latest = float(base64.b64decode(cursor.encode()).decode().removeprefix("before:"))
+            inclusive = False
+        except ValueError:
+            raise _ApiError("invalid_cursor") from None
+
+    def inside(ts: float) -> bool:
+        return (oldest <= ts <= latest) if inclusive else (oldest < ts < latest)
+
+    msgs = [m for m in fake._history.get(channel, []) if inside(float(m["ts"]))
             and (not m.get("thread_ts") or m.get("thread_ts") == m["ts"])]
-    msgs = json.loads(json.dumps(list(reversed(msgs))[:limit]))
+    msgs = list(reversed(msgs))
+    page, more = msgs[:limit], len(msgs) > limit
+    page = json.loads(json.dumps(page))
     if not with_meta:
-        for m in msgs:
+        for m in page:
             m.pop("metadata", None)
-    return {"messages": msgs, "has_more": False, "response_metadata": {"next_cursor": ""}}
+    next_cursor = base64.b64encode(f"before:{page[-1]['ts']}".encode()).decode() if more else ""
+    return {"messages": page, "has_more": more, "response_metadata": {"next_cursor": next_cursor}}
 
 
 def _chat_get_permalink(fake: FakeSlack, params: dict) -> dict:

@@ -301,14 +301,39 @@ def test_today_previews_privately_then_links_to_the_post(app, fake_slack, servic
     assert "Today's paper is *" in after and "slack.com/archives/C1/p" in after and "_Why:_ matches" in after
 
 
+def save_click(url: str, paper_id: str, *, user: str = "U1") -> dict:
+    """A member pressing Save on the digest, as Slack sends it."""
+    return {"type": "block_actions", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
+            "response_url": url, "trigger_id": "1.2.3",
+            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper_id, "type": "button"}]}
+
+
 def test_save_button_answers_privately(app, fake_slack, hashing_store):
     paper = next(hashing_store.iter_papers())
     url = fake_slack.new_response_url()
-    body = {"type": "block_actions", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
-            "channel": {"id": CH}, "container": {"type": "message", "channel_id": CH, "message_ts": "1.1"},
-            "response_url": url, "trigger_id": "1.2.3",
-            "actions": [{"action_id": ACTION_SAVE, "block_id": "b", "value": paper.id, "type": "button"}]}
+    body = save_click(url, paper.id)
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    (reply,) = fake_slack.responses(url)
+    assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
+
+
+def test_save_button_acks_before_it_reads_or_writes(deps, fake_slack, hashing_store):
+    # In Socket Mode the ack goes out when the listener returns: by then nothing may have been
+    # done yet, or a locked database would hold the ack past Slack's 3 s.
+    from dataclasses import replace
+
+    from bot.app import create_app
+
+    queued = []
+    app = create_app(replace(deps, later=lambda job, respond=None: queued.append(job)))
+    paper = next(hashing_store.iter_papers())
+    url = fake_slack.new_response_url()
+    body = save_click(url, paper.id, user="U7")
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200  # the ack
+    assert fake_slack.responses(url) == [] and hashing_store.saved_papers("U7") == []
+    for job in queued:
+        job()
     (reply,) = fake_slack.responses(url)
     assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
 
@@ -415,3 +440,28 @@ def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(h
             second.kill()
             second.wait()
         store.close()
+
+
+def test_a_post_already_out_is_found_after_a_restore_even_in_a_channel_of_1500_newer_messages(
+        hashing_db, tmp_path, fake_slack):
+    # The day's paper went out, the team then wrote 1,500 messages, and the database was restored
+    # from last night's backup (no row for the post): the bot must find it, not post it again.
+    from conftest import copy_db
+    from store import open_store
+
+    client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
+    backup = copy_db(hashing_db, tmp_path / "backup.db")
+    live = open_store(copy_db(hashing_db, tmp_path / "live.db"))
+    first = post_daily(client, live, Searcher(live, HashingEmbedder()), CH, datetime(2024, 6, 3, 9, 0, tzinfo=UTC),
+                       feedback=Feedback(), claimer="before-the-restore")
+    live.close()
+    assert first.status == "posted"
+    for i in range(1500):
+        fake_slack.add_message(CH, f"chatter {i}", user=f"U{i % 9}")
+    restored = open_store(backup)
+    again = post_daily(client, restored, Searcher(restored, HashingEmbedder()), CH,
+                       datetime(2024, 6, 3, 15, 0, tzinfo=UTC), feedback=Feedback(), claimer="after-the-restore")
+    assert len(daily_posts(fake_slack)) == 1, "the paper of the day was posted twice"
+    assert again.status == "recovered" and again.ts == first.ts
+    assert restored.get_post(CH, "2024-06-03")["ts"] == first.ts
+    restored.close()

@@ -647,36 +647,54 @@ class SQLiteStore:
                  claimer, now])
             return cur.rowcount == 1
 
-    def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
-                       now: float) -> bool:
-        """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
+    def take_over_post(self, channel: str, day: str, *, status: str, old_claimer: str | None,
+                       claimed_at: float | None, claimer: str, now: float) -> float | None:
+        """Re-claim an unfinished row by compare-and-swap; the new claimed_at for one caller only, else None.
+
+        The row must still hold exactly the status, claimer and claimed_at the caller read:
+        a retry by the same claimer re-claims too, so two processes can never both think
+        they hold the day. The new claimed_at always differs from the old one.
+        """
         with self.transaction() as db:
+            row = db.execute("select claimed_at from posts where channel = ? and day = ? and status = ? "
+                             "and claimed_by is ? and claimed_at is ? and status in ('claimed', 'failed')",
+                             [channel, day, status, old_claimer, claimed_at]).fetchone()
+            if row is None:
+                return None
+            new_at = now if claimed_at is None or now > claimed_at else claimed_at + 0.001
             cur = db.execute(
-                "update posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
-                "where channel = ? and day = ? and claimed_by = ? and status in ('claimed', 'failed')",
-                [claimer, now, channel, day, old_claimer])
-            return cur.rowcount == 1
+                "update posts set claimed_by = ?, claimed_at = ?, status = 'claimed', "
+                "attempts = coalesce(attempts, 0) + 1 "
+                "where channel = ? and day = ? and status = ? and claimed_by is ? and claimed_at is ?",
+                [claimer, new_at, channel, day, status, old_claimer, claimed_at])
+            return new_at if cur.rowcount == 1 else None
 
     def get_post(self, channel: str, day: str) -> dict | None:
         rows = list(self.db.query("select * from posts where channel = ? and day = ?", [channel, day]))
         return self._post(rows[0]) if rows else None
 
     def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
-                    now: float) -> bool:
-        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
+                    now: float, claimed_at: float | None = None) -> bool:
+        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours.
+
+        With `claimed_at`, only the claim made at that moment counts as ours.
+        """
         with self.transaction() as db:
             cur = db.execute(
                 "update posts set status = 'posted', ts = ?, posted_at = ?, error = null "
-                "where channel = ? and day = ? and claimed_by = ? and status != 'posted'",
-                [ts, now, channel, day, claimer])
+                "where channel = ? and day = ? and claimed_by = ? and status != 'posted' "
+                "and (? is null or claimed_at = ?)",
+                [ts, now, channel, day, claimer, claimed_at, claimed_at])
             return cur.rowcount == 1
 
-    def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
-        """Give up for now: a later start-up (or `paperclub pick --post`) may take it over."""
+    def fail_post(self, channel: str, day: str, *, claimer: str, error: str,
+                  claimed_at: float | None = None) -> None:
+        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
         with self.transaction() as db:
             db.execute("update posts set status = 'failed', error = ? "
-                       "where channel = ? and day = ? and claimed_by = ? and status = 'claimed'",
-                       [error, channel, day, claimer])
+                       "where channel = ? and day = ? and claimed_by = ? and status = 'claimed' "
+                       "and (? is null or claimed_at = ?)",
+                       [error, channel, day, claimer, claimed_at, claimed_at])
 
     def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
         with self.transaction() as db:
