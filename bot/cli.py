@@ -49,7 +49,8 @@ class Ctx:
         try:
             return self.store
         except ReadOnlyStorage:
-            pass
+            if not os.path.isfile(str(self.settings.db)):
+                raise  # nothing to read: say why it cannot be made
         except NewerSchema as e:
             say(f"{e} Reading it anyway; commands that write refuse.", prefix="warning: ", level=logging.WARNING)
         return open_store(self.settings.db, read_only=True)
@@ -343,7 +344,8 @@ def health(c: Ctx, max_age):
 @pass_ctx
 def run(c: Ctx, load_samples):
     """Start the bot (Socket Mode); with no Slack tokens, the local console."""
-    c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
+    if os.path.isfile(str(c.settings.db)):
+        c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
     if not c.settings.has_slack_tokens:
         missing = " and ".join(name for name, value in [("SLACK_BOT_TOKEN", c.settings.slack_bot_token),
                                                         ("SLACK_APP_TOKEN", c.settings.slack_app_token)]
