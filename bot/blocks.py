@@ -226,8 +226,13 @@ def context(*parts: str) -> ContextBlock:
 
 
 def header(text: str) -> HeaderBlock:
-    """A header; plain text, so nothing needs escaping, only cutting to 150 characters."""
-    return HeaderBlock(text=PlainTextObject(text=cut_words(text, HEADER_TEXT) or " ", emoji=True))
+    """A header; plain text, so nothing needs escaping, only cutting to 150 characters.
+
+    Slack shows plain text as typed, but a title's '<!channel>' would still read like a ping
+    (and be one if ever copied into mrkdwn): its bracket becomes a look-alike.
+    """
+    text = re.sub(r"<(?=[!@#])", "‹", cut_words(text, HEADER_TEXT))
+    return HeaderBlock(text=PlainTextObject(text=text or " ", emoji=True))
 
 
 def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
