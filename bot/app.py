@@ -13,6 +13,7 @@ slower than a few ms. In tests `later` runs the job inline and
 """
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -51,10 +52,39 @@ SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
+# Web API methods that carry text members see; SafeClient sends their payloads through bk.outgoing.
+_SPEAKING = ("chat.", "views.")
+
+
+class SafeClient(WebClient):
+    """A WebClient whose messages and views pass bk.outgoing first: no injected <!channel> or <@U>."""
+
+    def api_call(self, api_method: str, **kwargs):
+        if api_method.startswith(_SPEAKING):
+            for part in ("json", "params", "data"):
+                if isinstance(kwargs.get(part), dict):
+                    kwargs[part] = _outgoing_fields(kwargs[part])
+        return super().api_call(api_method, **kwargs)
+
+
+def _outgoing_fields(fields: dict) -> dict:
+    out = dict(fields)
+    for key in ("text", "blocks", "view", "attachments"):
+        value = out.get(key)
+        if isinstance(value, str) and key != "text":  # sent form-encoded: JSON in a string
+            try:
+                out[key] = json.dumps(bk.outgoing(json.loads(value)))
+            except ValueError:
+                pass
+        elif value is not None:
+            out[key] = bk.outgoing(value)
+    return out
+
+
 def make_client(settings: Settings) -> WebClient:
-    """A WebClient for SLACK_API_URL that retries rate limits, dropped connections and 5xx."""
+    """A SafeClient for SLACK_API_URL that retries rate limits, dropped connections and 5xx."""
     token = settings.slack_bot_token.get_secret_value() if settings.slack_bot_token else None
-    return WebClient(
+    return SafeClient(
         token=token,
         base_url=settings.slack_api_url,
         timeout=15,
@@ -120,6 +150,9 @@ class RetryingRespond:
         self.response_url = respond.response_url
 
     def __call__(self, *args, **kwargs):
+        kwargs = _outgoing_fields(kwargs)
+        if args and isinstance(args[0], str):
+            args = (bk.outgoing(args[0]), *args[1:])
         for attempt in range(1, RESPOND_TRIES + 1):
             response = self.respond(*args, **kwargs)
             status = response.status_code
@@ -137,9 +170,15 @@ class RetryingRespond:
 
 
 def _retrying_respond(context, next):
-    """Middleware: every listener's respond() retries refused replies (see RetryingRespond)."""
+    """Middleware: every listener's respond() retries refused replies (see RetryingRespond), and
+    its client is a SafeClient: both send what they say through bk.outgoing."""
     if context.response_url:
         context["respond"] = RetryingRespond(context.respond)
+    client = context.client
+    if client is not None and not isinstance(client, SafeClient):
+        context["client"] = SafeClient(token=client.token, base_url=client.base_url, timeout=client.timeout,
+                                       retry_handlers=client.retry_handlers, logger=client.logger,
+                                       headers=client.headers)
     return next()
 
 

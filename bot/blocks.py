@@ -61,6 +61,49 @@ def esc(text: str | None) -> str:
     return (text or "").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+# -- the one gate every outgoing message passes --------------------------------------------------
+# Markup the bot builds itself: a member (<@U1>), a channel (<#C1>), a link (<https://x|label>).
+# Anything else between angle brackets (<!channel>, <!here>, <@U1 from an abstract>...) is text
+# that escaped its esc() and is neutralised here; the bot never sends a broadcast.
+_OWN_MARKUP = re.compile(r"@[UW][A-Z0-9]{1,20}|#[CGD][A-Z0-9]{1,20}(?:\|[\w.-]{0,80})?"
+                         r"|https?://[^\s<>|]{1,1500}(?:\|[^<>|]{0,400})?")
+_ANGLE = re.compile(r"<([^<>]*)>|[<>]")
+
+
+def safe_mrkdwn(text: str) -> str:
+    """`text` with every <, > that is not the bot's own markup escaped (see _OWN_MARKUP)."""
+    def one(m: re.Match) -> str:
+        inner = m.group(1)
+        if inner is not None and _OWN_MARKUP.fullmatch(inner):
+            return m.group(0)
+        return m.group(0).replace("<", "&lt;").replace(">", "&gt;")
+    return _ANGLE.sub(one, text)
+
+
+def outgoing(payload):
+    """A message, view or block list as it may leave for Slack: every mrkdwn string through safe_mrkdwn.
+
+    chat.* and views.* calls (bot.app.SafeClient) and every respond() (bot.app.RetryingRespond)
+    pass through here, so text from abstracts, interests or commands cannot ping a channel.
+    """
+    if isinstance(payload, str):
+        return safe_mrkdwn(payload)
+    if isinstance(payload, list):
+        return [outgoing(v) for v in payload]
+    if not isinstance(payload, dict):
+        return payload
+    plain = payload.get("type") == "plain_text"  # shown as typed: Slack parses no markup there
+    out = {}
+    for key, value in payload.items():
+        if key == "text" and isinstance(value, str):
+            out[key] = value if plain else safe_mrkdwn(value)
+        elif key in ("text", "blocks", "elements", "fields", "view", "accessory", "attachments") or isinstance(value, (dict, list)):
+            out[key] = outgoing(value)
+        else:
+            out[key] = value
+    return out
+
+
 def cut_words(text: str, limit: int) -> str:
     """Cut plain text to at most `limit` characters at a word boundary, with an ellipsis."""
     text = " ".join((text or "").split())
@@ -117,31 +160,79 @@ def venue(paper) -> str:
     return name
 
 
+# An http(s) URL with a host and nothing that ends the link or starts its label early.
+_SAFE_URL = re.compile(r"https?://[^\s<>|\"'`/?#\\]+[^\s<>|\"'`\\]{0,1500}", re.I)
+
+
+def safe_url(url: str | None) -> str | None:
+    """`url` when it may go inside <url|label>: http(s) only, no |, <, >, quotes or whitespace."""
+    url = (url or "").strip()
+    return url if _SAFE_URL.fullmatch(url) and len(url) <= 1500 else None
+
+
 def link(url: str | None, label: str) -> str:
-    """A mrkdwn link, or just the label when there is no usable URL."""
-    if not url or not re.match(r"https?://", url) or len(url) > 1500:
+    """A mrkdwn link, or just the label when there is no usable URL (a '|' would set its own label)."""
+    url = safe_url(url)
+    if url is None:
         return esc(label)
-    return f"<{esc(url)}|{esc(label)}>"
+    return f"<{esc(url)}|{esc(label).replace('|', '¦')}>"
+
+
+def cut_mrkdwn(text: str, limit: int) -> str:
+    """Cut mrkdwn to `limit` characters with an ellipsis, never inside <...> markup or an &entity;."""
+    if len(text) <= limit:
+        return text
+
+    def open_at(cut: str) -> int:  # where an unfinished <markup> or &entity; starts, else -1
+        opened, amp = cut.rfind("<"), cut.rfind("&")
+        if opened > cut.rfind(">"):
+            return opened
+        return amp if amp > cut.rfind(";") and len(cut) - amp <= 5 else -1
+
+    cut = text[: limit - 1]
+    if " " in cut[len(cut) // 2:]:
+        words = cut.rsplit(" ", 1)[0]
+        if open_at(words) < 0:
+            cut = words
+    while (at := open_at(cut)) >= 0:
+        cut = cut[:at]
+    return cut.rstrip() + "…"
 
 
 def section(text: str, *, block_id: str | None = None, limit: int = SECTION_TEXT) -> SectionBlock:
     """A mrkdwn section; `text` is already mrkdwn (escaped) and is cut to fit."""
-    if len(text) > limit:
-        text = text[: limit - 1].rsplit(" ", 1)[0] + "…"
+    text = cut_mrkdwn(text, limit)
     return SectionBlock(text=MarkdownTextObject(text=text or " "), block_id=block_id)
+
+
+def line_sections(lines: Sequence[str], *, sep: str = "\n", limit: int = SECTION_TEXT) -> list[SectionBlock]:
+    """Lines of mrkdwn in as few sections as fit, each line whole in one of them (long lists split)."""
+    out: list[SectionBlock] = []
+    chunk: list[str] = []
+    for line in lines:
+        if chunk and len(sep.join([*chunk, line])) > limit:
+            out.append(section(sep.join(chunk), limit=limit))
+            chunk = []
+        chunk.append(line)
+    if chunk:
+        out.append(section(sep.join(chunk), limit=limit))
+    return out
 
 
 def context(*parts: str) -> ContextBlock:
     """A small grey line (mrkdwn parts joined with a middle dot)."""
-    text = "  ·  ".join(p for p in parts if p) or " "
-    if len(text) > CONTEXT_TEXT:
-        text = text[: CONTEXT_TEXT - 1] + "…"
+    text = cut_mrkdwn("  ·  ".join(p for p in parts if p) or " ", CONTEXT_TEXT)
     return ContextBlock(elements=[MarkdownTextObject(text=text)])
 
 
 def header(text: str) -> HeaderBlock:
-    """A header; plain text, so nothing needs escaping, only cutting to 150 characters."""
-    return HeaderBlock(text=PlainTextObject(text=cut_words(text, HEADER_TEXT) or " ", emoji=True))
+    """A header; plain text, so nothing needs escaping, only cutting to 150 characters.
+
+    Slack shows plain text as typed, but a title's '<!channel>' would still read like a ping
+    (and be one if ever copied into mrkdwn): its bracket becomes a look-alike.
+    """
+    text = re.sub(r"<(?=[!@#])", "‹", cut_words(text, HEADER_TEXT))
+    return HeaderBlock(text=PlainTextObject(text=text or " ", emoji=True))
 
 
 def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
@@ -207,7 +298,7 @@ def _points_fields(points: dict | None) -> list[MarkdownTextObject]:
         if isinstance(value, (list, tuple)):
             value = " ".join(str(v) for v in value)
         value = str(value)
-        if key == "code" and re.fullmatch(r"https?://\S+", value.strip()):
+        if key == "code" and safe_url(value):
             body = link(value.strip(), cut_words(re.sub(r"^https?://(www\.)?", "", value.strip()), 60))
         else:
             body = esc(cut_sentences(value, FIELD_TEXT - len(label) - 8))
@@ -276,14 +367,7 @@ def help_blocks(command: str, entries: Iterable[tuple[str, str, str]], *, intro:
     for usage, help_line, example in entries:
         lines.append(f"*`{esc(command)} {esc(usage)}`*\n{esc(help_line)}  e.g. `{esc(command)} {esc(example)}`")
     # Several commands per section keeps long tables well under the block limit.
-    chunk: list[str] = []
-    for line in lines:
-        if sum(len(x) + 2 for x in chunk) + len(line) > SECTION_TEXT - 10:
-            blocks.append(section("\n\n".join(chunk)))
-            chunk = []
-        chunk.append(line)
-    if chunk:
-        blocks.append(section("\n\n".join(chunk)))
+    blocks += line_sections(lines, sep="\n\n", limit=SECTION_TEXT - 10)
     return blocks[:MAX_MESSAGE_BLOCKS]
 
 
@@ -294,8 +378,7 @@ def home_view(blocks: list[Block]) -> View:
 
 def fallback_text(text: str) -> str:
     """The top-level `text` of a message (mrkdwn, already escaped), cut to a safe length."""
-    text = " ".join((text or "").split())
-    return text if len(text) <= FALLBACK_TEXT else text[: FALLBACK_TEXT - 1].rsplit(" ", 1)[0] + "…"
+    return cut_mrkdwn(" ".join((text or "").split()), FALLBACK_TEXT)
 
 
 # -- the paper of the day ----------------------------------------------------------------------
@@ -359,9 +442,9 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
 
 
 def digest_text(pick: DailyPick, paper) -> str:
-    """The notification text of the digest."""
+    """The notification text of the digest (mrkdwn: the paper's text escaped)."""
     kind = "Exploration day" if pick.exploration else "Paper of the day"
-    return f"{kind}: {paper.short_name}: {paper.headline}"
+    return esc(f"{kind}: {paper.short_name}: {paper.headline}")
 
 
 def abstract_blocks(paper) -> list[Block]:

@@ -41,6 +41,21 @@ class Ctx:
         return open_store(self.settings.db)
 
     @cached_property
+    def reader(self):
+        """The store for a command that only reads: opened read-only when it cannot be written
+        (a read-only volume) or must not be (a newer paperclub's schema, with a warning)."""
+        from store import NewerSchema, ReadOnlyStorage, open_store
+
+        try:
+            return self.store
+        except ReadOnlyStorage:
+            if not os.path.isfile(str(self.settings.db)):
+                raise  # nothing to read: say why it cannot be made
+        except NewerSchema as e:
+            say(f"{e} Reading it anyway; commands that write refuse.", prefix="warning: ", level=logging.WARNING)
+        return open_store(self.settings.db, read_only=True)
+
+    @cached_property
     def embedder(self):
         from store.embed import make_embedder
 
@@ -51,6 +66,12 @@ class Ctx:
         from store.search import Searcher
 
         return Searcher(self.store, self.embedder)
+
+    @cached_property
+    def read_searcher(self):
+        from store.search import Searcher
+
+        return Searcher(self.reader, self.embedder)
 
     @cached_property
     def llm(self):
@@ -131,8 +152,8 @@ def papers(c: Ctx, limit, collection, as_json):
     """List papers: id, short name, headline."""
     from store.ingest import source_ids
 
-    rows = c.store.list_papers(limit=limit, collection=collection)
-    keys = c.store.paper_keys(p.id for p in rows) if as_json else {}
+    rows = c.reader.list_papers(limit=limit, collection=collection)
+    keys = c.reader.paper_keys(p.id for p in rows) if as_json else {}
     for p in rows:
         click.echo(json.dumps({"id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
                                "collection": p.collection, "source_ids": source_ids(keys.get(p.id, []))},
@@ -144,14 +165,14 @@ def papers(c: Ctx, limit, collection, as_json):
 
 def resolve_ref(c: Ctx, ref: str):
     """A paper by id, short name, or best match for words; (paper, exact?)."""
-    return c.searcher.resolve(ref)
+    return c.read_searcher.resolve(ref)
 
 
 def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
     if as_json:
         from store.search import hits_json
 
-        click.echo(json.dumps(hits_json(c.store, hits), ensure_ascii=False, indent=2))
+        click.echo(json.dumps(hits_json(c.reader, hits), ensure_ascii=False, indent=2))
     elif not hits:
         click.echo(empty, err=True)
     for h in [] if as_json else hits:
@@ -169,8 +190,8 @@ def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
 @pass_ctx
 def search(c: Ctx, query, limit, collection, year, as_json):
     """Find papers by words, acronyms or a description of what they do."""
-    hits = c.searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
-    _echo_hits(c, hits, as_json, "No papers match." if hits or c.store.count_papers() else
+    hits = c.read_searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
+    _echo_hits(c, hits, as_json, "No papers match." if hits or c.reader.count_papers() else
                "No papers yet. Load some with: paperclub ingest FILE (or paperclub run --load-samples)")
 
 
@@ -186,7 +207,7 @@ def similar(c: Ctx, ref, limit, as_json):
     if not exact and not as_json:
         click.echo(f"(papers like {paper.id} {paper.short_name}, the best match for '{' '.join(ref)}')",
                    err=True)
-    _echo_hits(c, c.searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
+    _echo_hits(c, c.read_searcher.similar(paper.id, limit=limit), as_json, "No other papers yet.")
 
 
 @cli.command()
@@ -222,7 +243,7 @@ def summary(c: Ctx, ref, as_json):
     from store.summary import paper_summary
 
     paper, exact = resolve_ref(c, " ".join(ref))
-    s = paper_summary(c.store, paper, llm=c.llm, now=time.time())
+    s = paper_summary(c.reader, paper, llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"id": paper.id, "name": paper.short_name, **s.to_dict()},
                               ensure_ascii=False, indent=2))
@@ -323,6 +344,8 @@ def health(c: Ctx, max_age):
 @pass_ctx
 def run(c: Ctx, load_samples):
     """Start the bot (Socket Mode); with no Slack tokens, the local console."""
+    if os.path.isfile(str(c.settings.db)):
+        c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
     if not c.settings.has_slack_tokens:
         missing = " and ".join(name for name, value in [("SLACK_BOT_TOKEN", c.settings.slack_bot_token),
                                                         ("SLACK_APP_TOKEN", c.settings.slack_app_token)]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from slack_sdk.models.blocks import Block
 
 from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
+from store.text import member_tag
 
 from . import blocks as bk
 from .blocks import code
@@ -165,7 +166,7 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
     except StoreError as e:
         reply = problem_reply(deps, str(e))
     _add_notes(reply, notes)
-    log.info("%s %s by %s in %.0f ms", deps.command, call.name or "?", user_id,
+    log.info("%s %s by %s in %.0f ms", deps.command, call.name or "?", member_tag(user_id),
              (time.perf_counter() - started) * 1000)
     return reply
 

@@ -15,6 +15,7 @@ from store.schedule import (
     parse_schedule,
     post_date,
 )
+from store.text import is_ascii_number
 
 from . import blocks as bk
 from .blocks import code, explanation, mention
@@ -43,12 +44,12 @@ def _admins_only(deps: Deps, what: str) -> Reply:
 
 
 # -- /paper interests -------------------------------------------------------------------------
-def _interest_lines(rows: list[dict]) -> str:
+def _interest_lines(rows: list[dict]) -> list[str]:
     lines = []
     for n, row in enumerate(rows, start=1):
         who = f" (added by {mention(row['added_by'])})" if row.get("added_by") else ""
         lines.append(f"{n}. *{bk.esc(row['text'])}*{who}")
-    return "\n".join(lines)
+    return lines
 
 
 def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Reply:
@@ -65,10 +66,10 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Re
     blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
     if note:
         blocks.append(bk.section(note))
-    blocks.append(bk.section(_interest_lines(rows)))
+    blocks += bk.line_sections(_interest_lines(rows))  # fifty long ones take a few sections, each item whole
     blocks.append(bk.context("Each day I pick the paper that best matches one member's interests, "
                              "taking turns so everyone is served.", footer))
-    return Reply(f"{len(rows)} interests: " + "; ".join(r["text"] for r in rows), blocks)
+    return Reply(bk.esc(f"{len(rows)} interests: " + "; ".join(r["text"] for r in rows)), blocks)
 
 
 def _closest(deps: Deps, vector, exclude: str | None = None) -> str:
@@ -120,7 +121,7 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     channel = channel_of(call)
     rows = deps.store.interests(channel)
     number = arg.strip().lstrip("#")
-    if not number.isdigit() or not 1 <= int(number) <= len(rows):
+    if not is_ascii_number(number) or not 1 <= int(number) <= len(rows):
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
         return problem_reply(deps, f"There is no interest {bk.esc(arg) or '(no number)'}; {have}.",
                              hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
@@ -218,7 +219,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         where = f"<{link}|posted here>" if link else f"posted in <#{channel}>" if channel[0] in "CG" else "posted"
         name = bk.esc(paper.short_name if paper else pick.paper_id)
         text = f"Today's paper is *{name}*, {where}.\n_Why:_ {explanation(pick)}"
-        return Reply(f"Today's paper: {paper.short_name if paper else pick.paper_id}",
+        return Reply(bk.esc(f"Today's paper: {paper.short_name if paper else pick.paper_id}"),
                      bk.message_blocks(text))
     if row and row["status"] == PostStatus.EMPTY:
         return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
@@ -239,7 +240,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
     summary = paper_summary(deps.store, papers[pick.paper_id], deps.llm, now=now.timestamp())
     blocks = bk.digest_blocks(pick, papers, summary=summary, command=deps.command,
                               preview=f"Preview (only you see this): {status}")
-    return Reply(f"Today's pick: {papers[pick.paper_id].short_name}", blocks)
+    return Reply(bk.esc(f"Today's pick: {papers[pick.paper_id].short_name}"), blocks)
 
 
 SUBCOMMANDS = (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store import BackupResult, SchemaError, Store, StoreError, open_store
+from store.text import is_ascii_number
 
 __all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing"]
 
@@ -47,7 +48,7 @@ def _writer_gone(by: str | None) -> str | None:
     if not by or process_identity() is None:  # written or read where /proc cannot tell
         return None
     pid = by.split(":")[1] if by.count(":") == 2 else ""
-    if pid.isdigit() and process_identity(int(pid)) == by:
+    if is_ascii_number(pid) and process_identity(int(pid)) == by:
         return None
     return f"pid {pid or '?'} of that boot is not running"
 

@@ -34,6 +34,7 @@ from store.errors import PaperNotFound, StoreError
 from store.pick import DailyPick
 from store.posts import PostStatus
 from store.schedule import local_today
+from store.text import member_tag
 
 from . import blocks as bk
 from .commands import paper_summary
@@ -251,7 +252,8 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
             return _post_empty(client, store, channel, day, claimer, now, command, budget, sleep)
         if store.claim_post(channel, key, claimer=claimer, paper_id=pick.paper_id, pick=pick.to_dict(),
                             now=now.timestamp()):
-            log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id, pick.explain())
+            log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id,
+                     pick.explain(member_tag))  # members as hashes: INFO logs name nobody
             return _deliver(client, store, channel, day, now, claimer, pick.to_dict(), llm, feedback, command,
                             budget, sleep, claimed_at=now.timestamp())
         row = store.get_post(channel, key)
@@ -317,7 +319,7 @@ def _deliver(client: WebClient, store: Store, channel: str, day: date, now: date
     if paper is not None and paper.abstract:
         try:
             reply = send_with_retries(poster, {
-                "channel": channel, "thread_ts": ts, "text": f"Abstract of {paper.short_name}",
+                "channel": channel, "thread_ts": ts, "text": bk.esc(f"Abstract of {paper.short_name}"),
                 "blocks": [b.to_dict() for b in bk.abstract_blocks(paper)],
                 "unfurl_links": False, "unfurl_media": False}, budget=min(budget, 60.0), sleep=sleep)
             store.set_post_abstract(channel, key, reply)

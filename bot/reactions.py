@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 from store import feedback as fb
 from store.errors import StoreBusy
+from store.text import member_tag
 
 from . import blocks as bk
 
@@ -87,9 +88,9 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep) -> 
             return log_it()
         return result
 
-    result = _with_retries(record, sleep, what=f"{event_id} ({emoji} by {user} on {channel}/{ts})")
+    result = _with_retries(record, sleep, what=f"{event_id} ({emoji} by {member_tag(user)} on {channel}/{ts})")
     if result.status != "ignored":
-        log.info("reaction %s %s by %s on %s: %s", emoji, "added" if added else "removed", user,
+        log.info("reaction %s %s by %s on %s: %s", emoji, "added" if added else "removed", member_tag(user),
                  result.paper_id, result.status)
     return result
 

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from slack_sdk.models.blocks import Block
 
 from store import feedback as fb
+from store.text import is_ascii_number
 
 from . import blocks as bk
 from .blocks import code, mention
@@ -70,7 +71,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
     note = None
     if verb.lower() in ("remove", "rm", "delete", "del", "-"):
         number = rest.strip().lstrip("#")
-        if not number.isdigit() or not 1 <= int(number) <= len(items):
+        if not is_ascii_number(number) or not 1 <= int(number) <= len(items):
             have = f"your list has {len(items)}" if items else "your list is empty"
             return problem_reply(deps, f"There is no saved paper {rest.strip() or '(no number)'}; {have}.",
                                  hint=f"{code(deps.command + ' saved')} lists them with their numbers.")
@@ -108,7 +109,7 @@ def _people_line(engaged) -> str:
 
 def handle_digest(deps: Deps, call: Call) -> Reply:
     arg = call.args.strip().lower().removesuffix("days").removesuffix("d").strip()
-    if arg and not (arg.isdigit() and 1 <= int(arg) <= MAX_DIGEST_DAYS):
+    if arg and not (is_ascii_number(arg) and 1 <= int(arg) <= MAX_DIGEST_DAYS):
         return problem_reply(deps, f"How many days? Give a number from 1 to {MAX_DIGEST_DAYS}.",
                              hint=code(deps.command + " digest 14"))
     days = int(arg) if arg else DIGEST_DAYS
@@ -133,13 +134,7 @@ def handle_digest(deps: Deps, call: Call) -> Reply:
     blocks: list[Block] = [bk.header(title)]
     posts = len(digest.papers)
     blocks.append(bk.context(f"{posts} {'paper' if posts == 1 else 'papers'} posted"))
-    chunk: list[str] = []
-    for line in lines:  # a few sections rather than one, so a long window stays under 3000 characters each
-        if sum(len(x) + 1 for x in chunk) + len(line) > bk.SECTION_TEXT - 50:
-            blocks.append(bk.section("\n".join(chunk)))
-            chunk = []
-        chunk.append(line)
-    blocks.append(bk.section("\n".join(chunk)))
+    blocks += bk.line_sections(lines, limit=bk.SECTION_TEXT - 50)  # a long window: a few sections
     best = digest.most_liked
     if best:
         who = len(best.people)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .base import BackupResult, Store
-from .errors import EmptyQuery, IngestError, PaperNotFound, SchemaError, StoreBusy, StoreError
+from .errors import EmptyQuery, IngestError, NewerSchema, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
 from .posts import PostStatus
 
@@ -38,7 +38,7 @@ _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "open_store", "Store", "BackupResult", "Paper", "PostStatus",
-    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "EmptyQuery",
+    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery",
     *_WHERE,
 ]
 
@@ -81,11 +81,13 @@ def __dir__() -> list[str]:
 _SQLITE_PREFIX = "sqlite:///"
 
 
-def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False) -> Store:
+def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
+               read_only: bool = False) -> Store:
     """The Store at url: a file path or sqlite:///path (':memory:' too); postgresql:// comes later.
 
     must_exist=True refuses to create a database (health checks, backups); migrate=False
-    leaves the schema as it is.
+    leaves the schema as it is; read_only=True opens an existing file without writing at all
+    (a read-only volume, or a database from a newer paperclub).
     """
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
@@ -96,4 +98,4 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
         raise StoreError(f"unknown database URL {text!r}: use a file path or sqlite:///path")
     from .backends.sqlite import SQLiteStore
 
-    return SQLiteStore(text, migrate=migrate, must_exist=must_exist)
+    return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)

@@ -22,6 +22,14 @@ class SchemaError(StoreError):
     """The database is at a schema this code does not know."""
 
 
+class ReadOnlyStorage(StoreError):
+    """The database cannot be written here (a read-only volume, or no permission)."""
+
+
+class NewerSchema(SchemaError):
+    """A newer paperclub migrated the database: this one refuses to write to it."""
+
+
 class EmptyQuery(StoreError):
     """The query has nothing to search for."""
 

@@ -23,6 +23,21 @@ def short_hash(text: str, length: int = 20) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
 
 
+def is_ascii_number(text: str) -> bool:
+    """True for '0'-'9' only: str.isdigit() also accepts '²' and '①', which int() rejects."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def member_tag(user: str | None) -> str:
+    """A member for a log line: a short hash, so logs follow one member without naming them."""
+    return "member-" + hashlib.sha256((user or "").encode()).hexdigest()[:8] if user else "member-?"
+
+
+def member_hash(user: str) -> str:
+    """The forgotten-members list stores this, never the id itself."""
+    return hashlib.sha256(f"paperclub-forgotten:{user}".encode()).hexdigest()
+
+
 # -- sentences -----------------------------------------------------------------------
 # Words that end in a dot without ending the sentence, lower-cased and without their
 # last dot. Not "ms" ("runs in 10 ms. We ...") nor "no" ("the answer is no. We ...").

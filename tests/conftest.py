@@ -145,6 +145,7 @@ def fake_slack():
 
     with start_fake_slack() as fake:
         yield fake
+        assert not fake.injections, "markup the bot did not mean reached Slack:\n" + "\n".join(fake.injections[:10])
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +155,7 @@ def module_fake_slack():
 
     with start_fake_slack() as fake:
         yield fake
+        assert not fake.injections, "markup the bot did not mean reached Slack:\n" + "\n".join(fake.injections[:10])
 
 
 def text_of(message: dict) -> str:

@@ -54,6 +54,10 @@ _POLL = 0.05  # how often blocked server threads look at their stop flags
 _JSON_PARAMS = {"blocks", "attachments", "view", "files", "metadata", "outputs"}
 # Methods that take an app-level (xapp-) token; every other method refuses one, as Slack does.
 _APP_TOKEN_METHODS = {"apps.connections.open"}
+# Slack's special markup in mrkdwn: <!here>, <@U1>, <@U1|name>, <#C1|general>.
+_MARKUP = __import__("re").compile(r"<([!@#])([^<>|\s]*)[^<>]*>")
+# Methods whose text members see: their payloads are checked for injected markup.
+_CHECKED = {"chat.postMessage", "chat.postEphemeral", "chat.update", "chat.scheduleMessage", "views.publish"}
 
 
 class FakeSlackError(Exception):
@@ -135,6 +139,11 @@ class FakeSlack:
         self._connections_total = 0
         self._tickets: set[str] = set()
         self.protocol_errors: list[str] = []
+        # Markup a message carried that the bot did not mean (see _check_markup); the test
+        # fixtures fail a test that leaves any. Kept across reset(), like protocol_errors.
+        self.injections: list[str] = []
+        self._members: set[str] = {BOT_USER_ID}  # who may be mentioned: whoever used the app
+        self._channels_seen: set[str] = set()  # channels something happened in: the bot may link them
 
         self._http = _HttpServer((host, 0), _HttpHandler)
         self._http.fake = self
@@ -259,6 +268,44 @@ class FakeSlack:
         """Override fields users.info returns for `user_id` (e.g. real_name, tz, is_bot)."""
         with self._lock:
             self._users[user_id] = fields
+            self._members.add(user_id)
+
+    def add_members(self, *user_ids: str) -> None:
+        """Members the bot may mention (besides everyone who sent a command, click or event)."""
+        with self._lock:
+            self._members.update(user_ids)
+
+    def _check_markup(self, where: str, payload: dict, channel: str | None = None) -> None:
+        """Record every <!...>, and every <@U>/<#C> naming someone who never used the app: text
+        from an abstract, an interest or a headline that reached Slack unescaped."""
+        texts = []
+
+        def walk(value, plain=False):
+            if isinstance(value, dict):
+                plain = value.get("type") == "plain_text"
+                for k, v in value.items():
+                    if k == "text" and isinstance(v, str):
+                        if not plain:
+                            texts.append(v)
+                    elif k in ("blocks", "view", "attachments") and isinstance(v, str):
+                        try:
+                            walk(json.loads(v))
+                        except ValueError:
+                            texts.append(v)
+                    else:
+                        walk(v, plain)
+            elif isinstance(value, list):
+                for v in value:
+                    walk(v, plain)
+        walk(payload)
+        with self._lock:
+            for text in texts:
+                for m in _MARKUP.finditer(text):
+                    kind, ident = m.group(1), m.group(2)
+                    if kind == "!" or (kind == "@" and ident not in self._members) or (
+                            kind == "#" and ident != channel and ident not in self._channels_seen
+                            and ident not in self._channels):
+                        self.injections.append(f"{where}: {m.group(0)} in {text[:200]!r}")
 
     def add_channel(self, channel_id: str, **fields: Any) -> None:
         """Override fields conversations.info returns for `channel_id` (e.g. name, is_member)."""
@@ -394,6 +441,17 @@ class FakeSlack:
     def send_envelope(self, type_: str, payload: dict, accepts_response_payload: bool = False, **extra: Any) -> str:
         """Send an envelope of `type_` (slash_commands, events_api, interactive); returns its id."""
         envelope_id = str(uuid.uuid4())
+        with self._lock:  # whoever acts in an envelope is a member the bot may name
+            inner = payload.get("event") or payload
+            for who in (payload.get("user_id"), (payload.get("user") or {}).get("id")
+                        if isinstance(payload.get("user"), dict) else None, inner.get("user"),
+                        inner.get("item_user")):
+                if isinstance(who, str) and who:
+                    self._members.add(who)
+            for where in (payload.get("channel_id"), inner.get("channel"),
+                          (inner.get("item") or {}).get("channel") if isinstance(inner.get("item"), dict) else None):
+                if isinstance(where, str) and where:
+                    self._channels_seen.add(where)
         envelope = {
             "envelope_id": envelope_id,
             "type": type_,
@@ -530,6 +588,8 @@ class FakeSlack:
         rid = f"R{next(self._ids)}"
         with self._lock:
             self._response_urls[rid] = {"channel": channel, "user": user, "message_ts": message_ts}
+            self._members.add(user)
+            self._channels_seen.add(channel)
             self._responses[rid] = []
         return f"{self.base_url}/respond/{rid}"
 
@@ -609,6 +669,10 @@ class FakeSlack:
         """Answer one Web API call: (HTTP status, JSON body, extra headers); None body = drop."""
         with self._lock:
             self._calls.append(Call(method, params, token, time.monotonic()))
+            if method in _CHECKED:
+                if method == "views.publish" and isinstance(params.get("user_id"), str):
+                    self._members.add(params["user_id"])  # a member's own Home tab may name them
+                self._check_markup(method, params, params.get("channel"))
             rules = [r for r in self._delays if r.take(method)]
             delay = sum(r.seconds for r in rules if not r.after)
             delay_after = sum(r.seconds for r in rules if r.after)
@@ -670,6 +734,7 @@ class FakeSlack:
             if ctx is None:
                 return 404
             self._responses[rid].append(body)
+            self._check_markup("response_url", body, ctx["channel"])
             channel, ts = ctx["channel"], ctx["message_ts"]
             if body.get("delete_original") and ts:
                 self._history[channel] = [m for m in self._history.get(channel, []) if m["ts"] != ts]

@@ -26,6 +26,7 @@ def make_app(fake_slack, hashing_store):
 
     def make(admins: str):
         settings = make_settings(slack_api_url=fake_slack.api_url, admins=admins, timezone="UTC")
+        fake_slack.add_members(*settings.admin_ids)  # "Ask <@UADMIN>": the bot means to name them
         deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()))
         made.append(deps)
         return create_app(deps, process_before_response=True)

@@ -268,6 +268,7 @@ def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_sla
     from bot.app import create_app
 
     settings = make_settings(slack_api_url=fake_slack.api_url, admins="UADMIN")
+    fake_slack.add_members("UADMIN")  # "Ask <@UADMIN>": the bot means to name them
     app = create_app(make_deps(settings, hashing_store, searcher), process_before_response=True)
     fake = fake_slack
     refused = command(app, fake, "schedule 09:00 UTC", user="U1")

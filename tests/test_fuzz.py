@@ -71,7 +71,13 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     from store import Searcher
 
     store = open_store(copy_db(hashing_db, tmp_path_factory.mktemp("fuzz") / "fuzz.db"))
-    papers = list(store.iter_papers())
+    from store.ingest import Record, ingest_records
+
+    ingest_records(store, [Record(abstract=a, title=t, url="https://evil.example/x|Official code (verified)",
+                                  venue="ICLR", year=2024, source="hostile") for t, a in HOSTILE],
+                   HashingEmbedder(), now=1.7e9)
+    hostile = [p for p in store.iter_papers() if "Ping-" in (p.title or "")]
+    papers = hostile + [p for p in store.iter_papers() if p not in hostile]
     for i, paper in enumerate(papers[:4]):  # two posted days per channel, reacted to and saved
         channel, day, ts = CHANNELS[i % 2], f"2024-06-0{i + 1}", f"17000000{i}.000100"
         store.claim_post(channel, day, claimer="seed", paper_id=paper.id, pick=None, now=1.7e9 + i)
@@ -80,7 +86,12 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
             fb.record_reaction(store, event_id=f"seed-{i}-{user}-{emoji}", channel=channel, message_ts=ts,
                                user=user, emoji=emoji, added=True, event_ts=1.7e9 + i, now=1.7e9 + i)
         store.save_paper("U1", paper.id, now=1.7e9 + i)
+    for channel in CHANNELS[:2]:  # an interest whose text is hostile too: `today` explains picks with it
+        text = "<!channel> <@UEVIL> attention &amp; pings"
+        store.add_interest(channel, text, "U2", model=HashingEmbedder().name,
+                           vector=HashingEmbedder().encode([text])[0], now=1.7e9)
     settings = make_settings(slack_api_url=module_fake_slack.api_url, admins="UADMIN", timezone="UTC")
+    module_fake_slack.add_members(*USERS)  # the members the bot may name; hostile text names others
     deps = make_deps(settings, store, Searcher(store, HashingEmbedder()))
     app = create_app(deps, process_before_response=True)
     # Log records at ERROR mean a listener raised (the user got the apology): collect them.
@@ -176,13 +187,25 @@ NASTY = [
     "noon", "Europe/Berlin", "europe/berlin", "America/New_York", "Mars/Olympus", "UTC", "UTC+14",
     "Etc/GMT-14", "off", "OFF", "weekdays", "daily", "weekends", "mon-fri", "add", "remove", "rm",
     "like", "add like", "list", "days", "7d", "90", "91", "list", "help", "summary", "search",
+    # Digits that are not ASCII: str.isdigit() says yes to some, int() to others.
+    "²", "³", "¹", "①", "⑩", "１", "２３", "٣", "۷", "१", "௫", "๓", "𝟐", "Ⅳ", "½", "2²", "#²", "1\u200b", "\u200b1",
+    "\u00a01", "1\u00a0", "\u20282", "\u2009", "\u3000", "O", "l", "Ｏ",
 ]
-PAPER_REFS = ["G-NLL", "g-nll", "SD", "TVG", "video grounding", "speculative decoding"]
+# Ingested into the world: text from abstracts, titles and headlines that must not ping anyone.
+HOSTILE = [
+    ("<!channel> Ping-A: <@UEVIL> wants <#CEVIL|general>", "We show <!here> that <!everyone> and <@UEVIL|x> "
+     "mentions &amp; <b>tags</b> survive parsing. Our model beats <!subteam^S1|@team> by 3 points."),
+    ("&lt;!channel&gt; Ping-B | <https://evil.example|Official code (verified)>", "Attention <@W0EVIL> "
+     "is all you need <!date^1|x>. Results improve by 10 points over <#C0EVIL>."),
+]
+PAPER_REFS = ["G-NLL", "g-nll", "SD", "TVG", "video grounding", "speculative decoding", "Ping-A", "Ping-B",
+              "ping everyone mentions", "<!channel> Ping-A"]
 
 
 def _paper_refs(store) -> list[str]:
     papers = list(store.iter_papers())
-    return PAPER_REFS + [p.id for p in papers[:10]] + [p.short_name for p in papers[:10]]
+    hostile = [p for p in papers if "Ping-" in (p.title or "")]
+    return PAPER_REFS + [p.id for p in papers[:10] + hostile] + [p.short_name for p in papers[:10] + hostile]
 
 
 def words():

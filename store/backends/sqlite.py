@@ -24,9 +24,12 @@ import numpy as np
 import sqlite_utils
 
 from ..base import BackupResult
-from ..errors import SchemaError, StoreBusy, StoreError
+from ..errors import NewerSchema, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from ..paper import Paper
+from ..text import member_hash
 from .sqlite_migrations import migrations
+
+_MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a stored pick may hold
 
 BUSY_TIMEOUT_MS = 15_000
 CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer, then is skipped
@@ -99,24 +102,42 @@ class SQLiteStore:
 
     backend = "sqlite"
 
-    def __init__(self, path: str | Path, *, migrate: bool = True, must_exist: bool = False):
+    def __init__(self, path: str | Path, *, migrate: bool = True, must_exist: bool = False,
+                 read_only: bool = False):
         self.path = str(path)
+        # read_only: opened with mode=ro (immutable=1 on a read-only volume, where SQLite cannot
+        # even make the -shm file); nothing is migrated and cache writes are skipped.
+        self.read_only = read_only
+        if read_only:
+            migrate = False
+            must_exist = True
         if must_exist and (self.path == ":memory:" or not Path(self.path).is_file()):
             raise StoreError(f"no database at {self.path}")
         if migrate:
             problem = _unwritable(self.path)
             if problem:
-                raise StoreError(problem)
+                raise ReadOnlyStorage(problem)
         self._local = threading.local()
+        self._memory_forgotten: set[str] = set()  # the forgotten list of a :memory: database
         self._write_lock = threading.RLock()
         if migrate:
             self.migrate()
+            self.reapply_forgotten()
 
     # -- connections -------------------------------------------------------
     @property
     def db(self) -> sqlite_utils.Database:
         db = getattr(self._local, "db", None)
         if db is None:
+            if self.read_only:
+                path = Path(self.path).absolute()
+                flag = "mode=ro" if os.access(path.parent, os.W_OK) else "immutable=1"
+                conn = sqlite3.connect(f"{path.as_uri()}?{flag}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                                       check_same_thread=False)
+                db = sqlite_utils.Database(conn)
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._local.db = db
+                return db
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
@@ -152,21 +173,33 @@ class SQLiteStore:
                 db.conn.execute("COMMIT")
 
     def migrate(self) -> None:
+        """Apply this version's migrations; a database from a newer paperclub is refused, untouched."""
+        newer = self.newer_schema()
+        if newer:
+            raise NewerSchema(newer)
         db = self.db
         if self.path != ":memory:" and db.journal_mode != "wal":
             db.enable_wal()
         with self._write_lock:
             migrations.apply(db)
 
+    def newer_schema(self) -> str | None:
+        """One line naming both versions when a newer paperclub migrated this database; else None."""
+        applied = {m.name for m in migrations.applied(self.db)}
+        known = [m.name for m in migrations._migrations]
+        unknown = sorted(applied - set(known))
+        if not unknown:
+            return None
+        return (f"database {self.path} is at schema {len(applied)} ({unknown[-1]}), from a newer paperclub; "
+                f"this one knows schema {len(known)} ({known[-1]}). Upgrade paperclub, or use a backup "
+                "made by this version.")
+
     def schema_version(self) -> tuple[int, int]:
         """(applied, known) migration counts; equal when the file is current."""
         applied = {m.name for m in migrations.applied(self.db)}
         known = {m.name for m in migrations._migrations}
         if applied - known:
-            raise SchemaError(
-                f"database {self.path} has migrations this version does not know: "
-                f"{', '.join(sorted(applied - known))}"
-            )
+            raise NewerSchema(self.newer_schema())
         return len(applied & known), len(known)
 
     # -- meta ----------------------------------------------------------------
@@ -488,6 +521,8 @@ class SQLiteStore:
         Replies compute summaries on the way (search results show TL;DRs), so a cache
         write must not make a reply wait out someone else's long write, or fail after it.
         """
+        if self.read_only:  # a read-only volume: the summary is shown, just not cached
+            return False
         if not self._write_lock.acquire(timeout=CACHE_BUSY_MS / 1000):
             return False  # a thread of ours is queued for the write lock already
         conn = self.db.conn
@@ -533,6 +568,9 @@ class SQLiteStore:
             result = self._verify(tmp, target)
             _remove_db_files(target)
             os.replace(tmp, target)
+            forgotten = self.forgotten_hashes()
+            if forgotten:  # the list travels with the copy: restored elsewhere, it still forgets
+                Path(f"{target}.forgotten").write_text("".join(h + "\n" for h in sorted(forgotten)))
             return result
         finally:
             _remove_db_files(tmp)
@@ -843,9 +881,15 @@ class SQLiteStore:
             "select paper_id, source, saved_at from saved_papers where user = ? "
             "order by saved_at desc, rowid desc", [user]))
 
-    def forget_user(self, user: str) -> dict[str, int]:
+    def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
         """Delete a member's reactions and reading list and unlink their name from interests,
-        shares and stored picks, in one transaction; counts of what changed."""
+        shares, schedules and stored picks (their texts too), in one transaction; counts of what changed.
+
+        remember=True also puts the member's hash on the forgotten list beside the database, which
+        every start-up re-applies, so a restored backup from before the request forgets them again.
+        """
+        if remember:
+            self._remember_forgotten(user)
         with self.transaction() as db:
             counts = {
                 "reactions": db.execute("delete from reactions where user = ?", [user]).rowcount,
@@ -855,7 +899,9 @@ class SQLiteStore:
                 "shares": db.execute("update message_papers set posted_by = null where posted_by = ?",
                                      [user]).rowcount,
             }
+            db.execute("update schedules set set_by = null where set_by = ?", [user])
             picks = 0
+            named = re.compile(rf"@?\b{re.escape(user)}\b")
             for channel, day, pick in list(db.execute(
                     "select channel, day, pick from posts where pick like ?", [f"%{user}%"])):
                 data = json.loads(pick)
@@ -865,12 +911,59 @@ class SQLiteStore:
                         if c.get(key) == user:
                             c[key] = None
                             changed = True
+                    for key, value in list(c.items()):  # "which got 🔥 from @UDAN" and the like
+                        if isinstance(value, str) and named.search(value):
+                            c[key] = named.sub("a member", value)
+                            changed = True
                 if changed:
                     picks += 1
                     db.execute("update posts set pick = ? where channel = ? and day = ?",
                                [json.dumps(data, ensure_ascii=False), channel, day])
             counts["picks"] = picks
             return counts
+
+    # -- the forgotten-members list ----------------------------------------------------
+    # A file beside the database (not in it), so restoring an old backup cannot bring it back.
+    def _forgotten_path(self) -> Path | None:
+        return None if self.path == ":memory:" else Path(self.path + ".forgotten")
+
+    def forgotten_hashes(self) -> set[str]:
+        """Hashes (store.text.member_hash) of every member who ran forget-me here."""
+        path = self._forgotten_path()
+        if path is None or not path.exists():
+            return set(self._memory_forgotten)
+        return {line.strip() for line in path.read_text().splitlines() if line.strip()}
+
+    def _remember_forgotten(self, user: str) -> None:
+        digest = member_hash(user)
+        path = self._forgotten_path()
+        if path is None:
+            self._memory_forgotten.add(digest)
+            return
+        if digest in self.forgotten_hashes():
+            return
+        with open(path, "a", encoding="ascii") as f:
+            f.write(digest + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def reapply_forgotten(self) -> int:
+        """Forget again every listed member still named in the database (after a restore); how many."""
+        hashes = self.forgotten_hashes()
+        if not hashes:
+            return 0
+        db = self.db
+        ids: set[str] = set()
+        for sql in ("select distinct user from reactions", "select distinct user from saved_papers",
+                    "select distinct added_by from interests", "select distinct posted_by from message_papers",
+                    "select distinct set_by from schedules"):
+            ids.update(r[0] for r in db.execute(sql) if r[0])
+        for (pick,) in db.execute("select pick from posts where pick is not null"):
+            ids.update(_MEMBER_ID.findall(pick))
+        found = [u for u in ids if member_hash(u) in hashes]
+        for user in found:
+            self.forget_user(user, remember=False)
+        return len(found)
 
 
 def _unwritable(db: str) -> str | None:
