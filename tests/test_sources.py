@@ -290,3 +290,29 @@ def test_kill_9_mid_harvest_then_resume_loses_nothing_and_duplicates_nothing(fak
     assert arxiv_ids(db) == sorted(p.arxiv_id for p in fake.papers)
     assert db.count_papers() == 45
     db.close()
+
+
+def test_cli_fetch_and_feeds(fake, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from bot.cli import cli
+
+    fake.papers = make_papers(4, start=datetime(2026, 11, 20, tzinfo=timezone.utc))
+    fake.notes = on_openreview(make_papers(3, seed=2))
+    for k, v in {"PAPERCLUB_ARXIV_API": fake.api, "PAPERCLUB_ARXIV_RSS": fake.rss,
+                 "PAPERCLUB_OPENREVIEW_API": fake.url, "PAPERCLUB_MODEL": "hashing"}.items():
+        monkeypatch.setenv(k, v)
+    db = str(tmp_path / "cli.db")
+    run = CliRunner().invoke
+    r = run(cli, ["--db", db, "fetch", "arxiv", "cs.LG", "--since", "2026-11-19", "--until", "2026-11-21",
+                  "--no-embed"])
+    assert r.exit_code == 0, r.output
+    assert "arXiv cs.LG since 2026-11-19: 4 added" in r.output
+    r = run(cli, ["--db", db, "fetch", "openreview", "ICLR.cc/2026/Conference", "--no-embed"])
+    assert r.exit_code == 0 and "3 added" in r.output, r.output
+    r = run(cli, ["--db", db, "feeds"])
+    assert r.exit_code == 0
+    assert "arxiv-api:cs.LG" in r.output and "openreview:ICLR.cc/2026/Conference" in r.output
+    assert "last success: " in r.output and "never" not in r.output
+    r = run(cli, ["--db", db, "fetch", "arxiv", "not a category"])
+    assert r.exit_code != 0
