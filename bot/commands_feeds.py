@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.sources import FEED_KINDS, SourceError, add_paper, parse_feed, parse_ref
+from store.sources import FEED_KINDS, SourceError, add_paper, fresh_days, parse_feed, parse_ref
 
 from . import blocks as bk
 from .blocks import code
@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .deps import Deps
 
 MAX_FEEDS = 20
+MAX_FRESH_DAYS = 60
 _WHERE = {"arxiv": "arXiv", "openreview": "OpenReview"}
 
 
@@ -65,7 +66,8 @@ def _feeds_reply(deps: Deps, channel: str, note: str | None = None) -> Reply:
     if note:
         blocks.append(bk.section(note))
     blocks += [bk.section(_feed_lines(rows)),
-               bk.context("New papers from these feeds come first in the paper of the day for a week.", footer)]
+               bk.context(f"Papers these feeds announced in the last {fresh_days(deps.store, channel)} days come "
+                          f"first in the paper of the day ({code(cmd + ' feed fresh <days>')}).", footer)]
     return Reply(f"{len(rows)} feeds: " + "; ".join(f"{r['kind']} {bk.esc(r['target'])}" for r in rows), blocks)
 
 
@@ -75,12 +77,18 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
     verb = words[0].lower() if words else ""
     if not verb or verb in ("list", "ls"):
         return _feeds_reply(deps, channel)
-    if verb not in ("add", "remove", "rm", "delete"):
+    if verb not in ("add", "remove", "rm", "delete", "fresh"):
         return problem_reply(deps, f"I don't know {call.args.split()[0]!r} for feeds.",
                              hint=f"{code(deps.command + ' feed add arxiv cs.LG')} or "
                                   f"{code(deps.command + ' feed remove 1')}.")
     if not is_admin(deps, call.user_id):
         return _admins_only(deps, "change this channel's feeds")
+    if verb == "fresh":
+        if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= MAX_FRESH_DAYS:
+            return problem_reply(deps, f"Give a number of days from 1 to {MAX_FRESH_DAYS}.",
+                                 hint=f"For example {code(deps.command + ' feed fresh 14')}.")
+        deps.store.set_meta(f"fresh_days:{channel}", words[1])
+        return _feeds_reply(deps, channel, f"Papers from these feeds now count as new for {int(words[1])} days.")
     if verb == "add":
         if len(words) != 3:
             return problem_reply(deps, f"Name the kind ({' or '.join(FEED_KINDS)}) and what to follow.",
@@ -107,7 +115,7 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
 SUBCOMMANDS = (
     Subcommand("add", handle_add, usage="add <arXiv id or link | OpenReview link>", example="add 2501.01234",
                help="Bring a paper in from arXiv or OpenReview and show it.", aliases=("fetch",)),
-    Subcommand("feed", handle_feed, usage="feed [add arxiv <category> | add openreview <venue> | remove <n>]",
+    Subcommand("feed", handle_feed, usage="feed [add arxiv <category> | add openreview <venue> | remove <n> | fresh <days>]",
                example="feed add arxiv cs.LG", help="The arXiv categories and venues this channel follows.",
                aliases=("feeds",)),
 )

@@ -47,7 +47,7 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
     scheduler = None
     if slack is not None:
         scheduler = DailyService(slack, store, searcher, settings, clock=clock, feedback=feedback, llm=llm,
-                                 sleep=sleep)
+                                 sleep=sleep, sources=sources)
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
                 home_sections=home.SECTIONS, sources=sources)

@@ -316,3 +316,11 @@ def test_cli_fetch_and_feeds(fake, tmp_path, monkeypatch):
     assert "last success: " in r.output and "never" not in r.output
     r = run(cli, ["--db", db, "fetch", "arxiv", "not a category"])
     assert r.exit_code != 0
+
+
+def test_the_same_listing_before_the_next_announcement_is_unchanged_not_stale(fake, sources, db):
+    _listing(fake, make_papers(2), ["new", "new"], datetime(2026, 12, 1, 1, tzinfo=timezone.utc))
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=NOW)[0] == "new"
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=NOW + 3 * 3600)[0] == "unchanged"
+    assert db.source_state("arxiv-rss:cs.LG")["last_error"] is None
+    assert fake.calls("/api/query") == []

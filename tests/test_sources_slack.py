@@ -129,3 +129,37 @@ def test_feed_add_list_remove_with_admin_rules(parts, fake_slack):
     assert [f["target"] for f in deps.store.feeds("C1")] == ["ICLR.cc/2026/Conference"]
     r = dispatch_command(app, fake_slack, "feed remove 7", user="UADMIN", channel="C1")
     assert "number of a feed" in text_of(r)
+
+
+def test_a_channel_following_cs_lg_gets_a_paper_of_the_day_from_that_announcement(
+        hashing_store, fake_slack, fake_src):
+    from bot.posting import post_daily
+
+    announced = make_papers(4, seed=5)
+    fake_src.listings["cs.LG"] = ([("new", p) for p in announced], datetime(2026, 12, 1, 1, tzinfo=timezone.utc))
+    sources = Sources.create(arxiv_api=fake_src.api, arxiv_rss=fake_src.rss, openreview_api=fake_src.url,
+                             sleep=lambda s: None)
+    # Monday 2026-11-30, 20:30 US Eastern: the feeds job runs after the announcement
+    clock = Clock(datetime(2026, 12, 1, 1, 30, tzinfo=timezone.utc))
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock,
+                     sources=sources)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="U1", channel="C1")
+    dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C1")
+    dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C2")
+    assert deps.scheduler.poll_feeds_now() == {("arxiv", "cs.LG"): "new"}
+    ids = {hashing_store.lookup_keys([f"ext:arxiv:{p.arxiv_id}"])[f"ext:arxiv:{p.arxiv_id}"][0] for p in announced}
+    # Tuesday morning's post (a weekday after the announcement)
+    morning = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+    for channel in ("C1", "C2"):
+        result = post_daily(deps.slack, hashing_store, deps.searcher, channel, morning, feedback=deps.feedback,
+                            settings=settings, sleep=lambda s: None)
+        assert result.status == "posted", result
+    c1 = hashing_store.get_post("C1", "2026-12-01")
+    assert c1["paper_id"] in ids
+    [msg] = [m for m in fake_slack.messages("C1") if m.get("user") != "U1" and "new on arXiv today" in text_of(m)]
+    c2 = hashing_store.get_post("C2", "2026-12-01")
+    assert "new on arXiv" not in json.dumps(c2["pick"])  # no feeds: the library, as before
+    sources.close()

@@ -15,13 +15,15 @@ from typing import Callable
 
 from ..base import Store
 from ..embed import Embedder
+from ..errors import StoreError
 from ..ingest import IngestResult, Record, external_ids, ingest_records
 from ..paper import Paper
 from . import arxiv, openreview
 from .http import Fetcher, SourceError, user_agent
 
 __all__ = ["Sources", "SourceError", "Fetcher", "user_agent", "harvest_arxiv", "poll_arxiv",
-           "harvest_openreview", "add_paper", "Added", "parse_ref", "poll_feed", "parse_feed", "FEED_KINDS"]
+           "harvest_openreview", "add_paper", "Added", "parse_ref", "poll_feed", "parse_feed", "FEED_KINDS",
+           "fresh_papers", "fresh_label", "fresh_days", "poll_feeds", "feed_source", "DEFAULT_FRESH_DAYS"]
 
 log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
@@ -118,7 +120,10 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
 # -- arXiv: the daily listing -------------------------------------------------------------
 def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder | None, *,
                now: float) -> tuple[str, IngestResult]:
-    """Read today's listing: ('new' | 'empty' | 'stale', result). A stale listing catches up by the API."""
+    """Read today's listing: ('new' | 'unchanged' | 'empty' | 'stale', result).
+
+    A stale listing (the same as the last one although arXiv has announced since) catches up by the API.
+    """
     source = f"arxiv-rss:{category}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
     try:
@@ -131,6 +136,12 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
         store.update_source(source, now=now, ok=True)
         return "empty", result
     if listing.signature == cur.get("listing"):
+        # The same listing again is news we already have, unless arXiv has announced since we read it:
+        # then this category was not rebuilt (stale), and the API fills the gap.
+        seen = cur.get("fetched_at") or 0
+        if arxiv.last_announcement(datetime.fromtimestamp(now, timezone.utc)).timestamp() <= seen:
+            store.update_source(source, now=now, ok=True)
+            return "unchanged", result
         log.warning("arXiv listing for %s is the same as the last one (stale): catching up by the API", category)
         store.update_source(source, now=now, error="stale listing (same as the last one); caught up by the API")
         last = cur.get("announced") or datetime.fromtimestamp(now - 3 * 86400, timezone.utc).date().isoformat()
@@ -150,7 +161,7 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     _ingest(store, replaced, embedder, now=now, result=result)
     day = (listing.announced or datetime.fromtimestamp(now, timezone.utc)).date().isoformat()
     store.update_source(source, now=now, ok=True, cursor={"listing": listing.signature, "announced": day,
-                                                          "items": len(listing.items)})
+                                                          "items": len(listing.items), "fetched_at": now})
     return "new", result
 
 
@@ -261,3 +272,51 @@ def poll_feed(store: Store, sources: Sources, kind: str, target: str, embedder: 
         return poll_arxiv(store, sources, target, embedder, now=now)[0]
     harvest_openreview(store, sources, target, embedder, now=now, restart=True)
     return "read"
+
+
+def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now: float,
+               kinds: tuple[str, ...] = FEED_KINDS) -> dict[tuple[str, str], str]:
+    """Poll each distinct feed once, however many channels follow it; a failure is recorded, not raised."""
+    out = {}
+    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}):
+        try:
+            out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
+        except StoreError as e:  # recorded on the source by poll_*; the next feed still runs
+            log.warning("feed %s %s failed: %s", kind, target, e)
+            out[(kind, target)] = "failed"
+    return out
+
+
+# -- freshness: what the paper of the day prefers for a channel with feeds -----------------------
+DEFAULT_FRESH_DAYS = 7
+
+
+def fresh_days(store: Store, channel: str) -> int:
+    """How many days a feed's paper counts as new for this channel (`/paper feed fresh N`)."""
+    value = store.get_meta(f"fresh_days:{channel}")
+    return int(value) if value and value.isdigit() else DEFAULT_FRESH_DAYS
+
+
+def fresh_papers(store: Store, channel: str, day: date) -> dict[str, tuple[float, str]]:
+    """Paper id -> (announced at, 'arxiv' | 'openreview') for papers new in the channel's feeds by `day`."""
+    feeds = store.feeds(channel)
+    if not feeds:
+        return {}
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    since = start - fresh_days(store, channel) * 86400
+    out: dict[str, tuple[float, str]] = {}
+    for kind in sorted({f["kind"] for f in feeds}):
+        for pid, at in store.announced_since(since, [kind]).items():
+            if at < start + 86400 and (pid not in out or at < out[pid][0]):
+                out[pid] = (at, kind)
+    return out
+
+
+def fresh_label(kind: str, announced_at: float, day: date) -> str:
+    """'new on arXiv today', 'new on arXiv this week', 'new on OpenReview' ... for the explanation."""
+    where = {"arxiv": "arXiv", "openreview": "OpenReview"}.get(kind, kind)
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    age = start - announced_at
+    if age <= 86400:  # last evening's announcement (20:00 US Eastern is after midnight UTC)
+        return f"new on {where} today"
+    return f"new on {where} {int(age // 86400)} days ago" if age < 7 * 86400 else f"new on {where}"
