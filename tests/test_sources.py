@@ -324,3 +324,23 @@ def test_the_same_listing_before_the_next_announcement_is_unchanged_not_stale(fa
     assert poll_arxiv(db, sources, "cs.LG", EMB, now=NOW + 3 * 3600)[0] == "unchanged"
     assert db.source_state("arxiv-rss:cs.LG")["last_error"] is None
     assert fake.calls("/api/query") == []
+
+
+def test_health_reports_a_feed_failing_for_more_than_a_day(tmp_path):
+    from bot.health import check_health, write_heartbeat
+
+    path = tmp_path / "h.db"
+    store = open_store(path)
+    store.update_source("arxiv-rss:cs.LG", now=NOW - 90000, error="HTTP 503 (gave up after 5 tries)")
+    store.update_source("arxiv-rss:cs.LG", now=NOW - 10, error="HTTP 503 (gave up after 5 tries)")
+    store.update_source("openreview:ICLR.cc/2026/Conference", now=NOW - 3600, error="HTTP 500")
+    write_heartbeat(store, NOW)
+    store.close()
+    result = check_health(path, now=NOW)
+    assert result.ok
+    assert "feed arxiv-rss:cs.LG failing for 1.0 days (HTTP 503" in result.message
+    assert "openreview" not in result.message  # an hour is not a day
+    store = open_store(path)
+    store.update_source("arxiv-rss:cs.LG", now=NOW, ok=True)
+    store.close()
+    assert "warning" not in check_health(path, now=NOW + 1).message
