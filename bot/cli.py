@@ -178,6 +178,28 @@ def fetch_openreview(c: Ctx, venue, restart, no_embed):
     click.echo(f"OpenReview {venue}: {result}")
 
 
+@cli.group()
+def enrich():
+    """Fill in papers from a richer source."""
+
+
+@enrich.command("openreview")
+@click.option("--venue", required=True, help="The venue whose notes hold the papers, e.g. ICLR.cc/2026/Conference.")
+@click.option("--no-embed", is_flag=True, help="Store the changes now, embed later.")
+@pass_ctx
+def enrich_openreview_cmd(c: Ctx, venue, no_embed):
+    """Match untitled papers (the bundled seeds) to a venue's OpenReview notes; fill titles, authors, links."""
+    from store.sources.enrich import enrich_openreview
+
+    update, close = _source_bar(f"OpenReview {venue}")
+    try:
+        result = enrich_openreview(c.store, c.sources, venue, None if no_embed else c.embedder,
+                                   now=time.time(), progress=update)
+    finally:
+        close()
+    click.echo(str(result))
+
+
 def _ago(t: float | None, now: float) -> str:
     if not t:
         return "never"

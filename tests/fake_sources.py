@@ -323,3 +323,21 @@ def on_openreview(papers: list[FakePaper], venueid: str = "ICLR.cc/2026/Conferen
                              keywords=["representation learning", p.title.split()[0].lower()],
                              pdate=p.published + timedelta(days=20)))
     return out
+
+
+def lightly_edited(abstract: str, rng: random.Random) -> str:
+    """The abstract as another copy has it: whitespace and line breaks, LaTeX, one sentence changed."""
+    sentences = re.split(r"(?<=[.!?])\s+", abstract.strip())
+    if len(sentences) > 3:
+        k = rng.randrange(1, len(sentences) - 1)
+        sentences[k] = "We further provide an extensive analysis of the proposed components and their interplay."
+    text = "  ".join(sentences)
+    words = text.split(" ")
+    for _ in range(2):  # a word or two in a LaTeX macro
+        j = rng.randrange(len(words))
+        if words[j].isalpha():
+            words[j] = rf"\emph{{{words[j]}}}"
+    text = " ".join(words).replace("%", r"\%")
+    cut = len(text) // 2
+    cut = text.find(" ", cut)
+    return text[:cut] + "\n  " + text[cut + 1:] if cut > 0 else text

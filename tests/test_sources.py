@@ -344,3 +344,43 @@ def test_health_reports_a_feed_failing_for_more_than_a_day(tmp_path):
     store.update_source("arxiv-rss:cs.LG", now=NOW, ok=True)
     store.close()
     assert "warning" not in check_health(path, now=NOW + 1).message
+
+
+def test_enrich_openreview_fills_the_seeds_without_duplicating_or_emptying(fake, sources, tmp_path):
+    import random
+
+    from fake_sources import FakePaper, lightly_edited
+    from store import bundled_sample_paths, ingest_paths, read_file
+    from store.sources.enrich import enrich_openreview
+
+    store = open_store(tmp_path / "e.db")
+    ingest_paths(store, bundled_sample_paths(), EMB, now=NOW)
+    seeds = list(store.iter_papers())
+    rng = random.Random(1)
+    venue = "ICLR.cc/2026/Conference"
+    notes, truth = [], {}
+    for k, p in enumerate(seeds):
+        forum = f"Seed{k:04d}x7"
+        truth[p.id] = forum
+        text = p.raw if k < 5 else lightly_edited(p.raw, rng)  # five verbatim, the rest edited
+        notes.append(FakePaper(None, f"Title of seed {k}", text, [f"Author {k}"], forum=forum, venueid=venue,
+                               venue="ICLR 2026 Poster", keywords=[] if k == 0 else ["kw"]))
+    for k, r in enumerate(read_file("/work/shared/eval/iclr2024.jsonl")[:400]):
+        notes.append(FakePaper(None, r.title or "x", r.abstract, ["A"], forum=f"Oth{k:06d}z9", venueid=venue,
+                               venue="ICLR 2026 Poster"))
+    rng.shuffle(notes)
+    fake.notes = notes
+    result = enrich_openreview(store, sources, venue, EMB, now=NOW, page_size=150)
+    assert result.matches == truth  # 38/38, none false
+    assert result.exact == 5 and result.fuzzy == 33
+    assert store.count_papers() == 38
+    by_id = {p.id: p for p in store.iter_papers()}
+    for pid, forum in truth.items():
+        p = by_id[pid]
+        k = int(forum[4:8])
+        assert p.title == f"Title of seed {k}" and p.authors == [f"Author {k}"]
+        assert p.url == f"https://openreview.net/forum?id={forum}" and p.collection == "ICLR 2026"
+        assert p.abstract == next(s for s in seeds if s.id == pid).abstract  # the seed's own text stays
+    again = enrich_openreview(store, sources, venue, EMB, now=NOW, page_size=150)
+    assert again.matches == {} and store.count_papers() == 38  # already enriched: nothing to do
+    store.close()
