@@ -430,4 +430,4 @@ def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
     text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 600))])
     buttons = paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
     buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
-    return [section(text), context(esc(venue(paper)), f"id `{esc(paper.id)}`"), buttons]
+    return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
