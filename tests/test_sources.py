@@ -384,3 +384,13 @@ def test_enrich_openreview_fills_the_seeds_without_duplicating_or_emptying(fake,
     again = enrich_openreview(store, sources, venue, EMB, now=NOW, page_size=150)
     assert again.matches == {} and store.count_papers() == 38  # already enriched: nothing to do
     store.close()
+
+
+def test_a_backfill_counts_papers_as_new_from_their_submission_not_from_today(fake, sources, db):
+    old = make_papers(2, start=datetime(2026, 10, 1, tzinfo=timezone.utc))
+    recent = make_papers(2, seed=4, start=datetime(2026, 11, 29, tzinfo=timezone.utc))
+    fake.papers = old + recent
+    harvest_arxiv(db, sources, "cs.LG", EMB, now=NOW, since=date(2026, 9, 30), until=date(2026, 11, 30))
+    fresh = db.announced_since(NOW - 7 * 86400)
+    want = {db.lookup_keys([f"ext:arxiv:{p.arxiv_id}"])[f"ext:arxiv:{p.arxiv_id}"][0] for p in recent}
+    assert set(fresh) == want

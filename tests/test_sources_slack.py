@@ -163,3 +163,16 @@ def test_a_channel_following_cs_lg_gets_a_paper_of_the_day_from_that_announcemen
     c2 = hashing_store.get_post("C2", "2026-12-01")
     assert "new on arXiv" not in json.dumps(c2["pick"])  # no feeds: the library, as before
     sources.close()
+
+
+def test_the_feeds_job_runs_after_each_announcement_and_again_later_never_friday_or_saturday():
+    from zoneinfo import ZoneInfo
+
+    from bot.scheduler import FEEDS_JOB, FEEDS_RETRY_JOB, feed_triggers
+
+    et = ZoneInfo("America/New_York")
+    triggers = dict(feed_triggers())
+    thu_night = datetime(2026, 12, 3, 21, 0, tzinfo=et)  # Thursday, after that day's 20:30 poll
+    assert triggers[FEEDS_RETRY_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 3, 23, 30, tzinfo=et)
+    # no announcement Friday or Saturday: the next poll is Sunday's
+    assert triggers[FEEDS_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 6, 20, 30, tzinfo=et)

@@ -102,8 +102,10 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
     try:
         for at, page in arxiv.query_pages(sources.arxiv_fetcher, query, start=start, page_size=page_size,
                                           base=sources.arxiv_api):
-            _ingest(store, page.records, embedder, now=now, announce="arxiv" if announce else None,
-                    result=result)
+            _ingest(store, page.records, embedder, now=now, result=result)
+            if announce:  # first seen now, but new as of its submission: a backfill is not "today's" news
+                ids = _paper_ids(store, page.records)
+                store.mark_announced((pid, "arxiv", min(now, page.published[i] or now)) for i, pid in ids.items())
             nxt = at + len(page.records)
             done = not page.records or nxt >= page.total
             store.update_source(source, now=now, cursor={"query": query, "start": nxt, "total": page.total,

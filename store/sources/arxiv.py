@@ -85,6 +85,7 @@ class AtomPage:
     total: int
     start: int
     errors: list[str] = field(default_factory=list)  # arXiv's error entries (a malformed id)
+    published: list[float | None] = field(default_factory=list)  # per record, epoch seconds
 
 
 def parse_atom(text: str, what: str = "arXiv API") -> AtomPage:
@@ -100,7 +101,7 @@ def parse_atom(text: str, what: str = "arXiv API") -> AtomPage:
         except ValueError:
             raise SourceError(f"{what}: {tag} is not a number") from None
 
-    records, errors = [], []
+    records, errors, published = [], [], []
     for entry in root.findall("atom:entry", NS):
         raw_id = _squash(entry.findtext("atom:id", "", NS))
         if "/api/errors" in raw_id:
@@ -120,7 +121,16 @@ def parse_atom(text: str, what: str = "arXiv API") -> AtomPage:
             doi=entry.findtext("arxiv:doi", None, NS),
             source="arxiv-api",
         ))
-    return AtomPage(records, total=num("totalResults", len(records)), start=num("startIndex", 0), errors=errors)
+        published.append(_iso(entry.findtext("atom:published", None, NS)))
+    return AtomPage(records, total=num("totalResults", len(records)), start=num("startIndex", 0), errors=errors,
+                    published=published)
+
+
+def _iso(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp() if text else None
+    except ValueError:
+        return None
 
 
 def fetch_ids(fetcher: Fetcher, ids: list[str], *, base: str = DEFAULT_API) -> list[Record]:
