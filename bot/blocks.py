@@ -505,3 +505,12 @@ def overview_blocks(ov) -> list[Block]:
             line = f"• *{esc(paper.short_name)}*" + (f" ({esc(where)})" if where else "")
             out.append(section(f"{line}: {esc(cut_sentences(tldr, 500))}\n_id_ `{esc(paper.id)}`"))
     return out[:MAX_MESSAGE_BLOCKS]
+
+
+# -- link unfurls (bot/unfurl.py) ------------------------------------------------------------------
+def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
+    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this / Save."""
+    text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 600))])
+    buttons = paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
+    buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]

@@ -74,6 +74,12 @@ class Ctx:
         return Searcher(self.reader, self.embedder)
 
     @cached_property
+    def sources(self):
+        from .config import make_sources
+
+        return make_sources(self.settings)
+
+    @cached_property
     def llm(self):
         from .app import make_llm
 
@@ -124,6 +130,135 @@ def ingest(c: Ctx, paths, no_embed):
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(str(result))
+
+
+def _source_bar(desc: str):
+    """An update(n, total) callback drawing a progress bar on a terminal; None elsewhere."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(unit="paper", desc=desc, file=sys.stderr)
+
+    def update(n: int, total: int) -> None:
+        bar.total = total
+        bar.update(n)
+
+    return update, bar.close
+
+
+@cli.group()
+def fetch():
+    """Bring papers in from arXiv or OpenReview (PAPERCLUB_ARXIV_API, PAPERCLUB_OPENREVIEW_API)."""
+
+
+@fetch.command("arxiv")
+@click.argument("category")
+@click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, metavar="YYYY-MM-DD",
+              help="Submitted on or after this day (default: the last stored announcement, else 7 days ago).")
+@click.option("--until", type=click.DateTime(["%Y-%m-%d"]), default=None, metavar="YYYY-MM-DD")
+@click.option("--no-embed", is_flag=True, help="Store the papers now, embed later.")
+@pass_ctx
+def fetch_arxiv(c: Ctx, category, since, until, no_embed):
+    """Papers of an arXiv CATEGORY (cs.LG, or cs.CV+cs.CL) by date range, through the API; resumable."""
+    from datetime import date, datetime, timedelta, timezone
+
+    from store.sources import harvest_arxiv
+
+    now = time.time()
+    if since is None:
+        last = (c.store.source_state(f"arxiv-rss:{category}") or {}).get("cursor", {}).get("announced")
+        since = date.fromisoformat(last) - timedelta(days=3) if last else (
+            datetime.fromtimestamp(now, timezone.utc).date() - timedelta(days=7))
+    else:
+        since = since.date()
+    update, close = _source_bar(f"arXiv {category}")
+    try:
+        result = harvest_arxiv(c.store, c.sources, category, None if no_embed else c.embedder, now=now,
+                               since=since, until=until.date() if until else None, progress=update)
+    finally:
+        close()
+    click.echo(f"arXiv {category} since {since}: {result}")
+
+
+@fetch.command("openreview")
+@click.argument("venue")
+@click.option("--restart", is_flag=True, help="Read the venue from its first page again.")
+@click.option("--no-embed", is_flag=True, help="Store the papers now, embed later.")
+@pass_ctx
+def fetch_openreview(c: Ctx, venue, restart, no_embed):
+    """A VENUE's notes (ICLR.cc/2026/Conference, or an invitation such as …/-/Submission); resumable."""
+    from store.sources import harvest_openreview
+
+    update, close = _source_bar(f"OpenReview {venue}")
+    try:
+        result = harvest_openreview(c.store, c.sources, venue, None if no_embed else c.embedder,
+                                    now=time.time(), restart=restart, progress=update)
+    finally:
+        close()
+    click.echo(f"OpenReview {venue}: {result}")
+
+
+@cli.group()
+def enrich():
+    """Fill in papers from a richer source."""
+
+
+@enrich.command("openreview")
+@click.option("--venue", required=True, help="The venue whose notes hold the papers, e.g. ICLR.cc/2026/Conference.")
+@click.option("--no-embed", is_flag=True, help="Store the changes now, embed later.")
+@pass_ctx
+def enrich_openreview_cmd(c: Ctx, venue, no_embed):
+    """Match untitled papers (the bundled seeds) to a venue's OpenReview notes; fill titles, authors, links."""
+    from store.sources.enrich import enrich_openreview
+
+    update, close = _source_bar(f"OpenReview {venue}")
+    try:
+        result = enrich_openreview(c.store, c.sources, venue, None if no_embed else c.embedder,
+                                   now=time.time(), progress=update)
+    finally:
+        close()
+    click.echo(str(result))
+
+
+def _ago(t: float | None, now: float) -> str:
+    if not t:
+        return "never"
+    s = max(0, now - t)
+    return f"{s / 86400:.1f} d ago" if s >= 86400 else f"{s / 3600:.1f} h ago" if s >= 3600 else f"{s / 60:.0f} min ago"
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@pass_ctx
+def feeds(c: Ctx, as_json):
+    """Each source's cursor, last success and last error, and the channels following each feed."""
+    from store.sources import feed_source
+
+    now = time.time()
+    states = {s["source"]: s for s in c.store.source_states()}
+    followers: dict[str, list[str]] = {}
+    for f in c.store.feeds():
+        followers.setdefault(feed_source(f["kind"], f["target"]), []).append(f["channel"])
+    names = sorted(set(states) | set(followers))
+    if as_json:
+        click.echo(json.dumps([{**(states.get(n) or {"source": n}), "channels": followers.get(n, [])}
+                               for n in names], indent=2))
+        return
+    if not names:
+        click.echo("No feeds yet: /paper feed add arxiv cs.LG in a channel, or paperclub fetch arxiv cs.LG.")
+        return
+    for n in names:
+        st = states.get(n) or {}
+        cur = ", ".join(f"{k}={v}" for k, v in sorted((st.get("cursor") or {}).items()) if k != "listing") or "-"
+        click.echo(f"{n}\n  cursor: {cur}\n  last success: {_ago(st.get('last_success'), now)}")
+        if st.get("failing_since"):
+            click.echo(f"  last error: {st['last_error']} ({_ago(st.get('last_error_at'), now)}, "
+                       f"failing since {_ago(st['failing_since'], now)})")
+        elif st.get("last_error"):
+            click.echo(f"  last error (since recovered): {st['last_error']}")
+        if followers.get(n):
+            click.echo(f"  channels: {', '.join(followers[n])}")
 
 
 def load_samples_if_empty(c: Ctx) -> None:

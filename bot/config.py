@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     admins: str = _env("PAPERCLUB_ADMINS", default="")
     reaction_weights: str = _env("PAPERCLUB_REACTION_WEIGHTS", default="")
     feedback_half_life_days: float = _env("PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS", default=30.0, gt=0)
+    # Fresh papers (store/sources/): each service's base URL, so a mirror or a test's fake can stand in.
+    arxiv_api: str = _env("PAPERCLUB_ARXIV_API", default="https://export.arxiv.org/api/query")
+    arxiv_rss: str = _env("PAPERCLUB_ARXIV_RSS", default="https://rss.arxiv.org/rss/")
+    openreview_api: str = _env("PAPERCLUB_OPENREVIEW_API", default="https://api2.openreview.net")
 
     @field_validator("slack_api_url")
     @classmethod
@@ -63,6 +67,15 @@ class Settings(BaseSettings):
         # a list read as one unknown id would lock everyone out of schedules.
         ids = re.sub(r"<@(\w+)(?:\|[^>]*)?>", r" \1 ", self.admins)
         return {a for a in re.split(r"[\s,;]+", ids) if a}
+
+
+def make_sources(settings: Settings, **kw):
+    """The polite HTTP clients for arXiv and OpenReview at the configured base URLs."""
+    from store.sources import Sources
+
+    return Sources.create(arxiv_api=getattr(settings, "arxiv_api", None),
+                          arxiv_rss=getattr(settings, "arxiv_rss", None),
+                          openreview_api=getattr(settings, "openreview_api", None), **kw)
 
 
 def load_settings(**overrides) -> Settings:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from store import Store  # the Store protocol (store/__init__.py)
     from store.llm import LLMClient
     from store.search import Searcher
+    from store.sources import Sources
 
     from .commands import Commands
     from .config import Settings
@@ -54,6 +55,7 @@ class Deps:
     slack: WebClient | None = None  # None in the console: nothing there talks to Slack
     scheduler: DailyService | None = None  # the daily posts (only with a Slack client)
     home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
+    sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
 
     @property
     def command(self) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from store import BackupResult, SchemaError, Store, StoreError, open_store
 from store.text import is_ascii_number
 
-__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing"]
+__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds"]
 
 HEARTBEAT_KEY = "heartbeat"  # epoch seconds; the running bot writes it while connected to Slack
 HEARTBEAT_BY_KEY = "heartbeat_by"  # which process wrote it: process_identity() of the bot
@@ -82,6 +82,7 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
                                  "the bot has not started on it with this version")
         beat = store.get_meta(HEARTBEAT_KEY)
         by = store.get_meta(HEARTBEAT_BY_KEY)
+        failing = failing_feeds(store, now)
     except StoreError as e:  # not a database, locked for too long, unreadable...
         return Health(False, str(e))
     finally:
@@ -99,7 +100,23 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
     if gone:  # a heartbeat left on the volume by an earlier container, not this bot's
         return Health(False, f"the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
                              f"that has stopped ({gone}): this bot has not connected to Slack yet")
-    return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago")
+    # A feed down for long is reported, not made unhealthy: restarting the container cannot fix arXiv.
+    warn = "".join(f"; warning: {f}" for f in failing)
+    return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago{warn}")
+
+
+FEED_FAILING_SECONDS = 86400.0
+
+
+def failing_feeds(store: Store, now: float, limit: float = FEED_FAILING_SECONDS) -> list[str]:
+    """One line per source that has failed, without a success since, for more than `limit` seconds."""
+    out = []
+    for st in store.source_states():
+        since = st.get("failing_since")
+        if since and now - since > limit:
+            out.append(f"feed {st['source']} failing for {(now - since) / 86400:.1f} days "
+                       f"({(st.get('last_error') or '')[:120]})")
+    return out
 
 
 def backup_database(source: str | Path, target: str | Path, *, force: bool = False) -> BackupResult:

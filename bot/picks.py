@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from store import feedback as fb
 from store.pick import DailyPick, pick_for_channel
 from store.schedule import DEFAULT_GRACE, ScheduleError, ScheduleSpec, check_timezone
+from store.sources import fresh_label, fresh_papers
 
 from . import blocks as bk
 
@@ -66,9 +67,31 @@ def _adjustments(store: Store, channel: str, day: date, feedback: Feedback) -> d
 
 def make_pick(store: Store, searcher: Searcher, channel: str, day: date, *,
               feedback: Feedback) -> DailyPick | None:
-    """The channel's pick for `day` from the current interests, history and reactions."""
-    return pick_for_channel(store, searcher.embedder, channel, day, vectors=_vectors(searcher),
-                            feedback=_adjustments(store, channel, day, feedback) or None, searcher=searcher)
+    """The channel's pick for `day` from the current interests, history and reactions.
+
+    A channel with feeds picks among the papers its feeds announced in the last
+    `fresh_days` first (the candidates passed into the pick are only those); the
+    library's older stock is the fallback when none of them is left.
+    """
+    vectors = _vectors(searcher)
+    adjust = _adjustments(store, channel, day, feedback) or None
+    fresh = fresh_papers(store, channel, day)
+    if fresh:
+        ids, matrix = vectors if vectors is not None else store.load_vectors(searcher.embedder.name)
+        rows = [i for i, pid in enumerate(ids) if pid in fresh]
+        if rows:
+            pick = pick_for_channel(store, searcher.embedder, channel, day,
+                                    vectors=([ids[i] for i in rows], matrix[rows]), feedback=adjust,
+                                    searcher=searcher)
+            if pick is not None:
+                at, kind = fresh[pick.paper_id]
+                label = fresh_label(kind, at, day)
+                # The explanation carries it (and the stored pick, for /paper today): "…; new on arXiv today".
+                why = pick.choice.feedback_why
+                pick.choice.feedback_why = f"{why}; {label}" if why else label
+                return pick
+    return pick_for_channel(store, searcher.embedder, channel, day, vectors=vectors, feedback=adjust,
+                            searcher=searcher)
 
 
 def reaction_line(store: Store, channel: str, day: date, feedback: Feedback) -> str | None:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from store import Store
     from store.llm import LLMClient
     from store.search import Searcher
+    from store.sources import Sources
 
     from .config import Settings
     from .deps import Clock, Feedback
@@ -36,13 +37,27 @@ POLL_SECONDS = 60  # how often a running scheduler looks for schedules changed e
 SWEEP_EVERY = 10  # every 10th poll retries today's failed or orphaned posts (within the window)
 
 
+FEEDS_JOB, FEEDS_RETRY_JOB = "feeds:poll", "feeds:retry"
+
+
+def feed_triggers():
+    """After arXiv's announcement (20:00 US Eastern, Sunday to Thursday), and again three hours later
+    for a category whose listing was not rebuilt in time (arXiv only: a venue changes slowly)."""
+    from apscheduler.triggers.cron import CronTrigger
+
+    eastern = "America/New_York"
+    return [(FEEDS_JOB, CronTrigger(day_of_week="sun,mon,tue,wed,thu", hour=20, minute=30, timezone=eastern)),
+            (FEEDS_RETRY_JOB, CronTrigger(day_of_week="sun,mon,tue,wed,thu", hour=23, minute=30,
+                                          timezone=eastern))]
+
+
 class DailyService:
     """APScheduler jobs mirroring the schedules table, plus catch-up and exactly-once posting."""
 
     def __init__(self, client: WebClient, store: Store, searcher: Searcher, settings: Settings, *,
                  clock: Clock, feedback: Feedback, llm: LLMClient | None = None,
                  sleep: Callable[[float], None] = time.sleep, budget: float = POST_BUDGET,
-                 poll_seconds: float = POLL_SECONDS):
+                 poll_seconds: float = POLL_SECONDS, sources: Sources | None = None):
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.client, self.store, self.searcher, self.settings, self.llm = client, store, searcher, settings, llm
@@ -56,6 +71,7 @@ class DailyService:
         self._polls = 0
         self._lock = threading.RLock()
         self.results: list[PostResult] = []  # recent outcomes, for tests and `health`
+        self.sources = sources
 
     @staticmethod
     def job_id(channel: str) -> str:
@@ -70,6 +86,19 @@ class DailyService:
         log.info("daily posts scheduled for %d channel(s)", len(self.store.schedules()))
         # Catch-up may retry Slack for minutes: run it on the scheduler's pool, not the caller's thread.
         self.scheduler.add_job(self.catch_up_now, id="daily:catch-up", replace_existing=True)
+        if self.sources is not None:
+            for job_id, trigger in feed_triggers():
+                self.scheduler.add_job(self.poll_feeds_now, trigger, id=job_id, replace_existing=True,
+                                       kwargs={"kinds": ("arxiv", "openreview") if job_id == FEEDS_JOB else ("arxiv",)})
+
+    def poll_feeds_now(self, kinds: tuple[str, ...] = ("arxiv", "openreview")) -> dict:
+        """The feeds job: each distinct feed once (a stale arXiv listing catches up by the API)."""
+        from store.sources import poll_feeds
+
+        if self.sources is None:
+            return {}
+        return poll_feeds(self.store, self.sources, self.searcher.embedder, now=self.clock().timestamp(),
+                          kinds=kinds)
 
     def catch_up_now(self) -> list[PostResult]:
         return self.catch_up(self.clock())

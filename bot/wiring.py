@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from . import commands, commands_daily, home, overview, reading
+from . import commands, commands_daily, commands_feeds, home, overview, reading
 from .app import make_later, make_llm
 from .commands import Commands
 from .deps import Clock, Deps, Feedback, Later
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from store import Store
     from store.search import Searcher
+    from store.sources import Sources
 
     from .config import Settings
 
@@ -27,23 +28,26 @@ if TYPE_CHECKING:
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
     return Commands([*commands.SUBCOMMANDS, *commands_daily.SUBCOMMANDS, *reading.SUBCOMMANDS,
-                     *overview.SUBCOMMANDS])
+                     *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS])
 
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,
                slack: WebClient | None = None, later: Later | None = None,
-               sleep: Callable[[float], None] = time.sleep) -> Deps:
+               sleep: Callable[[float], None] = time.sleep, sources: Sources | None = None) -> Deps:
     """Everything handlers, listeners and jobs use; the daily scheduler only when there is a Slack client.
 
     `later` defaults to running work inline (the console, tests); `paperclub run` passes a pool.
     The scheduler is built, not started: the runner starts it once connected.
     """
+    from .config import make_sources
+
     feedback = Feedback.from_settings(settings)
+    sources = sources or make_sources(settings)
     llm = make_llm(settings)
     scheduler = None
     if slack is not None:
         scheduler = DailyService(slack, store, searcher, settings, clock=clock, feedback=feedback, llm=llm,
-                                 sleep=sleep)
+                                 sleep=sleep, sources=sources)
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
-                home_sections=home.SECTIONS)
+                home_sections=home.SECTIONS, sources=sources)

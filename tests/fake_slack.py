@@ -208,6 +208,7 @@ class FakeSlack:
         self._ephemeral: list[dict] = []
         self._views: dict[str, dict] = {}
         self._uploads: dict[str, dict] = {}
+        self._unfurls: list[dict] = []
         self._response_urls: dict[str, dict] = {}
         self._responses: dict[str, list[dict]] = {}
         self._sent: dict[str, float] = {}
@@ -349,6 +350,21 @@ class FakeSlack:
         """The last view published to a user's App Home, or None."""
         with self._lock:
             return self._views.get(user_id)
+
+    def unfurls(self) -> list[dict]:
+        """Every accepted chat.unfurl: {channel, ts, unfurl_id, source, unfurls: {url: {blocks}}}."""
+        with self._lock:
+            return json.loads(json.dumps(self._unfurls))
+
+    def link_shared(self, channel: str, ts: str, urls: list[str], user: str = "U1",
+                    source: str = "conversations_history") -> str:
+        """Deliver a link_shared event for urls in the message at ts (as Slack does for the app's domains)."""
+        from urllib.parse import urlparse
+
+        links = [{"domain": urlparse(u).hostname.removeprefix("www."), "url": u} for u in urls]
+        return self.event({"type": "link_shared", "channel": channel, "is_bot_user_member": True, "user": user,
+                           "message_ts": ts, "unfurl_id": f"{channel}.{ts.replace('.', '')}.{uuid.uuid4().hex[:8]}",
+                           "source": source, "links": links})
 
     def uploads(self) -> dict[str, dict]:
         """Files uploaded through files_upload_v2, by file id."""
@@ -1007,6 +1023,31 @@ def _files_complete_upload(fake: FakeSlack, params: dict) -> dict:
     return {"files": done}
 
 
+def _chat_unfurl(fake: FakeSlack, params: dict) -> dict:
+    """channel + ts (a posted message) or unfurl_id + source (the composer), and unfurls {url: {blocks}}."""
+    unfurls = params.get("unfurls")
+    if isinstance(unfurls, str):
+        try:
+            unfurls = json.loads(unfurls)
+        except ValueError:
+            raise _ApiError("invalid_unfurls") from None
+    if not isinstance(unfurls, dict) or not unfurls:
+        raise _ApiError("invalid_unfurls")
+    if params.get("unfurl_id") and params.get("source"):
+        where = {"unfurl_id": params["unfurl_id"], "source": params["source"]}
+    else:
+        channel = _require(params, "channel", "channel_not_found")
+        ts = _require(params, "ts", "cannot_find_message")
+        if fake._find_message(channel, ts, missing=None) is None:
+            raise _ApiError("cannot_find_message")
+        where = {"channel": channel, "ts": ts}
+    for body in unfurls.values():
+        if not isinstance(body, dict) or not (body.get("blocks") or body.get("text")):
+            raise _ApiError("cannot_unfurl_url")
+    fake._unfurls.append({**where, "unfurls": unfurls})
+    return {}
+
+
 def _apps_connections_open(fake: FakeSlack, params: dict) -> dict:
     ticket = uuid.uuid4().hex
     fake._tickets.add(ticket)
@@ -1028,6 +1069,7 @@ _METHODS: dict[str, Callable[[FakeSlack, dict], dict]] = {
     "reactions.add": _reactions_add,
     "files.getUploadURLExternal": _files_get_upload_url,
     "files.completeUploadExternal": _files_complete_upload,
+    "chat.unfurl": _chat_unfurl,
     "apps.connections.open": _apps_connections_open,
 }
 

@@ -321,12 +321,13 @@ METHOD_SCOPES = {
     "conversations_info": {"channels:read", "groups:read"},
     "conversations_members": {"channels:read", "groups:read"},
     "reactions_get": {"reactions:read"}, "reactions_add": {"reactions:write"},
-    "users_info": {"users:read"},
+    "users_info": {"users:read"}, "chat_unfurl": {"links:write"},
 }
 EVENT_SCOPES = {
     "app_home_opened": set(),
     "reaction_added": {"reactions:read"}, "reaction_removed": {"reactions:read"},
     "member_joined_channel": {"channels:read", "groups:read"},
+    "link_shared": {"links:read"},
 }
 SAMPLE_EVENTS = {
     "reaction_added": {"type": "reaction_added", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
@@ -337,6 +338,10 @@ SAMPLE_EVENTS = {
                               "channel_type": "C", "team": "T1", "event_ts": "1.4"},
     "app_home_opened": {"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9",
                         "event_ts": "1.5"},
+    # a listing page, not a paper: the listener answers it without fetching anything
+    "link_shared": {"type": "link_shared", "channel": "C1", "user": "U1", "message_ts": "1.1",
+                    "unfurl_id": "C1.11.x", "source": "conversations_history",
+                    "links": [{"domain": "arxiv.org", "url": "https://arxiv.org/list/cs.LG/new"}], "event_ts": "1.6"},
 }
 
 

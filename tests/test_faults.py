@@ -205,6 +205,25 @@ def views_publish(env, kind):
     assert "/paper search" in json.dumps(env.fake.home_view("U9"))
 
 
+def unfurl(env, kind):
+    # A pasted link to a paper already in the library (so nothing is fetched): the card arrives once.
+    from store import HashingEmbedder, Record, ingest_records
+
+    ingest_records(env.store, [Record(abstract="We study sparse attention for long videos and show that a "
+                                               "learned router halves the cost at equal accuracy on five benchmarks.",
+                                      title="Sparse Routers for Long Video", id="arXiv:2501.01234")],
+                   HashingEmbedder(), now=time.time())
+    url = "https://arxiv.org/abs/2501.01234v2"
+    ts = env.fake.add_message(CH, url)
+    env.app
+    inject(env.fake, "chat.unfurl", kind)
+    ev = {"type": "link_shared", "channel": CH, "user": "U1", "message_ts": ts, "unfurl_id": "x",
+          "source": "conversations_history", "links": [{"domain": "arxiv.org", "url": url}]}
+    assert env.event(ev, "EvUNFURL1") == 200
+    (done,) = env.fake.unfurls()
+    assert list(done["unfurls"]) == [url] and "Sparse Routers" in json.dumps(done["unfurls"])
+
+
 def response_url(env, kind):
     # Not a Web API method, but every reply travels this way.
     env.app
@@ -215,7 +234,8 @@ def response_url(env, kind):
 
 SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMessage (share)": share_post,
              "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
-             "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish}
+             "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish,
+             "chat.unfurl": unfurl}
 
 
 def test_every_web_api_method_the_bot_uses_is_covered_here():

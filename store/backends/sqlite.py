@@ -965,6 +965,76 @@ class SQLiteStore:
             self.forget_user(user, remember=False)
         return len(found)
 
+    # -- sources: cursors and health, announcements, channel feeds ---------------------
+    def source_state(self, source: str) -> dict | None:
+        row = next(self.db.query("select * from source_state where source = ?", [source]), None)
+        return self._source_row(row) if row else None
+
+    def source_states(self) -> list[dict]:
+        return [self._source_row(r) for r in self.db.query("select * from source_state order by source")]
+
+    @staticmethod
+    def _source_row(row: dict) -> dict:
+        return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}
+
+    def update_source(self, source: str, *, now: float, cursor: dict | None = None,
+                      ok: bool | None = None, error: str | None = None) -> None:
+        """Set a source's cursor and/or record a success (clears the failure) or an error."""
+        with self.transaction() as db:
+            db.execute("insert or ignore into source_state(source, cursor, updated_at) values (?, '{}', ?)",
+                       [source, now])
+            if cursor is not None:
+                db.execute("update source_state set cursor = ?, updated_at = ? where source = ?",
+                           [json.dumps(cursor, sort_keys=True), now, source])
+            if ok:
+                db.execute("update source_state set last_success = ?, failing_since = null, updated_at = ? "
+                           "where source = ?", [now, now, source])
+            if error is not None:
+                db.execute("update source_state set last_error = ?, last_error_at = ?, "
+                           "failing_since = coalesce(failing_since, ?), updated_at = ? where source = ?",
+                           [error[:500], now, now, now, source])
+
+    def mark_announced(self, rows: Iterable[tuple[str, str, float]]) -> int:
+        """(paper id, source, announced at): the first announcement per source is kept."""
+        rows = list(rows)
+        if not rows:
+            return 0
+        with self.transaction() as db:
+            before = db.conn.total_changes
+            db.conn.executemany("insert or ignore into paper_announcements(paper_id, source, announced_at) "
+                                "values (?, ?, ?)", rows)
+            return db.conn.total_changes - before
+
+    def announced_since(self, since: float, sources: Iterable[str] | None = None) -> dict[str, float]:
+        """Paper id -> its earliest announcement at or after `since` (by these sources, if given)."""
+        sql, args = "select paper_id, min(announced_at) from paper_announcements where announced_at >= ?", [since]
+        if sources is not None:
+            sources = list(sources)
+            if not sources:
+                return {}
+            sql += f" and source in ({','.join('?' * len(sources))})"
+            args += sources
+        return dict(self.db.execute(sql + " group by paper_id", args).fetchall())
+
+    def add_feed(self, channel: str, kind: str, target: str, added_by: str | None, *, now: float) -> int | None:
+        """The new feed's id; None when the channel already follows it."""
+        with self.transaction() as db:
+            cur = db.execute("insert or ignore into feeds(channel, kind, target, added_by, created_at) "
+                             "values (?, ?, ?, ?, ?)", [channel, kind, target, added_by, now])
+            return cur.lastrowid if cur.rowcount else None
+
+    def feeds(self, channel: str | None = None) -> list[dict]:
+        if channel is None:
+            return list(self.db.query("select * from feeds order by id"))
+        return list(self.db.query("select * from feeds where channel = ? order by id", [channel]))
+
+    def remove_feed(self, channel: str, feed_id: int) -> dict | None:
+        with self.transaction() as db:
+            row = next(db.query("select * from feeds where channel = ? and id = ?", [channel, feed_id]), None)
+            if row:
+                db.execute("delete from feeds where id = ?", [feed_id])
+            return row
+
 
 def _unwritable(db: str) -> str | None:
     """Why this process cannot create or write the database at db (SQLite's own error names

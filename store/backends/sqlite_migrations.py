@@ -121,3 +121,27 @@ def m004_short_name_nocase(db: sqlite_utils.Database):
     # find_exact matches short names case-insensitively; without this index it
     # scanned the whole table (about 120 ms at 100k papers).
     db.execute("create index if not exists papers_short_name_nocase on papers(short_name collate nocase)")
+
+
+@migrations()
+def m005_sources(db: sqlite_utils.Database):
+    """Fresh papers: each source's cursor and health, when a paper was announced, channels' feeds."""
+    # One row per source ("arxiv-rss:cs.LG", "arxiv-api:cs.LG", "openreview:ICLR.cc/2026/Conference"):
+    # the cursor (JSON) is written after each page's papers are committed, so a killed harvest
+    # resumes at the page it was on and re-reads at most that page (deduplicated by ingest).
+    db["source_state"].create(
+        {"source": str, "cursor": str, "last_success": float, "last_error": str, "last_error_at": float,
+         "failing_since": float, "updated_at": float},
+        pk="source",
+    )
+    # The first announcement of a paper by a source: what "new on arXiv today" is measured from.
+    db["paper_announcements"].create(
+        {"paper_id": str, "source": str, "announced_at": float},
+        pk=("paper_id", "source"), foreign_keys=[("paper_id", "papers", "id")],
+    )
+    db["paper_announcements"].create_index(["source", "announced_at"])
+    db["feeds"].create(
+        {"id": int, "channel": str, "kind": str, "target": str, "added_by": str, "created_at": float},
+        pk="id", not_null={"channel", "kind", "target"},
+    )
+    db.execute("create unique index feeds_channel_target on feeds(channel, kind, target)")

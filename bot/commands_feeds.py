@@ -1,0 +1,121 @@
+"""/paper add (one paper by arXiv id or link, or OpenReview link) and /paper feed (a channel's feeds)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from store.sources import FEED_KINDS, SourceError, add_paper, fresh_days, parse_feed, parse_ref
+
+from . import blocks as bk
+from .blocks import code
+from .commands import Call, Reply, Subcommand, channel_of, problem_reply, summary_reply
+from .commands_daily import _admins_only, is_admin
+
+if TYPE_CHECKING:
+    from .deps import Deps
+
+MAX_FEEDS = 20
+MAX_FRESH_DAYS = 60
+_WHERE = {"arxiv": "arXiv", "openreview": "OpenReview"}
+
+
+def _add_hint(deps: Deps) -> str:
+    return (f"For example {code(deps.command + ' add 2501.01234')}, "
+            f"{code(deps.command + ' add https://arxiv.org/abs/2501.01234')} or "
+            f"{code(deps.command + ' add https://openreview.net/forum?id=…')}.")
+
+
+def handle_add(deps: Deps, call: Call) -> Reply:
+    """Fetch a paper by arXiv id/URL or OpenReview URL/id into the store, and show its card."""
+    ref = parse_ref(call.args.split()[0]) if call.args.split() else None
+    if ref is None:
+        message = ("That is not an arXiv id or link, or an OpenReview link or forum id." if call.args.strip()
+                   else "Which paper? Give an arXiv id or link, or an OpenReview link.")
+        return problem_reply(deps, message, hint=_add_hint(deps))
+    kind, ident = ref
+    if deps.sources is None:
+        return problem_reply(deps, "Fetching papers is not set up here.")
+    try:
+        added = add_paper(deps.store, deps.sources, ref, deps.embedder, now=deps.clock().timestamp())
+    except SourceError:
+        return problem_reply(deps, f"I couldn't reach {_WHERE[kind]} just now, so {ident} is not added. "
+                             "Try again in a few minutes.")
+    if added is None:
+        return problem_reply(deps, f"{_WHERE[kind]} has no paper {ident}.", hint=_add_hint(deps))
+    note = (f"New: added from {_WHERE[kind]}." if added.new
+            else "Already in the library, so nothing was fetched.")
+    return summary_reply(deps, added.paper, note=note)
+
+
+def _feed_lines(rows: list[dict]) -> str:
+    return "\n".join(f"{n}. {_WHERE.get(r['kind'], r['kind'])} *{bk.esc(r['target'])}*"
+                     + (f" (added by {bk.mention(r['added_by'])})" if r.get("added_by") else "")
+                     for n, r in enumerate(rows, start=1))
+
+
+def _feeds_reply(deps: Deps, channel: str, note: str | None = None) -> Reply:
+    rows = deps.store.feeds(channel)
+    cmd = deps.command
+    footer = (f"{code(cmd + ' feed add arxiv cs.LG')} · {code(cmd + ' feed add openreview ICLR.cc/2026/Conference')}"
+              f" · {code(cmd + ' feed remove <number>')}")
+    if not rows:
+        text = ("This channel follows no feeds, so the paper of the day comes from the library. "
+                "Follow an arXiv category or an OpenReview venue and new papers come in every day.")
+        return Reply("No feeds yet.", bk.message_blocks(f"{note}\n{text}" if note else text, title="Feeds",
+                                                        footer=footer))
+    blocks = [bk.header(f"Feeds of this channel ({len(rows)})")]
+    if note:
+        blocks.append(bk.section(note))
+    blocks += [bk.section(_feed_lines(rows)),
+               bk.context(f"Papers these feeds announced in the last {fresh_days(deps.store, channel)} days come "
+                          f"first in the paper of the day ({code(cmd + ' feed fresh <days>')}).", footer)]
+    return Reply(f"{len(rows)} feeds: " + "; ".join(f"{r['kind']} {bk.esc(r['target'])}" for r in rows), blocks)
+
+
+def handle_feed(deps: Deps, call: Call) -> Reply:
+    channel = channel_of(call)
+    words = call.args.split()
+    verb = words[0].lower() if words else ""
+    if not verb or verb in ("list", "ls"):
+        return _feeds_reply(deps, channel)
+    if verb not in ("add", "remove", "rm", "delete", "fresh"):
+        return problem_reply(deps, f"I don't know {call.args.split()[0]!r} for feeds.",
+                             hint=f"{code(deps.command + ' feed add arxiv cs.LG')} or "
+                                  f"{code(deps.command + ' feed remove 1')}.")
+    if not is_admin(deps, call.user_id):
+        return _admins_only(deps, "change this channel's feeds")
+    if verb == "fresh":
+        if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= MAX_FRESH_DAYS:
+            return problem_reply(deps, f"Give a number of days from 1 to {MAX_FRESH_DAYS}.",
+                                 hint=f"For example {code(deps.command + ' feed fresh 14')}.")
+        deps.store.set_meta(f"fresh_days:{channel}", words[1])
+        return _feeds_reply(deps, channel, f"Papers from these feeds now count as new for {int(words[1])} days.")
+    if verb == "add":
+        if len(words) != 3:
+            return problem_reply(deps, f"Name the kind ({' or '.join(FEED_KINDS)}) and what to follow.",
+                                 hint=f"For example {code(deps.command + ' feed add arxiv cs.LG')}.")
+        try:
+            kind, target = parse_feed(words[1], words[2])
+        except SourceError as e:
+            return problem_reply(deps, str(e))
+        if len(deps.store.feeds(channel)) >= MAX_FEEDS:
+            return problem_reply(deps, f"A channel can follow at most {MAX_FEEDS} feeds.")
+        new = deps.store.add_feed(channel, kind, target, call.user_id, now=deps.clock().timestamp())
+        note = (f"Now following {_WHERE[kind]} *{bk.esc(target)}*." if new
+                else f"This channel already follows {_WHERE[kind]} *{bk.esc(target)}*.")
+        return _feeds_reply(deps, channel, note)
+    rows = deps.store.feeds(channel)
+    if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= len(rows):
+        return problem_reply(deps, f"Give the number of a feed to remove (1 to {len(rows)})." if rows
+                             else "This channel follows no feeds.", hint=f"{code(deps.command + ' feed')} lists them.")
+    row = deps.store.remove_feed(channel, rows[int(words[1]) - 1]["id"])
+    return _feeds_reply(deps, channel, f"Stopped following {_WHERE.get(row['kind'], row['kind'])} "
+                                       f"*{bk.esc(row['target'])}*.")
+
+
+SUBCOMMANDS = (
+    Subcommand("add", handle_add, usage="add <arXiv id or link | OpenReview link>", example="add 2501.01234",
+               help="Bring a paper in from arXiv or OpenReview and show it.", aliases=("fetch",)),
+    Subcommand("feed", handle_feed, usage="feed [add arxiv <category> | add openreview <venue> | remove <n> | fresh <days>]",
+               example="feed add arxiv cs.LG", help="The arXiv categories and venues this channel follows.",
+               aliases=("feeds",)),
+)

@@ -1,0 +1,132 @@
+"""OpenReview API v2: a venue's notes (by content.venueid or by invitation), paged -> ingest records.
+
+Plain HTTP and a small parser rather than openreview-py: we read public notes
+only, and the client would bring its own HTTP stack, retries and a dozen
+dependencies where our Fetcher already does the politeness.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..ingest import Record
+from .http import Fetcher, SourceError
+
+DEFAULT_API = "https://api2.openreview.net"
+MIN_INTERVAL = 1.0
+PAGE_SIZE = 1000
+_FORUM_URL = re.compile(r"openreview\.net/(?:forum|pdf)\?(?:.*&)?id=([\w-]+)", re.I)
+_FORUM_ID = re.compile(r"^[A-Za-z0-9_-]{8,16}$")
+_VENUE = re.compile(r"^[\w.-]+(/[\w.-]+)+$")
+
+
+def parse_forum(text: str) -> str | None:
+    """An openreview.net forum/pdf URL, or a bare forum id -> the forum id; else None."""
+    text = (text or "").strip().strip("<>")
+    m = _FORUM_URL.search(text)
+    if m:
+        return m.group(1)
+    # A bare word ("attention") is not an id: real ids mix cases or digits with letters.
+    mixed = (any(c.isupper() for c in text) and any(c.islower() for c in text)) or (
+        any(c.isdigit() for c in text) and any(c.isalpha() for c in text))
+    return text if _FORUM_ID.match(text) and mixed else None
+
+
+def valid_venue(text: str) -> bool:
+    """'ICLR.cc/2026/Conference' (a venue id or an invitation prefix)."""
+    return bool(_VENUE.match(text or ""))
+
+
+def _value(content: dict, name: str):
+    field = content.get(name)
+    return field.get("value") if isinstance(field, dict) else field
+
+
+def _year(ms) -> int | None:
+    try:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).year if ms else None
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def note_record(note: dict) -> Record | None:
+    """One note as an ingest record; None for a note with no abstract (withdrawn, desk-rejected stubs)."""
+    content = note.get("content") or {}
+    forum = note.get("forum") or note.get("id")
+    abstract, title = _value(content, "abstract"), _value(content, "title")
+    if not forum or not isinstance(abstract, str) or not abstract.strip():
+        return None
+    authors = _value(content, "authors") or []
+    keywords = _value(content, "keywords") or []
+    venue = _value(content, "venue") or _value(content, "venueid") or note.get("domain")
+    return Record(
+        abstract=re.sub(r"\s+", " ", abstract).strip(),
+        title=re.sub(r"\s+", " ", title).strip() if isinstance(title, str) and title.strip() else None,
+        id=f"https://openreview.net/forum?id={forum}",
+        url=f"https://openreview.net/forum?id={forum}",
+        authors=[str(a).strip() for a in authors if str(a).strip()] if isinstance(authors, list) else [],
+        venue=str(venue).strip() if venue else None,
+        year=_year(note.get("pdate") or note.get("cdate")),
+        keywords=[str(k).strip() for k in keywords if str(k).strip()] if isinstance(keywords, list) else [],
+        source="openreview",
+    )
+
+
+@dataclass
+class NotesPage:
+    records: list[Record]
+    count: int
+    notes: int  # notes on the page, with or without an abstract: what the offset advances by
+    dates: dict[str, float]  # forum id -> pdate (or cdate), epoch seconds
+
+
+def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SourceError(f"{what}: not a whole JSON page ({e.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("notes"), list):
+        raise SourceError(f"{what}: expected {{'notes': [...], 'count': N}}")
+    records, dates = [], {}
+    for note in data["notes"]:
+        if not isinstance(note, dict):
+            raise SourceError(f"{what}: a note is not an object")
+        rec = note_record(note)
+        if rec:
+            records.append(rec)
+            ms = note.get("pdate") or note.get("cdate")
+            if isinstance(ms, (int, float)):
+                dates[note.get("forum") or note["id"]] = ms / 1000
+    count = data.get("count")
+    return NotesPage(records, count if isinstance(count, int) else len(data["notes"]), len(data["notes"]), dates)
+
+
+def venue_params(venue: str) -> dict:
+    """Notes of a venue: an invitation ('…/-/Submission') is asked as such, anything else as content.venueid."""
+    return {"invitation": venue} if "/-/" in venue else {"content.venueid": venue}
+
+
+def note_pages(fetcher: Fetcher, venue: str, *, offset: int = 0, page_size: int = PAGE_SIZE,
+               base: str = DEFAULT_API):
+    """(offset, NotesPage) for each page of a venue's notes from `offset` until exhausted."""
+    url = base.rstrip("/") + "/notes"
+    while True:
+        resp = fetcher.get(url, {**venue_params(venue), "limit": page_size, "offset": offset})
+        if resp.status_code >= 400:
+            raise SourceError(f"OpenReview answered HTTP {resp.status_code} for {venue!r}")
+        page = parse_notes(resp.text)
+        yield offset, page
+        offset += page.notes
+        if page.notes == 0 or offset >= page.count:
+            return
+
+
+def fetch_forum(fetcher: Fetcher, forum: str, *, base: str = DEFAULT_API) -> Record | None:
+    """The paper of one forum, or None when OpenReview does not know it."""
+    resp = fetcher.get(base.rstrip("/") + "/notes", {"id": forum})
+    if resp.status_code >= 400:
+        return None
+    page = parse_notes(resp.text)
+    return page.records[0] if page.records else None

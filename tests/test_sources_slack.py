@@ -1,0 +1,178 @@
+"""Fresh papers through the Slack layer: /paper add, pasted links (link_shared -> chat.unfurl), /paper feed."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+from slack_bolt import BoltRequest
+from slack_sdk import WebClient
+
+from bot.app import create_app
+from conftest import BOT_TOKEN, Clock, dispatch_command, make_deps, make_settings, text_of
+from fake_sources import FakeSources, make_papers, on_openreview
+from store import HashingEmbedder, Searcher
+from store.sources import Sources
+
+NOW = datetime(2026, 12, 1, 14, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def fake_src():
+    with FakeSources() as f:
+        f.papers = make_papers(5)
+        f.notes = on_openreview(make_papers(2, seed=3))
+        yield f
+
+
+@pytest.fixture
+def parts(hashing_store, fake_slack, fake_src):
+    sleeps = []
+    sources = Sources.create(arxiv_api=fake_src.api, arxiv_rss=fake_src.rss, openreview_api=fake_src.url,
+                             sleep=sleeps.append)
+    settings = make_settings(admins="UADMIN")
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None,
+                     clock=Clock(NOW), sources=sources)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+    yield app, deps
+    sources.close()
+
+
+def paste(app, fake_slack, urls: list[str], channel: str = "C1", n: int = 0) -> str:
+    ts = fake_slack.add_message(channel, " ".join(urls))
+    body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1",
+            "event_id": f"EvL{n}{ts}", "event_time": 1,
+            "event": {"type": "link_shared", "channel": channel, "user": "U1", "message_ts": ts,
+                      "unfurl_id": f"{channel}.{ts}.x", "source": "conversations_history",
+                      "links": [{"domain": "arxiv.org" if "arxiv" in u else "openreview.net", "url": u}
+                                for u in urls], "event_ts": ts},
+            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    return ts
+
+
+def test_a_pasted_arxiv_link_gets_one_unfurl_with_the_card(parts, fake_slack, fake_src):
+    app, deps = parts
+    p = fake_src.papers[2]
+    url = f"https://arxiv.org/abs/{p.arxiv_id}v{p.version}"
+    ts = paste(app, fake_slack, [url])
+    [unfurl] = fake_slack.unfurls()
+    assert unfurl["channel"] == "C1" and unfurl["ts"] == ts
+    assert list(unfurl["unfurls"]) == [url]  # keyed by the URL exactly as it came in
+    blocks = unfurl["unfurls"][url]["blocks"]
+    text = json.dumps(blocks)
+    buttons = [e["text"]["text"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert buttons == ["Summary", "More like this", "Save"]
+    paper = deps.store.get_paper(blocks[-1]["elements"][0]["value"])
+    assert paper.title == p.title and paper.short_name in text
+
+
+def test_the_same_link_pasted_twice_fetches_once(parts, fake_slack, fake_src):
+    app, _ = parts
+    url = f"https://arxiv.org/pdf/{fake_src.papers[0].arxiv_id}"
+    paste(app, fake_slack, [url], n=1)
+    paste(app, fake_slack, [url], n=2)
+    assert len(fake_slack.unfurls()) == 2
+    assert len(fake_src.calls("/api/query")) == 1
+
+
+def test_an_unknown_or_unreachable_paper_gets_no_unfurl_never_an_error_card(parts, fake_slack, fake_src):
+    app, deps = parts
+    paste(app, fake_slack, ["https://arxiv.org/abs/2612.99999"], n=3)
+    fake_src.fail("/notes", 503, times=10)
+    paste(app, fake_slack, [f"https://openreview.net/forum?id={fake_src.notes[0].forum}"], n=4)
+    assert fake_slack.unfurls() == []
+    assert [m["user"] for m in fake_slack.messages("C1")] == ["U1", "U1"]  # only the pasted messages
+    assert not fake_slack.calls("chat.postMessage") and not fake_slack.calls("chat.postEphemeral")
+
+
+def test_paper_add_fetches_says_new_then_says_it_was_there(parts, fake_slack, fake_src):
+    app, deps = parts
+    n = fake_src.notes[1]
+    before = deps.store.count_papers()
+    first = dispatch_command(app, fake_slack, f"add https://openreview.net/forum?id={n.forum}", user="U1", channel="C1")
+    assert "New: added from OpenReview" in text_of(first) and deps.store.count_papers() == before + 1
+    again = dispatch_command(app, fake_slack, f"add {n.forum}", user="U1", channel="C1")
+    assert "Already in the library" in text_of(again) and deps.store.count_papers() == before + 1
+    assert n.title.split(":")[0] in text_of(again) or n.title in text_of(again)
+
+
+@pytest.mark.parametrize("garbage", ["add", "add hello world", "add https://example.com/paper.pdf", "add 12345"])
+def test_paper_add_with_garbage_gets_a_clear_reply(parts, fake_slack, fake_src, garbage):
+    app, deps = parts
+    before = deps.store.count_papers()
+    reply = dispatch_command(app, fake_slack, garbage, user="U1", channel="C1")
+    assert "arXiv id or link" in text_of(reply) and "Traceback" not in text_of(reply)
+    assert deps.store.count_papers() == before and fake_src.requests == []
+
+
+def test_paper_add_of_an_id_arxiv_does_not_know(parts, fake_slack):
+    app, _ = parts
+    reply = dispatch_command(app, fake_slack, "add 2612.99999", user="U1", channel="C1")
+    assert "arXiv has no paper 2612.99999" in text_of(reply)
+
+
+def test_feed_add_list_remove_with_admin_rules(parts, fake_slack):
+    app, deps = parts
+    r = dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="U1", channel="C1")
+    assert "admins" in text_of(r) and deps.store.feeds("C1") == []
+    r = dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="UADMIN", channel="C1")
+    assert "Now following arXiv *cs.LG*" in text_of(r)
+    r = dispatch_command(app, fake_slack, "feed add openreview ICLR.cc/2026/Conference", user="UADMIN", channel="C1")
+    r = dispatch_command(app, fake_slack, "feed", user="U1", channel="C1")
+    assert "1. arXiv *cs.LG*" in text_of(r) and "2. OpenReview *ICLR.cc/2026/Conference*" in text_of(r)
+    r = dispatch_command(app, fake_slack, "feed add arxiv not/acat", user="UADMIN", channel="C1")
+    assert "not an arXiv category" in text_of(r)
+    r = dispatch_command(app, fake_slack, "feed remove 1", user="UADMIN", channel="C1")
+    assert "Stopped following arXiv *cs.LG*" in text_of(r)
+    assert [f["target"] for f in deps.store.feeds("C1")] == ["ICLR.cc/2026/Conference"]
+    r = dispatch_command(app, fake_slack, "feed remove 7", user="UADMIN", channel="C1")
+    assert "number of a feed" in text_of(r)
+
+
+def test_a_channel_following_cs_lg_gets_a_paper_of_the_day_from_that_announcement(
+        hashing_store, fake_slack, fake_src):
+    from bot.posting import post_daily
+
+    announced = make_papers(4, seed=5)
+    fake_src.listings["cs.LG"] = ([("new", p) for p in announced], datetime(2026, 12, 1, 1, tzinfo=timezone.utc))
+    sources = Sources.create(arxiv_api=fake_src.api, arxiv_rss=fake_src.rss, openreview_api=fake_src.url,
+                             sleep=lambda s: None)
+    # Monday 2026-11-30, 20:30 US Eastern: the feeds job runs after the announcement
+    clock = Clock(datetime(2026, 12, 1, 1, 30, tzinfo=timezone.utc))
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock,
+                     sources=sources)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="U1", channel="C1")
+    dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C1")
+    dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C2")
+    assert deps.scheduler.poll_feeds_now() == {("arxiv", "cs.LG"): "new"}
+    ids = {hashing_store.lookup_keys([f"ext:arxiv:{p.arxiv_id}"])[f"ext:arxiv:{p.arxiv_id}"][0] for p in announced}
+    # Tuesday morning's post (a weekday after the announcement)
+    morning = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+    for channel in ("C1", "C2"):
+        result = post_daily(deps.slack, hashing_store, deps.searcher, channel, morning, feedback=deps.feedback,
+                            settings=settings, sleep=lambda s: None)
+        assert result.status == "posted", result
+    c1 = hashing_store.get_post("C1", "2026-12-01")
+    assert c1["paper_id"] in ids
+    [msg] = [m for m in fake_slack.messages("C1") if m.get("user") != "U1" and "new on arXiv today" in text_of(m)]
+    c2 = hashing_store.get_post("C2", "2026-12-01")
+    assert "new on arXiv" not in json.dumps(c2["pick"])  # no feeds: the library, as before
+    sources.close()
+
+
+def test_the_feeds_job_runs_after_each_announcement_and_again_later_never_friday_or_saturday():
+    from zoneinfo import ZoneInfo
+
+    from bot.scheduler import FEEDS_JOB, FEEDS_RETRY_JOB, feed_triggers
+
+    et = ZoneInfo("America/New_York")
+    triggers = dict(feed_triggers())
+    thu_night = datetime(2026, 12, 3, 21, 0, tzinfo=et)  # Thursday, after that day's 20:30 poll
+    assert triggers[FEEDS_RETRY_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 3, 23, 30, tzinfo=et)
+    # no announcement Friday or Saturday: the next poll is Sunday's
+    assert triggers[FEEDS_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 6, 20, 30, tzinfo=et)
