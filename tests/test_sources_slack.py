@@ -31,6 +31,7 @@ def parts(hashing_store, fake_slack, fake_src):
     sources = Sources.create(arxiv_api=fake_src.api, arxiv_rss=fake_src.rss, openreview_api=fake_src.url,
                              sleep=sleeps.append)
     settings = make_settings(admins="UADMIN")
+    fake_slack.add_members(*settings.admin_ids)  # "Ask <@UADMIN>": the bot means to name them
     deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None,
                      clock=Clock(NOW), sources=sources)
     app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
