@@ -82,18 +82,20 @@ _SQLITE_PREFIX = "sqlite:///"
 
 
 def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False) -> Store:
-    """The Store at url: a file path or sqlite:///path (':memory:' too); postgresql:// comes later.
+    """The Store at url: a file path, sqlite:///path (':memory:' too) or postgresql://user@host/db.
 
     must_exist=True refuses to create a database (health checks, backups); migrate=False
     leaves the schema as it is.
     """
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError("PostgreSQL is not supported yet: use a SQLite file path or sqlite:///path")
+        from .backends.postgres import PostgresStore  # psycopg loads only for PostgreSQL
+
+        return PostgresStore(text, migrate=migrate, must_exist=must_exist)
     if text.startswith(_SQLITE_PREFIX):
         text = text[len(_SQLITE_PREFIX):] or ":memory:"
     elif "://" in text:
-        raise StoreError(f"unknown database URL {text!r}: use a file path or sqlite:///path")
+        raise StoreError(f"unknown database URL {text!r}: use a file path, sqlite:///path or postgresql://...")
     from .backends.sqlite import SQLiteStore
 
     return SQLiteStore(text, migrate=migrate, must_exist=must_exist)
