@@ -31,6 +31,7 @@ _LAZY = {
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
     "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
                        "channel_digest", "reading_list", "forget_member", "replay_channel"],
+    "store.backends.copy": ["migrate_store", "TableCopy"],
     "store.schedule": ["ScheduleError", "ScheduleSpec", "parse_schedule", "next_fire", "catch_up",
                        "describe_next", "local_today"],
 }
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
     )
+    from .backends.copy import TableCopy, migrate_store  # noqa: F401
     from .search import Hit, Searcher, hits_json  # noqa: F401
     from .summary import Summary, paper_summary, summarize, summarize_jsonl  # noqa: F401
 

@@ -121,10 +121,15 @@ def store_url(request, tmp_path) -> str:
     if request.param == "sqlite":
         yield str(tmp_path / "paperclub.db")
         return
-    database = request.getfixturevalue("pg_database")
+    yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def pg_url(request, pg_database) -> str:
+    """A fresh schema of this run's PostgreSQL test database (dropped after the test)."""
     schema = f"t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**10}"
-    yield pg_schema_url(database, schema)
-    drop_pg_schema(database, schema)
+    yield pg_schema_url(pg_database, schema)
+    drop_pg_schema(pg_database, schema)
 
 
 @pytest.fixture
