@@ -444,10 +444,10 @@ class PostgresStore:
                              "n": n, "avgdl": avgdl or 1.0, "k1": BM25_K1, "b": BM25_B, "limit": int(limit)}
         if collection:
             # 'ICLR' finds 'ICLR 2026': a venue without its year is what people type.
-            filters += " and (lower(m.collection) = lower(%(coll)s) or lower(m.collection) like lower(%(coll_like)s))"
+            filters += " and (lower(collection) = lower(%(coll)s) or lower(collection) like lower(%(coll_like)s))"
             args["coll"], args["coll_like"] = collection, collection + " %"
         if year:
-            filters += " and m.year = %(year)s"
+            filters += " and year = %(year)s"
             args["year"] = int(year)
         sql = f"""
             with q as materialized (
@@ -455,19 +455,25 @@ class PostgresStore:
                        tsvector_to_array(to_tsvector('english', t.term)) as lexemes
                 from unnest(%(terms)s::text[]) with ordinality as t(term, ord)
             ), q1 as materialized (select * from q where numnode(query) > 0),
+            -- (paper, term) for every paper holding the term: the GIN index, once per term
             m as materialized (
-                select p.id, p.collection, p.year, p.tsv, p.doclen, q1.ord, q1.lexemes
+                select p.id, p.collection, p.year, p.doclen, q1.ord, q1.lexemes
                 from q1 join papers p on p.tsv @@ q1.query
             ), df as (select ord, count(*) as n from m group by ord),
-            tf as (
-                select m.id, m.ord, m.doclen, (
-                    select min(c) from (
-                        select sum(case w when 'A' then %(wa)s when 'B' then %(wb)s
-                                          when 'C' then %(wc)s else %(wd)s end) as c
-                        from unnest(m.tsv) u cross join lateral unnest(u.weights) as w
-                        where u.lexeme = any(m.lexemes) group by u.lexeme) per_word
-                ) as f
-                from m where true {filters}
+            hits as materialized (select * from m where true {filters}),
+            -- each candidate's tsvector is read once: weighted counts of the query's words
+            counts as (
+                select p.id, u.lexeme,
+                       sum(case w when 'A' then %(wa)s when 'B' then %(wb)s
+                                  when 'C' then %(wc)s else %(wd)s end) as c
+                from (select distinct id from hits) h join papers p on p.id = h.id
+                cross join lateral unnest(p.tsv) u cross join lateral unnest(u.weights) as w
+                where u.lexeme = any(array(select distinct l from q1, unnest(q1.lexemes) l))
+                group by p.id, u.lexeme
+            ), tf as (
+                select hits.id, hits.ord, hits.doclen, min(counts.c) as f
+                from hits join counts on counts.id = hits.id and counts.lexeme = any(hits.lexemes)
+                group by hits.id, hits.ord, hits.doclen
             )
             select tf.id, sum(
                 greatest(ln((%(n)s - df.n + 0.5) / (df.n + 0.5)), 1e-6)
@@ -519,6 +525,53 @@ class PostgresStore:
             return True
         except (PoolTimeout, *_BUSY):
             return False
+
+    # -- several replicas: events handled once, leases with an epoch fence ---------
+    def claim_event(self, event_id: str, *, replica: str, now: float, keep: float = 86_400.0) -> bool:
+        """True for the one replica that handles this Slack event; False for every redelivery.
+
+        Records older than `keep` seconds are dropped on the way (Slack retries within minutes).
+        """
+        with self.transaction() as conn:
+            conn.execute("delete from processed_events where seen_at < %s", [now - keep])
+            return conn.execute(
+                "insert into processed_events(event_id, replica, seen_at) values (%s, %s, %s) "
+                "on conflict(event_id) do nothing", [event_id, replica, now]).rowcount == 1
+
+    def acquire_lease(self, name: str, *, holder: str, ttl: float, now: float) -> int | None:
+        """Take or renew the lease `name` for ttl seconds; its epoch if we hold it now, else None.
+
+        A live lease is renewed by its holder only; an expired one goes to whoever asks first,
+        and every change of hands (or a lapse) raises the epoch, so writes fenced with an old
+        epoch are refused (holds_lease).
+        """
+        with self.transaction() as conn:
+            row = conn.execute(
+                "insert into leases(name, holder, epoch, expires_at) values (%s, %s, 1, %s) "
+                "on conflict(name) do update set "
+                "epoch = case when leases.holder = excluded.holder and leases.expires_at > %s "
+                "then leases.epoch else leases.epoch + 1 end, "
+                "holder = excluded.holder, expires_at = excluded.expires_at "
+                "where leases.holder = excluded.holder or leases.expires_at <= %s returning epoch",
+                [name, holder, now + ttl, now, now]).fetchone()
+            return int(row[0]) if row else None
+
+    def release_lease(self, name: str, *, holder: str, epoch: int) -> bool:
+        """Give the lease up at once (a clean shutdown); False if it was no longer ours."""
+        with self.transaction() as conn:
+            return conn.execute("update leases set expires_at = 0 where name = %s and holder = %s "
+                               "and epoch = %s", [name, holder, epoch]).rowcount == 1
+
+    def lease_holder(self, name: str, *, now: float) -> dict | None:
+        """{holder, epoch, expires_at} of the live lease `name`, None when nobody holds it."""
+        row = self._one("select holder, epoch, expires_at from leases where name = %s and expires_at > %s",
+                    [name, now])
+        return {"holder": row[0], "epoch": int(row[1]), "expires_at": row[2]} if row else None
+
+    def holds_lease(self, name: str, *, holder: str, epoch: int, now: float) -> bool:
+        """The fence: True only while `holder` holds `name` at this epoch and it has not expired."""
+        return self._one("select 1 from leases where name = %s and holder = %s and epoch = %s "
+                     "and expires_at > %s", [name, holder, epoch, now]) is not None
 
     # -- maintenance ---------------------------------------------------------
     def integrity_ok(self) -> bool:

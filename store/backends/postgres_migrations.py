@@ -116,10 +116,24 @@ m004_short_name_nocase = [
     "create index if not exists papers_short_name_lower on papers(lower(short_name))",
 ]
 
+m005_replicas = [
+    # Several bot processes on one database: Slack events handled once, and named leases
+    # with an epoch fence for periodic sweeps (no session advisory locks: pools recycle sessions).
+    """create table processed_events (
+         event_id text primary key, replica text not null, seen_at double precision not null
+       )""",
+    "create index processed_events_seen_at on processed_events(seen_at)",
+    """create table leases (
+         name text primary key, holder text not null, epoch bigint not null,
+         expires_at double precision not null
+       )""",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
     ("m002_daily", m002_daily),
     ("m003_reactions", m003_reactions),
     ("m004_short_name_nocase", m004_short_name_nocase),
+    ("m005_replicas", m005_replicas),
 ]

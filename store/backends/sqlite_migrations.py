@@ -121,3 +121,14 @@ def m004_short_name_nocase(db: sqlite_utils.Database):
     # find_exact matches short names case-insensitively; without this index it
     # scanned the whole table (about 120 ms at 100k papers).
     db.execute("create index if not exists papers_short_name_nocase on papers(short_name collate nocase)")
+
+
+@migrations()
+def m005_replicas(db: sqlite_utils.Database):
+    """Several bot processes on one database: Slack events handled once (event_id ->
+    the replica that took it) and named leases with an epoch fence for periodic sweeps."""
+    db["processed_events"].create({"event_id": str, "replica": str, "seen_at": float}, pk="event_id",
+                                  not_null={"replica", "seen_at"})
+    db["processed_events"].create_index(["seen_at"])
+    db["leases"].create({"name": str, "holder": str, "epoch": int, "expires_at": float}, pk="name",
+                        not_null={"holder", "epoch", "expires_at"})
