@@ -16,7 +16,6 @@ import json
 import re
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
@@ -32,12 +31,16 @@ from ..base import BackupResult
 from ..errors import SchemaError, StoreBusy, StoreError
 from ..paper import Paper
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+from .replicas import REPLICA_METHODS, ReplicaTables
+from .rows import (
+    JSON_FIELDS as _JSON_FIELDS, channel_message_rows, interest_from_row, paper_from_row, paper_signal,
+    pick_without, post_from_row, utc_day,
+)
 
 LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
 CACHE_BUSY_MS = 100  # a cache write waits at most this long, then is skipped
 POOL_MAX = 8
 CONNECT_TIMEOUT_S = 10
-_JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
 PAPER_COLUMNS = ("id", "collection", "year", "title", "short_name", "headline", "abstract", "raw",
                  "raw_title", "url", "authors", "keywords", "code_urls", "numbers", "content_hash",
                  "source", "created_at", "updated_at")
@@ -97,6 +100,8 @@ def _pg_errors_stay_inside(cls):
         if name.startswith("_") or name in ("transaction", "connection") or not inspect.isfunction(value):
             continue
         setattr(cls, name, _translated(value))
+    for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
+        setattr(cls, name, _translated(getattr(ReplicaTables, name)))
     return cls
 
 
@@ -115,10 +120,11 @@ def _vec(blob) -> np.ndarray | None:
 
 
 @_pg_errors_stay_inside
-class PostgresStore:
+class PostgresStore(ReplicaTables):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
 
     backend = "postgresql"
+    _PARAM = "%s"
 
     def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
                  max_size: int = POOL_MAX):
@@ -178,6 +184,8 @@ class PostgresStore:
         with self.connection() as conn:
             return conn.execute(sql, args).fetchone()
 
+    _read_one = _one
+
     def close(self) -> None:
         self.pool.close()
 
@@ -233,15 +241,7 @@ class PostgresStore:
     def count_papers(self) -> int:
         return self._one("select count(*) from papers")[0]
 
-    @staticmethod
-    def _paper(row: dict) -> Paper:
-        fields = {k: row.get(k) for k in (
-            "id", "short_name", "headline", "abstract", "collection", "year", "title", "url", "raw")}
-        for k in _JSON_FIELDS:
-            fields[k] = json.loads(row.get(k) or "[]")
-        fields["collection"] = fields["collection"] or ""
-        fields["raw"] = fields["raw"] or ""
-        return Paper(**fields)
+    _paper = staticmethod(paper_from_row)
 
     def get_paper(self, paper_id: str) -> Paper | None:
         if not _storable([paper_id]):
@@ -294,7 +294,7 @@ class PostgresStore:
 
     def paper_signals(self) -> dict[str, float]:
         """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
-        return {pid: 0.5 * (code not in (None, "", "[]")) + 0.5 * (nums not in (None, "", "[]"))
+        return {pid: paper_signal(code, nums)
                 for pid, code, nums in self._tuples("select id, code_urls, numbers from papers")}
 
     # -- identity keys (ingest) ---------------------------------------------
@@ -526,53 +526,6 @@ class PostgresStore:
         except (PoolTimeout, *_BUSY):
             return False
 
-    # -- several replicas: events handled once, leases with an epoch fence ---------
-    def claim_event(self, event_id: str, *, replica: str, now: float, keep: float = 86_400.0) -> bool:
-        """True for the one replica that handles this Slack event; False for every redelivery.
-
-        Records older than `keep` seconds are dropped on the way (Slack retries within minutes).
-        """
-        with self.transaction() as conn:
-            conn.execute("delete from processed_events where seen_at < %s", [now - keep])
-            return conn.execute(
-                "insert into processed_events(event_id, replica, seen_at) values (%s, %s, %s) "
-                "on conflict(event_id) do nothing", [event_id, replica, now]).rowcount == 1
-
-    def acquire_lease(self, name: str, *, holder: str, ttl: float, now: float) -> int | None:
-        """Take or renew the lease `name` for ttl seconds; its epoch if we hold it now, else None.
-
-        A live lease is renewed by its holder only; an expired one goes to whoever asks first,
-        and every change of hands (or a lapse) raises the epoch, so writes fenced with an old
-        epoch are refused (holds_lease).
-        """
-        with self.transaction() as conn:
-            row = conn.execute(
-                "insert into leases(name, holder, epoch, expires_at) values (%s, %s, 1, %s) "
-                "on conflict(name) do update set "
-                "epoch = case when leases.holder = excluded.holder and leases.expires_at > %s "
-                "then leases.epoch else leases.epoch + 1 end, "
-                "holder = excluded.holder, expires_at = excluded.expires_at "
-                "where leases.holder = excluded.holder or leases.expires_at <= %s returning epoch",
-                [name, holder, now + ttl, now, now]).fetchone()
-            return int(row[0]) if row else None
-
-    def release_lease(self, name: str, *, holder: str, epoch: int) -> bool:
-        """Give the lease up at once (a clean shutdown); False if it was no longer ours."""
-        with self.transaction() as conn:
-            return conn.execute("update leases set expires_at = 0 where name = %s and holder = %s "
-                               "and epoch = %s", [name, holder, epoch]).rowcount == 1
-
-    def lease_holder(self, name: str, *, now: float) -> dict | None:
-        """{holder, epoch, expires_at} of the live lease `name`, None when nobody holds it."""
-        row = self._one("select holder, epoch, expires_at from leases where name = %s and expires_at > %s",
-                    [name, now])
-        return {"holder": row[0], "epoch": int(row[1]), "expires_at": row[2]} if row else None
-
-    def holds_lease(self, name: str, *, holder: str, epoch: int, now: float) -> bool:
-        """The fence: True only while `holder` holds `name` at this epoch and it has not expired."""
-        return self._one("select 1 from leases where name = %s and holder = %s and epoch = %s "
-                     "and expires_at > %s", [name, holder, epoch, now]) is not None
-
     # -- maintenance ---------------------------------------------------------
     def integrity_ok(self) -> bool:
         """The server answers and every known migration is applied (PostgreSQL checks its own pages)."""
@@ -586,12 +539,7 @@ class PostgresStore:
             f"`pg_dump -Fc -f {target} '{self.path}'` (restore with pg_restore)")
 
     # -- paper of the day: interests, schedules, posts ------------------------
-    @staticmethod
-    def _interest(row: dict) -> dict:
-        row = dict(row)
-        blob = row.pop("vector", None)
-        row["vector"] = _vec(blob) if blob else None
-        return row
+    _interest = staticmethod(interest_from_row)
 
     def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
                      vector, paper_id: str | None = None, now: float) -> int:
@@ -652,11 +600,7 @@ class PostgresStore:
         """Changes whenever any schedule changes; a running scheduler compares it."""
         return int(self.get_meta("schedules_version", "0"))
 
-    @staticmethod
-    def _post(row: dict) -> dict:
-        row = dict(row)
-        row["pick"] = json.loads(row["pick"]) if row.get("pick") else None
-        return row
+    _post = staticmethod(post_from_row)
 
     def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
                    pick: dict | None, status: str = "claimed", now: float) -> bool:
@@ -753,24 +697,15 @@ class PostgresStore:
         A daily post counts by its date as well as its posted_at, so a post made for a
         date (a catch-up, a test clock) lands in that date's window.
         """
-        def day_of(t: float) -> str:
-            t = min(max(t, 0.0), 253402214400.0)  # datetime's range, for 0 and inf
-            return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
-
-        rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day,
-                 "abstract_ts": abstract}
-                for ts, pid, at, day, abstract in self._tuples(
-                    "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = %s "
-                    "and status = 'posted' and paper_id is not null and ts is not null "
-                    "and ((posted_at >= %s and posted_at < %s) or (day >= %s and day <= %s))",
-                    [channel, since, until, day_of(since), day_of(until)])]
-        rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None,
-                  "abstract_ts": None}
-                 for ts, pid, kind, at, by in self._tuples(
-                     "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = %s "
-                     "and posted_at >= %s and posted_at < %s", [channel, since, until])]
-        # Slack's message ts is the time it was posted, whatever clock wrote posted_at.
-        return sorted(rows, key=lambda r: (float(r["ts"]), r["ts"]))
+        daily = self._tuples(
+            "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = %s "
+            "and status = 'posted' and paper_id is not null and ts is not null "
+            "and ((posted_at >= %s and posted_at < %s) or (day >= %s and day <= %s))",
+            [channel, since, until, utc_day(since), utc_day(until)])
+        shares = self._tuples(
+            "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = %s "
+            "and posted_at >= %s and posted_at < %s", [channel, since, until])
+        return channel_message_rows(list(daily), list(shares))
 
     _REACTION_COLUMNS = ("event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
                          "event_ts", "event_time", "recorded_at")
@@ -855,16 +790,10 @@ class PostgresStore:
             for channel, day, pick in conn.execute(
                     "select channel, day, pick from posts where strpos(pick, %s) > 0 for update",
                     [user]).fetchall():
-                data = json.loads(pick)
-                changed = False
-                for c in [data.get("choice") or {}, *(data.get("runners_up") or [])]:
-                    for key in ("added_by", "member"):
-                        if c.get(key) == user:
-                            c[key] = None
-                            changed = True
-                if changed:
+                scrubbed = pick_without(pick, user)
+                if scrubbed is not None:
                     picks += 1
                     conn.execute("update posts set pick = %s where channel = %s and day = %s",
-                                 [json.dumps(data, ensure_ascii=False), channel, day])
+                               [scrubbed, channel, day])
             counts["picks"] = picks
             return counts
