@@ -14,7 +14,6 @@ import functools
 import inspect
 import json
 import re
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -131,7 +130,6 @@ class PostgresStore(ReplicaTables):
         self.url = url
         self.path = redact(url)
         self._bm25_cache: tuple[int, int, float] | None = None  # (papers_version, N, avgdl)
-        self._lock = threading.Lock()
         # lock_timeout joins any options the URL has (a test's search_path, say).
         try:
             params = conninfo_to_dict(url)
