@@ -2,6 +2,13 @@
 
     python bench/search_quality.py --data ../shared/eval/scitldr/train.jsonl \
         --data ../shared/eval/scitldr/dev.jsonl [--no-titles] [--tune] [--db CACHE.db]
+    python bench/search_quality.py --data ../shared/eval/scitldr/dev.jsonl \
+        --backend sqlite --backend postgresql --titles both
+
+--backend (repeatable) runs the same queries on each store backend (PostgreSQL in a
+throwaway database on --pg-url's server, dropped at the end) and --titles both with
+and without titles; with more than one run a closing table puts their hybrid and
+BM25 MRR@10 side by side. Abstracts are embedded once and reused across runs.
 
 All files' abstracts go into one store (more distractors than one file alone);
 queries are scored per file. Prints MRR@10, recall@1 and recall@10 for BM25
@@ -15,6 +22,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import os
 import sys
 import tempfile
 import time
@@ -60,6 +68,45 @@ def build_store(path: str, files: dict[str, list[dict]], embedder) -> tuple[Stor
             if hit:
                 ids[r["id"]] = hit[0]
     return store, ids
+
+
+class ReusingEmbedder:
+    """The model, remembering every text it encoded: the same abstracts go into several stores."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self._seen = inner, inner.name, {}
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode(self, texts, **kw):
+        todo = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if todo:
+            self._seen.update(zip(todo, self.inner.encode(todo, **kw)))
+        return np.stack([self._seen[t] for t in texts]) if texts else self.inner.encode(texts, **kw)
+
+
+class PostgresDatabase:
+    """A throwaway database on a PostgreSQL server; one schema per store, all dropped at close."""
+
+    def __init__(self, server: str):
+        import psycopg
+
+        self.server = server.rstrip("/")
+        self.name = f"paperclub_quality_{os.getpid()}"
+        self.admin = psycopg.connect(f"{self.server}/postgres", autocommit=True)
+        self.admin.execute(f'create database "{self.name}"')
+
+    def url(self, schema: str) -> str:
+        import psycopg
+
+        with psycopg.connect(f"{self.server}/{self.name}", autocommit=True) as conn:
+            conn.execute(f'create schema "{schema}"')
+        return f"{self.server}/{self.name}?options=-csearch_path%3D{schema}"
+
+    def close(self) -> None:
+        self.admin.execute(f'drop database if exists "{self.name}" with (force)')
+        self.admin.close()
 
 
 def rank_of(order: list[str], target: str) -> int | None:
@@ -154,8 +201,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", action="append", required=True, help="SciTLDR-style JSONL (repeatable)")
     ap.add_argument("--no-titles", action="store_true", help="abstracts only, as in the seed corpus")
+    ap.add_argument("--titles", choices=("yes", "no", "both"), default=None,
+                    help="search titles (yes), abstracts only (no, as --no-titles) or both in turn")
+    ap.add_argument("--backend", action="append", choices=("sqlite", "postgresql"), default=None,
+                    help="store backend to run on (repeatable; default sqlite)")
+    ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
+                    help="PostgreSQL server for --backend postgresql (a throwaway database is made there)")
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
-    ap.add_argument("--db", default=None, help="keep the store here and reuse it on the next run")
+    ap.add_argument("--db", default=None, help="keep the SQLite store here and reuse it on the next run")
     ap.add_argument("--limit", type=int, default=None, help="only the first N records per file")
     ap.add_argument("--max-df", type=float, default=MAX_DF,
                     help="drop query words held by more than this share of papers")
@@ -163,19 +216,53 @@ def main(argv=None) -> int:
                     help="postings per BM25 query (scale it with the corpus to mimic a larger one)")
     args = ap.parse_args(argv)
 
-    titles = not args.no_titles
+    title_modes = {"yes": [True], "no": [False], "both": [True, False], None: [not args.no_titles]}[args.titles]
+    backends = args.backend or ["sqlite"]
+    embedder = ReusingEmbedder(SentenceTransformerEmbedder())
+    pg = PostgresDatabase(args.pg_url) if "postgresql" in backends else None
+    summary: dict[tuple[str, bool], dict[str, dict]] = {}  # (file, titles) -> backend -> results
+    try:
+        for titles in title_modes:
+            for backend in backends:
+                if backend == "postgresql":
+                    db = pg.url("titles" if titles else "no_titles")
+                elif args.db and len(title_modes) == 1:
+                    db = args.db
+                else:
+                    db = str(Path(tempfile.mkdtemp(prefix="pc-quality-")) / "quality.db")
+                print(f"\n=== backend {backend}, titles {'yes' if titles else 'no'} ===")
+                for name, res in run_one(args, db, titles, embedder).items():
+                    summary.setdefault((name, titles), {})[backend] = res
+    finally:
+        if pg:
+            pg.close()
+    if len(summary) * len(backends) > 1:
+        print("\nside by side (MRR@10)")
+        head = "".join(f" {b + ' hybrid':>18} {b + ' bm25':>16}" for b in backends)
+        print(f"  {'file':10} {'titles':6}{head}" + ("   hybrid diff" if len(backends) == 2 else ""))
+        for (name, titles), per in summary.items():
+            cells = "".join(f" {per[b]['hybrid']['MRR@10']:18.4f} {per[b]['bm25']['MRR@10']:16.4f}"
+                            for b in backends)
+            diff = (f" {per[backends[1]]['hybrid']['MRR@10'] - per[backends[0]]['hybrid']['MRR@10']:+13.4f}"
+                    if len(backends) == 2 else "")
+            print(f"  {name:10} {'yes' if titles else 'no':6}{cells}{diff}")
+    return 0
+
+
+def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[str, float]]]:
+    """Load the files into the store at db, run every query; file -> the results table."""
     files = {Path(f).stem: load(f, titles)[: args.limit] for f in args.data}
-    db = args.db or str(Path(tempfile.mkdtemp(prefix="pc-quality-")) / "quality.db")
-    embedder = SentenceTransformerEmbedder()
     store, ids = build_store(db, files, embedder)
     searcher = Searcher(store, embedder, max_df=args.max_df, posting_budget=args.posting_budget)
     print(f"titles searched: {'yes' if titles else 'no (--no-titles)'}; corpus {store.count_papers()} "
-          f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {args.posting_budget}")
+          f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {args.posting_budget}; "
+          f"backend {store.backend}")
 
     runs = {}
+    cache = Path(args.db) if args.db else None
     for name, rows in files.items():
         queries = [(q, ids[r["id"]]) for r in rows if r["id"] in ids for q in r["queries"] if q.strip()]
-        runs[name] = Runs(searcher, queries, Path(args.db) if args.db else None)
+        runs[name] = Runs(searcher, queries, cache)
         print(f"{name}: {len(queries)} queries embedded in {runs[name].embed_s:.1f}s", file=sys.stderr)
 
     weights, fusion = COLUMN_WEIGHTS, dict(FUSION)
@@ -198,9 +285,12 @@ def main(argv=None) -> int:
         _, weights, fusion = max(best.values(), key=lambda b: b[0])
 
     print(f"\nsettings: columns {weights}, fusion {fusion}")
+    out = {}
     for name, run in runs.items():
-        table(name, run.score(weights, fusion), len(run.queries))
-    return 0
+        out[name] = run.score(weights, fusion)
+        table(name, out[name], len(run.queries))
+    store.close()
+    return out
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="PAPERCLUB_DB", default=None, help="SQLite file (default ./paperclub.db).")
+@click.option("--db", envvar="PAPERCLUB_DB", default=None, help="SQLite file (default ./paperclub.db) or postgresql://user@host/db.")
 @click.version_option(package_name="paperclub")
 @click.pass_context
 def cli(ctx, db):
@@ -455,6 +455,29 @@ def backup(c: Ctx, path, force):
     from .health import backup_database
 
     click.echo(str(backup_database(c.settings.db, path, force=force)))
+
+
+@cli.command()
+@click.option("--to", "target", required=True, metavar="postgresql://USER@HOST/DB",
+              help="The PostgreSQL database to copy into (tables created; rows already there kept).")
+@pass_ctx
+def migrate(c: Ctx, target):
+    """Copy this SQLite store (--db) into PostgreSQL, then verify every table's rows and checksum.
+
+    Safe to re-run: one transaction, so an interrupted copy changes nothing; a second run
+    adds only rows PostgreSQL lacks and never overwrites one (it reports tables that differ).
+    """
+    from store import migrate_store
+
+    copies = migrate_store(c.settings.db, target)
+    for copy in copies:
+        click.echo(str(copy))
+    bad = [copy.table for copy in copies if not copy.ok]
+    if bad:
+        raise click.ClickException(f"the copy does not match the source in {', '.join(bad)} "
+                                   "(rows there the SQLite store does not have?)")
+    click.echo(f"Copied and verified {len(copies)} tables, "
+               f"{next((x.target_rows for x in copies if x.table == 'papers'), 0)} papers.")
 
 
 @cli.command()

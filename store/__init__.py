@@ -31,6 +31,7 @@ _LAZY = {
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
     "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
                        "channel_digest", "reading_list", "forget_member", "replay_channel"],
+    "store.backends.copy": ["migrate_store", "TableCopy"],
     "store.schedule": ["ScheduleError", "ScheduleSpec", "parse_schedule", "next_fire", "catch_up",
                        "describe_next", "local_today"],
 }
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
     )
+    from .backends.copy import TableCopy, migrate_store  # noqa: F401
     from .search import Hit, Searcher, hits_json  # noqa: F401
     from .summary import Summary, paper_summary, summarize, summarize_jsonl  # noqa: F401
 
@@ -83,7 +85,7 @@ _SQLITE_PREFIX = "sqlite:///"
 
 def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
                read_only: bool = False) -> Store:
-    """The Store at url: a file path or sqlite:///path (':memory:' too); postgresql:// comes later.
+    """The Store at url: a file path, sqlite:///path (':memory:' too) or postgresql://user@host/db.
 
     must_exist=True refuses to create a database (health checks, backups); migrate=False
     leaves the schema as it is; read_only=True opens an existing file without writing at all
@@ -91,11 +93,13 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     """
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
-        raise StoreError("PostgreSQL is not supported yet: use a SQLite file path or sqlite:///path")
+        from .backends.postgres import PostgresStore  # psycopg loads only for PostgreSQL
+
+        return PostgresStore(text, migrate=migrate, must_exist=must_exist)
     if text.startswith(_SQLITE_PREFIX):
         text = text[len(_SQLITE_PREFIX):] or ":memory:"
     elif "://" in text:
-        raise StoreError(f"unknown database URL {text!r}: use a file path or sqlite:///path")
+        raise StoreError(f"unknown database URL {text!r}: use a file path, sqlite:///path or postgresql://...")
     from .backends.sqlite import SQLiteStore
 
     return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)

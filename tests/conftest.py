@@ -74,15 +74,62 @@ def hashing_db(tmp_path_factory) -> Path:
     return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
 
 
-STORE_BACKENDS = ["sqlite"]  # the PostgreSQL issue adds "postgresql" here
+STORE_BACKENDS = ["sqlite", "postgresql"]
+# The test server (CI starts it: .ci/run); PAPERCLUB_TEST_PG points elsewhere.
+PG_SERVER = os.environ.get("PAPERCLUB_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A throwaway PostgreSQL database for this test run, dropped at its end (skips only when
+    no server answers)."""
+    psycopg = pytest.importorskip("psycopg")
+    name = f"paperclub_test_{os.getpid()}_{int(time.time())}"
+    try:
+        admin = psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"no PostgreSQL server answers at {PG_SERVER} ({str(e).strip().splitlines()[0]})")
+    admin.execute(f'create database "{name}"')
+    try:
+        yield f"{PG_SERVER}/{name}"
+    finally:
+        admin.execute(f'drop database if exists "{name}" with (force)')
+        admin.close()
+
+
+def pg_schema_url(database_url: str, schema: str) -> str:
+    """The URL of one schema in the test database (its search_path)."""
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'drop schema if exists "{schema}" cascade')
+        conn.execute(f'create schema "{schema}"')
+    return f"{database_url}?options=-csearch_path%3D{schema}"
+
+
+def drop_pg_schema(database_url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
 @pytest.fixture(params=STORE_BACKENDS)
 def store_url(request, tmp_path) -> str:
-    """Where a fresh, empty test database lives, for each backend the store tests run on."""
+    """Where a fresh, empty test database lives, for each backend the store tests run on
+    (a file for SQLite; a schema of this run's database, dropped after the test, for PostgreSQL)."""
     if request.param == "sqlite":
-        return str(tmp_path / "paperclub.db")
-    raise NotImplementedError(request.param)  # pragma: no cover
+        yield str(tmp_path / "paperclub.db")
+        return
+    yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def pg_url(request, pg_database) -> str:
+    """A fresh schema of this run's PostgreSQL test database (dropped after the test)."""
+    schema = f"t{os.getpid()}_{abs(hash(request.node.nodeid)) % 10**10}"
+    yield pg_schema_url(pg_database, schema)
+    drop_pg_schema(pg_database, schema)
 
 
 @pytest.fixture

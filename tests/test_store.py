@@ -27,9 +27,10 @@ def test_open_store_takes_a_path_or_a_sqlite_url(tmp_path):
     memory.close()
 
 
-def test_postgresql_is_named_as_not_supported_yet():
-    with pytest.raises(StoreError, match="not supported yet"):
-        open_store("postgresql://paperclub@localhost/paperclub")
+def test_an_unreachable_postgresql_is_one_clear_store_error_without_the_password():
+    with pytest.raises(StoreError, match="cannot reach PostgreSQL at postgresql://bot:\\*\\*\\*@127.0.0.1:1/db") as e:
+        open_store("postgresql://bot:hunter2@127.0.0.1:1/db")
+    assert "hunter2" not in str(e.value)
 
 
 def test_must_exist_never_creates_a_database(tmp_path):
@@ -64,8 +65,12 @@ def test_a_database_held_by_another_writer_is_store_busy(tmp_path, monkeypatch):
 
 
 def test_a_newer_schema_is_a_schema_error(store):
-    store.db.execute("insert into _sqlite_migrations(migration_set, name, applied_at) "
-                     "values ('paperclub', 'm999_from_the_future', '2030-01-01')")
+    if store.backend == "sqlite":
+        store.db.execute("insert into _sqlite_migrations(migration_set, name, applied_at) "
+                         "values ('paperclub', 'm999_from_the_future', '2030-01-01')")
+    else:
+        with store.transaction() as conn:
+            conn.execute("insert into _paperclub_migrations(name) values ('m999_from_the_future')")
     with pytest.raises(SchemaError, match="m999_from_the_future"):
         store.schema_version()
 

@@ -16,7 +16,6 @@ import re
 import sqlite3
 import threading
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -27,13 +26,17 @@ from ..base import BackupResult
 from ..errors import NewerSchema, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from ..paper import Paper
 from ..text import member_hash
+from .replicas import REPLICA_METHODS, ReplicaTables
+from .rows import (
+    JSON_FIELDS as _JSON_FIELDS, channel_message_rows, interest_from_row, paper_from_row, paper_signal,
+    pick_without, post_from_row, utc_day,
+)
 from .sqlite_migrations import migrations
 
 _MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a stored pick may hold
 
 BUSY_TIMEOUT_MS = 15_000
 CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer, then is skipped
-_JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
 # The FTS columns in m001's order; lexical_search weights are given in this order.
 LEXICAL_FIELDS = ("short_name", "headline", "title", "abstract")
 _PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
@@ -87,6 +90,8 @@ def _sqlite_errors_stay_inside(cls):
         if name.startswith("_") or name in ("transaction",) or not inspect.isfunction(value):
             continue
         setattr(cls, name, _translated(value))
+    for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
+        setattr(cls, name, _translated(getattr(ReplicaTables, name)))
     return cls
 
 
@@ -97,7 +102,7 @@ def _remove_db_files(path: Path) -> None:
 
 
 @_sqlite_errors_stay_inside
-class SQLiteStore:
+class SQLiteStore(ReplicaTables):
     """The paperclub database in one SQLite file; safe to share across threads."""
 
     backend = "sqlite"
@@ -203,6 +208,9 @@ class SQLiteStore:
         return len(applied & known), len(known)
 
     # -- meta ----------------------------------------------------------------
+    def _read_one(self, sql: str, args: list):
+        return self.db.execute(sql, args).fetchone()
+
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         row = self.db.execute("select value from meta where key = ?", [key]).fetchone()
         return row[0] if row else default
@@ -229,16 +237,7 @@ class SQLiteStore:
     def count_papers(self) -> int:
         return self.db.execute("select count(*) from papers").fetchone()[0]
 
-    @staticmethod
-    def _paper(row: dict) -> Paper:
-        fields = {k: row.get(k) for k in (
-            "id", "short_name", "headline", "abstract", "collection", "year",
-            "title", "url", "raw")}
-        for k in _JSON_FIELDS:
-            fields[k] = json.loads(row.get(k) or "[]")
-        fields["collection"] = fields["collection"] or ""
-        fields["raw"] = fields["raw"] or ""
-        return Paper(**fields)
+    _paper = staticmethod(paper_from_row)
 
     def get_paper(self, paper_id: str) -> Paper | None:
         rows = list(self.db.query("select * from papers where id = ?", [paper_id]))
@@ -586,12 +585,7 @@ class SQLiteStore:
             store.close()
 
     # -- paper of the day: interests, schedules, posts (store/pick.py, bot/daily.py) --------
-    @staticmethod
-    def _interest(row: dict) -> dict:
-        row = dict(row)
-        blob = row.pop("vector", None)
-        row["vector"] = np.frombuffer(blob, dtype=np.float32) if blob else None
-        return row
+    _interest = staticmethod(interest_from_row)
 
     def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
                      vector, paper_id: str | None = None, now: float) -> int:
@@ -664,11 +658,7 @@ class SQLiteStore:
         """Changes whenever any schedule changes; a running scheduler compares it."""
         return int(self.get_meta("schedules_version", "0"))
 
-    @staticmethod
-    def _post(row: dict) -> dict:
-        row = dict(row)
-        row["pick"] = json.loads(row["pick"]) if row.get("pick") else None
-        return row
+    _post = staticmethod(post_from_row)
 
     def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
                    pick: dict | None, status: str = "claimed", now: float) -> bool:
@@ -762,7 +752,7 @@ class SQLiteStore:
 
     def paper_signals(self) -> dict[str, float]:
         """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
-        return {pid: 0.5 * (code not in (None, "", "[]")) + 0.5 * (nums not in (None, "", "[]"))
+        return {pid: paper_signal(code, nums)
                 for pid, code, nums in self.db.execute("select id, code_urls, numbers from papers")}
 
     # -- reactions as feedback: the log, the papers behind messages, reading lists (store/feedback.py) --
@@ -793,24 +783,15 @@ class SQLiteStore:
         A daily post counts by its date as well as its posted_at, so a post made for
         a date (a catch-up, a test clock) lands in that date's window.
         """
-        def day_of(t: float) -> str:
-            t = min(max(t, 0.0), 253402214400.0)  # datetime's range, for 0 and inf
-            return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
-
-        rows = [{"ts": ts, "paper_id": pid, "kind": "daily", "posted_at": at, "posted_by": None, "day": day,
-                 "abstract_ts": abstract}
-                for ts, pid, at, day, abstract in self.db.execute(
-                    "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = ? "
-                    "and status = 'posted' and paper_id is not null and ts is not null "
-                    "and ((posted_at >= ? and posted_at < ?) or (day >= ? and day <= ?))",
-                    [channel, since, until, day_of(since), day_of(until)])]
-        rows += [{"ts": ts, "paper_id": pid, "kind": kind, "posted_at": at, "posted_by": by, "day": None,
-                  "abstract_ts": None}
-                 for ts, pid, kind, at, by in self.db.execute(
-                     "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
-                     "and posted_at >= ? and posted_at < ?", [channel, since, until])]
-        # Slack's message ts is the time it was posted, whatever clock wrote posted_at.
-        return sorted(rows, key=lambda r: (float(r["ts"]), r["ts"]))
+        daily = self.db.execute(
+            "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = ? "
+            "and status = 'posted' and paper_id is not null and ts is not null "
+            "and ((posted_at >= ? and posted_at < ?) or (day >= ? and day <= ?))",
+            [channel, since, until, utc_day(since), utc_day(until)])
+        shares = self.db.execute(
+            "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
+            "and posted_at >= ? and posted_at < ?", [channel, since, until])
+        return channel_message_rows(list(daily), list(shares))
 
     def add_reaction(self, row: dict) -> bool:
         """Append one reaction event to the log; False when its event_id is already there."""
@@ -901,24 +882,13 @@ class SQLiteStore:
             }
             db.execute("update schedules set set_by = null where set_by = ?", [user])
             picks = 0
-            named = re.compile(rf"@?\b{re.escape(user)}\b")
             for channel, day, pick in list(db.execute(
                     "select channel, day, pick from posts where pick like ?", [f"%{user}%"])):
-                data = json.loads(pick)
-                changed = False
-                for c in [data.get("choice") or {}, *(data.get("runners_up") or [])]:
-                    for key in ("added_by", "member"):
-                        if c.get(key) == user:
-                            c[key] = None
-                            changed = True
-                    for key, value in list(c.items()):  # "which got 🔥 from @UDAN" and the like
-                        if isinstance(value, str) and named.search(value):
-                            c[key] = named.sub("a member", value)
-                            changed = True
-                if changed:
+                scrubbed = pick_without(pick, user)
+                if scrubbed is not None:
                     picks += 1
                     db.execute("update posts set pick = ? where channel = ? and day = ?",
-                               [json.dumps(data, ensure_ascii=False), channel, day])
+                               [scrubbed, channel, day])
             counts["picks"] = picks
             return counts
 

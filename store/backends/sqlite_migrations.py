@@ -145,3 +145,14 @@ def m005_sources(db: sqlite_utils.Database):
         pk="id", not_null={"channel", "kind", "target"},
     )
     db.execute("create unique index feeds_channel_target on feeds(channel, kind, target)")
+
+
+@migrations()
+def m006_replicas(db: sqlite_utils.Database):
+    """Several bot processes on one database: Slack events handled once (event_id ->
+    the replica that took it) and named leases with an epoch fence for periodic sweeps."""
+    db["processed_events"].create({"event_id": str, "replica": str, "seen_at": float}, pk="event_id",
+                                  not_null={"replica", "seen_at"})
+    db["processed_events"].create_index(["seen_at"])
+    db["leases"].create({"name": str, "holder": str, "epoch": int, "expires_at": float}, pk="name",
+                        not_null={"holder", "epoch", "expires_at"})

@@ -1,0 +1,797 @@
+"""PostgresStore: the PostgreSQL backend of the Store protocol (psycopg 3 + psycopg_pool).
+
+Every public method means what SQLiteStore's does (tests/test_store.py runs both) and is
+one unit of work: reads run on an autocommit connection from the pool, writes in one
+transaction. Claims are compare-and-swap statements (INSERT ... ON CONFLICT DO NOTHING,
+UPDATE ... WHERE claimed_by = old), which READ COMMITTED re-checks after waiting for a
+row lock, so exactly one caller wins across any number of processes. The schema is in
+postgres_migrations. psycopg's errors stop here: lock timeouts, deadlocks, serialization
+failures and an exhausted pool are StoreBusy, anything else StoreError.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..base import BackupResult
+from ..errors import SchemaError, StoreBusy, StoreError
+from ..paper import Paper
+from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+from .replicas import REPLICA_METHODS, ReplicaTables
+from .rows import (
+    JSON_FIELDS as _JSON_FIELDS, channel_message_rows, interest_from_row, paper_from_row, paper_signal,
+    pick_without, post_from_row, utc_day,
+)
+
+LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
+CACHE_BUSY_MS = 100  # a cache write waits at most this long, then is skipped
+POOL_MAX = 8
+CONNECT_TIMEOUT_S = 10
+PAPER_COLUMNS = ("id", "collection", "year", "title", "short_name", "headline", "abstract", "raw",
+                 "raw_title", "url", "authors", "keywords", "code_urls", "numbers", "content_hash",
+                 "source", "created_at", "updated_at")
+_PAPER_SELECT = ", ".join(PAPER_COLUMNS)
+# The tsvector weights in LEXICAL_FIELDS order (short_name A ... abstract D), as SQLite's FTS columns.
+LEXICAL_FIELDS = ("short_name", "headline", "title", "abstract")
+_PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
+# FTS5's BM25 constants, so scores (and the search's fusion tuned on them) mean the same.
+BM25_K1, BM25_B = 1.2, 0.75
+_BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
+         pg_errors.QueryCanceled)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
+def _store_error(error: BaseException, where: str) -> StoreError:
+    if isinstance(error, PoolTimeout):
+        return StoreBusy(f"database {where} is busy (no free connection): {error}")
+    if isinstance(error, _BUSY):
+        return StoreBusy(f"database {where} is busy (another writer held a lock too long): {error}")
+    if isinstance(error, psycopg.OperationalError):
+        return StoreError(f"cannot reach database {where}: {error}")
+    return StoreError(f"cannot read database {where}: {error}")
+
+
+def _translated(fn):
+    """Wrap one public method so psycopg errors leave it as StoreBusy or StoreError."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(self, *args, **kwargs):
+            try:
+                yield from fn(self, *args, **kwargs)
+            except (psycopg.Error, PoolTimeout) as e:
+                raise _store_error(e, self.path) from e
+        return gen
+
+    @functools.wraps(fn)
+    def call(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except (psycopg.Error, PoolTimeout) as e:
+            raise _store_error(e, self.path) from e
+    return call
+
+
+def _pg_errors_stay_inside(cls):
+    for name, value in list(vars(cls).items()):
+        if name.startswith("_") or name in ("transaction", "connection") or not inspect.isfunction(value):
+            continue
+        setattr(cls, name, _translated(value))
+    for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
+        setattr(cls, name, _translated(getattr(ReplicaTables, name)))
+    return cls
+
+
+def _storable(values: Iterable[str]) -> list[str]:
+    """The values a text column can hold: PostgreSQL text has no NUL, so one with a NUL is
+    nowhere in the store (SQLite would simply find nothing)."""
+    return [v for v in values if "\x00" not in v]
+
+
+def _blob(vector) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def _vec(blob) -> np.ndarray | None:
+    return np.frombuffer(bytes(blob), dtype=np.float32) if blob is not None else None
+
+
+@_pg_errors_stay_inside
+class PostgresStore(ReplicaTables):
+    """The paperclub database in PostgreSQL; safe to share across threads and processes."""
+
+    backend = "postgresql"
+    _PARAM = "%s"
+
+    def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
+                 max_size: int = POOL_MAX):
+        self.url = url
+        self.path = redact(url)
+        self._bm25_cache: tuple[int, int, float] | None = None  # (papers_version, N, avgdl)
+        # lock_timeout joins any options the URL has (a test's search_path, say).
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.Error as e:
+            raise StoreError(f"bad PostgreSQL URL {self.path}: {e}") from e
+        params["options"] = f"{params.get('options', '')} -c lock_timeout={LOCK_TIMEOUT_MS}".strip()
+        conninfo = make_conninfo("", **params)
+        try:  # one direct try first: the server's own reason (no such role...) in one line, at once
+            psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
+        except psycopg.Error as e:
+            reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            raise StoreError(f"cannot reach PostgreSQL at {self.path}: {reason}") from None
+        self.pool = ConnectionPool(
+            conninfo, min_size=1, max_size=max_size, open=False, name="paperclub",
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
+            timeout=LOCK_TIMEOUT_MS / 1000)
+        try:
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout as e:
+            self.pool.close()
+            raise StoreError(f"cannot reach PostgreSQL at {self.path} within {CONNECT_TIMEOUT_S} s") from e
+        if must_exist and not self._has_schema():
+            self.pool.close()
+            raise StoreError(f"no database at {self.path} (no paperclub tables there)")
+        if migrate:
+            self.migrate()
+
+    # -- connections -------------------------------------------------------
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled autocommit connection (each statement its own transaction)."""
+        with self.pool.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """One write transaction on one pooled connection; rolled back if the block raises."""
+        with self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def _rows(self, sql: str, args: Sequence | dict = ()) -> list[dict]:
+        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, args).fetchall()
+
+    def _tuples(self, sql: str, args: Sequence | dict = ()) -> list[tuple]:
+        with self.connection() as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def _one(self, sql: str, args: Sequence | dict = ()):
+        with self.connection() as conn:
+            return conn.execute(sql, args).fetchone()
+
+    _read_one = _one
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- schema ------------------------------------------------------------
+    def _has_schema(self) -> bool:
+        return self._one("select to_regclass(%s) is not null", [MIGRATIONS_TABLE])[0]
+
+    def migrate(self) -> None:
+        with self.transaction() as conn:
+            # A transaction-level advisory lock: replicas starting together migrate one at a
+            # time, and the lock goes with the transaction (never held by a pooled session).
+            conn.execute("select pg_advisory_xact_lock(hashtext('paperclub-migrate'))")
+            conn.execute(f"create table if not exists {MIGRATIONS_TABLE} "
+                         "(name text primary key, applied_at timestamptz not null default now())")
+            done = {r[0] for r in conn.execute(f"select name from {MIGRATIONS_TABLE}")}
+            for name, statements in MIGRATIONS:
+                if name in done:
+                    continue
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute(f"insert into {MIGRATIONS_TABLE}(name) values (%s)", [name])
+
+    def schema_version(self) -> tuple[int, int]:
+        """(applied, known) migration counts; equal when the database is current."""
+        applied = {r[0] for r in self._tuples(f"select name from {MIGRATIONS_TABLE}")}
+        known = {name for name, _ in MIGRATIONS}
+        if applied - known:
+            raise SchemaError(
+                f"database {self.path} has migrations this version does not know: "
+                f"{', '.join(sorted(applied - known))}")
+        return len(applied & known), len(known)
+
+    # -- meta ----------------------------------------------------------------
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self._one("select value from meta where key = %s", [key])
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("insert into meta(key, value) values (%s, %s) "
+                         "on conflict(key) do update set value = excluded.value", [key, value])
+
+    @staticmethod
+    def _bump(conn, key: str) -> None:
+        conn.execute("insert into meta(key, value) values (%s, '1') "
+                     "on conflict(key) do update set value = (meta.value::bigint + 1)::text", [key])
+
+    def papers_version(self) -> int:
+        """Changes whenever papers or embeddings change; caches compare it."""
+        return int(self.get_meta("papers_version", "0"))
+
+    # -- papers --------------------------------------------------------------
+    def count_papers(self) -> int:
+        return self._one("select count(*) from papers")[0]
+
+    _paper = staticmethod(paper_from_row)
+
+    def get_paper(self, paper_id: str) -> Paper | None:
+        if not _storable([paper_id]):
+            return None
+        rows = self._rows(f"select {_PAPER_SELECT} from papers where id = %s", [paper_id])
+        return self._paper(rows[0]) if rows else None
+
+    def get_papers(self, ids: Iterable[str]) -> list[Paper]:
+        """Papers in the order of ids (missing ones left out)."""
+        ids = list(ids)
+        if not ids:
+            return []
+        found = {r["id"]: self._paper(r) for r in self._rows(
+            f"select {_PAPER_SELECT} from papers where id = any(%s)", [_storable(ids)])}
+        return [found[i] for i in ids if i in found]
+
+    def list_papers(self, *, limit: int | None = None, offset: int = 0,
+                    collection: str | None = None) -> list[Paper]:
+        sql, args = f"select {_PAPER_SELECT} from papers", []
+        if collection:
+            sql += " where lower(collection) = lower(%s)"
+            args.append(collection)
+        sql += " order by created_at, seq"
+        if limit is not None:
+            sql += " limit %s offset %s"
+            args += [limit, offset]
+        return [self._paper(r) for r in self._rows(sql, args)]
+
+    def iter_papers(self, batch: int = 1000) -> Iterator[Paper]:
+        last = -1
+        while True:
+            rows = self._rows(f"select seq, {_PAPER_SELECT} from papers where seq > %s "
+                              "order by seq limit %s", [last, batch])
+            if not rows:
+                return
+            for r in rows:
+                yield self._paper(r)
+            last = rows[-1]["seq"]
+
+    def collections(self) -> list[tuple[str, int | None, int]]:
+        """(collection, year, count) for every collection in the store."""
+        return [tuple(r) for r in self._tuples(
+            "select collection, year, count(*) from papers group by collection, year "
+            "order by collection, year")]
+
+    def paper_facets(self) -> list[tuple[str, str, int | None, str]]:
+        """(id, collection, year, short name) of every paper, oldest update first."""
+        return [tuple(r) for r in self._tuples(
+            "select id, coalesce(collection, ''), year, short_name from papers order by updated_at, seq")]
+
+    def paper_signals(self) -> dict[str, float]:
+        """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
+        return {pid: paper_signal(code, nums)
+                for pid, code, nums in self._tuples("select id, code_urls, numbers from papers")}
+
+    # -- identity keys (ingest) ---------------------------------------------
+    def lookup_keys(self, keys: Iterable[str]) -> dict[str, list[str]]:
+        """key -> paper ids holding it."""
+        out: dict[str, list[str]] = {}
+        for key, pid in self._tuples("select key, paper_id from paper_keys where key = any(%s)",
+                                     [_storable(dict.fromkeys(keys))]):
+            out.setdefault(key, []).append(pid)
+        return out
+
+    def paper_keys(self, ids: Iterable[str]) -> dict[str, list[str]]:
+        """paper id -> its identity keys (ext:, src:, title: ...), for naming a paper's source ids."""
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, list[str]] = {pid: [] for pid in ids}
+        for key, pid in self._tuples(
+                "select key, paper_id from paper_keys where paper_id = any(%s) order by key", [_storable(ids)]):
+            out[pid].append(key)
+        return out
+
+    def record_keys(self) -> set[str]:
+        """Every rec:<hash> seen so far: re-ingesting an unchanged record is a set lookup."""
+        return {r[0] for r in self._tuples("select key from paper_keys where key like 'rec:%%'")}
+
+    def id_taken(self, paper_id: str) -> bool:
+        return bool(_storable([paper_id])) and \
+            self._one("select 1 from papers where id = %s", [paper_id]) is not None
+
+    def paper_rows(self, ids: Iterable[str]) -> dict[str, dict]:
+        """Raw rows (all stored columns) by id, for ingest merges."""
+        return {r["id"]: r for r in self._rows(
+            f"select {_PAPER_SELECT} from papers where id = any(%s)", [_storable(ids)])}
+
+    def write_papers(self, rows: list[dict], keys: list[tuple[str, str]],
+                     replace_keys_for: Iterable[str] = (),
+                     embeddings: list[dict] = (), *, now: float) -> None:
+        """Upsert paper rows, their identity keys and embeddings in one transaction."""
+        by_columns: dict[tuple[str, ...], list[list]] = {}
+        for row in rows:
+            row = dict(row)
+            unknown = set(row) - set(PAPER_COLUMNS)
+            if unknown:
+                raise StoreError(f"papers has no column {', '.join(sorted(unknown))}")
+            for k in _JSON_FIELDS:
+                if k in row and not isinstance(row.get(k), str):
+                    row[k] = json.dumps(row.get(k) or [], ensure_ascii=False)
+            row.setdefault("created_at", now)
+            row["updated_at"] = now
+            cols = tuple(row)
+            by_columns.setdefault(cols, []).append([row[c] for c in cols])
+        with self.transaction() as conn:
+            with conn.cursor() as cur:
+                replace = list(replace_keys_for)
+                if replace:
+                    cur.execute("delete from paper_keys where paper_id = any(%s) "
+                                "and (key like 'abs:%%' or key like 'sent:%%')", [replace])
+                for cols, values in by_columns.items():
+                    updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
+                    cur.executemany(
+                        f"insert into papers({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))}) "
+                        f"on conflict(id) do update set {updates}", values)
+                if keys:
+                    cur.executemany("insert into paper_keys(key, paper_id) values (%s, %s) "
+                                    "on conflict do nothing", list(keys))
+            if embeddings:
+                self._put_embeddings(conn, embeddings)
+            if rows or embeddings:
+                self._bump(conn, "papers_version")
+
+    # -- embeddings ----------------------------------------------------------
+    @staticmethod
+    def _put_embeddings(conn, embeddings: list[dict]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "insert into embeddings(paper_id, model, dim, vector, content_hash) "
+                "values (%s, %s, %s, %s, %s) on conflict(paper_id, model) do update set "
+                "dim = excluded.dim, vector = excluded.vector, content_hash = excluded.content_hash",
+                [(e["paper_id"], e["model"], int(len(e["vector"])), _blob(e["vector"]), e["content_hash"])
+                 for e in embeddings])
+
+    def put_embeddings(self, embeddings: list[dict]) -> None:
+        with self.transaction() as conn:
+            self._put_embeddings(conn, embeddings)
+            self._bump(conn, "papers_version")
+
+    def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        """Cached vectors for these content hashes under this model."""
+        return {h: _vec(blob) for h, blob in self._tuples(
+            "select content_hash, vector from embeddings where model = %s and content_hash = any(%s)",
+            [model, _storable(dict.fromkeys(hashes))])}
+
+    def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
+        """(paper id, content hash) of papers with no current vector for this model."""
+        return [tuple(r) for r in self._tuples(
+            "select p.id, p.content_hash from papers p left join embeddings e "
+            "on e.paper_id = p.id and e.model = %s "
+            "where e.paper_id is null or e.content_hash is distinct from p.content_hash order by p.seq",
+            [model])]
+
+    def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
+        """All current vectors for a model as (ids, float32 matrix)."""
+        ids, blobs = [], []
+        with self.connection() as conn, conn.cursor(binary=True) as cur:
+            cur.execute("select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+                        "where e.model = %s and e.content_hash = p.content_hash order by p.seq", [model])
+            for pid, blob in cur:
+                ids.append(pid)
+                blobs.append(bytes(blob))
+        if not blobs:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return ids, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+
+    def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
+        row = self._one("select vector from embeddings where paper_id = %s and model = %s",
+                        [paper_id, model])
+        return _vec(row[0]) if row else None
+
+    # -- lexical search (used by store/search.py) ----------------------------
+    def _corpus_stats(self) -> tuple[int, float]:
+        """(papers, mean token count) for BM25, recomputed only when papers change."""
+        version = self.papers_version()
+        cached = self._bm25_cache
+        if cached and cached[0] == version:
+            return cached[1], cached[2]
+        n, avgdl = self._one("select count(*), coalesce(avg(doclen), 0) from papers")
+        self._bm25_cache = (version, int(n), float(avgdl))
+        return int(n), float(avgdl)
+
+    def lexical_search(self, terms: Sequence[str], *, limit: int = 100, collection: str | None = None,
+                       year: int | None = None,
+                       weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+        """(paper id, score) for papers holding any of the terms, best first (higher is better).
+
+        A term is a word or a space-joined phrase ('g nll'); anything but letters, digits and
+        single spaces is dropped. Terms go to PostgreSQL as one text[] parameter: no user
+        text is ever part of the SQL. The score is BM25 as SQLite's FTS5 computes it (k1 1.2,
+        b 0.75, idf clamped at 1e-6) over the weighted tsvector (weights per field in
+        LEXICAL_FIELDS order), so the search's fusion, tuned on FTS5, means the same here.
+        A phrase's frequency is its rarest word's.
+        """
+        phrases = [p for p in dict.fromkeys(terms) if _PHRASE.fullmatch(p)]
+        if not phrases:
+            return []
+        w = [float(x) for x in (weights or (1.0,) * len(LEXICAL_FIELDS))]
+        n, avgdl = self._corpus_stats()
+        filters, args = "", {"terms": phrases, "wa": w[0], "wb": w[1], "wc": w[2], "wd": w[3],
+                             "n": n, "avgdl": avgdl or 1.0, "k1": BM25_K1, "b": BM25_B, "limit": int(limit)}
+        if collection:
+            # 'ICLR' finds 'ICLR 2026': a venue without its year is what people type.
+            filters += " and (lower(collection) = lower(%(coll)s) or lower(collection) like lower(%(coll_like)s))"
+            args["coll"], args["coll_like"] = collection, collection + " %"
+        if year:
+            filters += " and year = %(year)s"
+            args["year"] = int(year)
+        sql = f"""
+            with q as materialized (
+                select t.ord, phraseto_tsquery('english', t.term) as query,
+                       tsvector_to_array(to_tsvector('english', t.term)) as lexemes
+                from unnest(%(terms)s::text[]) with ordinality as t(term, ord)
+            ), q1 as materialized (select * from q where numnode(query) > 0),
+            -- (paper, term) for every paper holding the term: the GIN index, once per term
+            m as materialized (
+                select p.id, p.collection, p.year, p.doclen, q1.ord, q1.lexemes
+                from q1 join papers p on p.tsv @@ q1.query
+            ), df as (select ord, count(*) as n from m group by ord),
+            hits as materialized (select * from m where true {filters}),
+            -- each candidate's tsvector is read once: weighted counts of the query's words
+            counts as (
+                select p.id, u.lexeme,
+                       sum(case w when 'A' then %(wa)s when 'B' then %(wb)s
+                                  when 'C' then %(wc)s else %(wd)s end) as c
+                from (select distinct id from hits) h join papers p on p.id = h.id
+                cross join lateral unnest(p.tsv) u cross join lateral unnest(u.weights) as w
+                where u.lexeme = any(array(select distinct l from q1, unnest(q1.lexemes) l))
+                group by p.id, u.lexeme
+            ), tf as (
+                select hits.id, hits.ord, hits.doclen, min(counts.c) as f
+                from hits join counts on counts.id = hits.id and counts.lexeme = any(hits.lexemes)
+                group by hits.id, hits.ord, hits.doclen
+            )
+            select tf.id, sum(
+                greatest(ln((%(n)s - df.n + 0.5) / (df.n + 0.5)), 1e-6)
+                * tf.f * (%(k1)s + 1)
+                / (tf.f + %(k1)s * (1 - %(b)s + %(b)s * tf.doclen / %(avgdl)s))) as score
+            from tf join df using (ord)
+            group by tf.id order by score desc, tf.id limit %(limit)s"""
+        return [(pid, float(score)) for pid, score in self._tuples(sql, args)]
+
+    def term_stats(self, words: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """word -> (the term the index keeps it under, how many papers hold it).
+
+        The term is the english stemmer's lexeme ('Videos' -> 'video'), '' when the
+        parser keeps nothing of the word (a stopword, punctuation; its count is then 0).
+        """
+        words = list(dict.fromkeys(words))
+        if not words:
+            return {}
+        out = {w: ("", 0) for w in words}  # a word with a NUL holds nothing the index keeps
+        words = _storable(words)
+        rows = self._tuples(
+            """with w as (select t.word, (select u.lexeme from unnest(to_tsvector('english', t.word)) u
+                                           order by u.positions[1], u.lexeme limit 1) as term
+                          from unnest(%s::text[]) as t(word))
+               select w.word, coalesce(w.term, ''),
+                      case when w.term is null then 0 else
+                        (select count(*) from papers p where p.tsv @@ quote_literal(w.term)::tsquery) end
+               from w""", [words])
+        out.update({word: (term, int(count)) for word, term, count in rows})
+        return out
+
+    # -- summaries cache -----------------------------------------------------
+    def get_summary(self, content_hash: str, backend: str) -> dict | None:
+        row = self._one("select data from summaries where content_hash = %s and backend = %s",
+                        [content_hash, backend])
+        return json.loads(row[0]) if row else None
+
+    def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
+        """Cache a summary; False (not cached) when another writer holds the row or no
+        connection is free, so a reply never waits on the cache."""
+        try:
+            with self.pool.connection(timeout=CACHE_BUSY_MS / 1000) as conn, conn.transaction():
+                conn.execute(f"set local lock_timeout = {CACHE_BUSY_MS}")
+                conn.execute(
+                    "insert into summaries(content_hash, backend, data, created_at) values (%s, %s, %s, %s) "
+                    "on conflict(content_hash, backend) do update set data = excluded.data, "
+                    "created_at = excluded.created_at",
+                    [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+            return True
+        except (PoolTimeout, *_BUSY):
+            return False
+
+    # -- maintenance ---------------------------------------------------------
+    def integrity_ok(self) -> bool:
+        """The server answers and every known migration is applied (PostgreSQL checks its own pages)."""
+        applied, known = self.schema_version()
+        return applied == known
+
+    def backup_to(self, target: str | Path, *, force: bool = False) -> BackupResult:
+        """Not this process's job on PostgreSQL: the server's own tools make consistent copies."""
+        raise StoreError(
+            f"paperclub backup copies SQLite files; back up PostgreSQL with pg_dump, e.g. "
+            f"`pg_dump -Fc -f {target} '{self.path}'` (restore with pg_restore)")
+
+    # -- paper of the day: interests, schedules, posts ------------------------
+    _interest = staticmethod(interest_from_row)
+
+    def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
+                     vector, paper_id: str | None = None, now: float) -> int:
+        """Store one channel interest with its embedding; returns its id."""
+        with self.transaction() as conn:
+            return conn.execute(
+                "insert into interests(channel, text, paper_id, added_by, model, vector, created_at) "
+                "values (%s, %s, %s, %s, %s, %s, %s) returning id",
+                [channel, text, paper_id, added_by, model, _blob(vector), now]).fetchone()[0]
+
+    def interests(self, channel: str) -> list[dict]:
+        """A channel's interests, oldest first (the order /paper interests numbers them in)."""
+        return [self._interest(r) for r in self._rows(
+            "select * from interests where channel = %s order by created_at, id", [channel])]
+
+    def remove_interest(self, channel: str, interest_id: int) -> dict | None:
+        """Delete one interest of this channel; returns it, or None if there was none."""
+        with self.transaction() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute("delete from interests where channel = %s and id = %s returning *",
+                              [channel, interest_id]).fetchone()
+            return self._interest(row) if row else None
+
+    def set_interest_vectors(self, rows: Iterable[tuple[int, str, np.ndarray]]) -> None:
+        """Replace interest embeddings (id, model, vector) after a model change."""
+        with self.transaction() as conn, conn.cursor() as cur:
+            cur.executemany("update interests set model = %s, vector = %s where id = %s",
+                            [(model, _blob(v), iid) for iid, model, v in rows])
+
+    def set_schedule(self, channel: str, *, hour: int, minute: int, tz: str, days: str,
+                     set_by: str | None, now: float) -> None:
+        """Create or replace a channel's post schedule."""
+        with self.transaction() as conn:
+            conn.execute(
+                "insert into schedules(channel, hour, minute, tz, days, set_by, updated_at) "
+                "values (%s, %s, %s, %s, %s, %s, %s) on conflict(channel) do update set "
+                "hour = excluded.hour, minute = excluded.minute, tz = excluded.tz, days = excluded.days, "
+                "set_by = excluded.set_by, updated_at = excluded.updated_at",
+                [channel, hour, minute, tz, days, set_by, now])
+            self._bump(conn, "schedules_version")
+
+    def delete_schedule(self, channel: str) -> bool:
+        """Turn a channel's daily post off; False when it had none."""
+        with self.transaction() as conn:
+            gone = conn.execute("delete from schedules where channel = %s", [channel]).rowcount
+            if gone:
+                self._bump(conn, "schedules_version")
+            return bool(gone)
+
+    def get_schedule(self, channel: str) -> dict | None:
+        rows = self._rows("select * from schedules where channel = %s", [channel])
+        return rows[0] if rows else None
+
+    def schedules(self) -> list[dict]:
+        """Every channel's schedule (the scheduler is rebuilt from these)."""
+        return self._rows("select * from schedules order by channel")
+
+    def schedules_version(self) -> int:
+        """Changes whenever any schedule changes; a running scheduler compares it."""
+        return int(self.get_meta("schedules_version", "0"))
+
+    _post = staticmethod(post_from_row)
+
+    def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
+                   pick: dict | None, status: str = "claimed", now: float) -> bool:
+        """Claim (channel, day) for posting; exactly one caller ever gets True.
+
+        The primary key (and the one-paper-per-channel index) is the arbiter: concurrent
+        inserts wait on each other's index entry and all but one do nothing.
+        """
+        with self.transaction() as conn:
+            cur = conn.execute(
+                "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
+                "values (%s, %s, %s, %s, %s, %s, %s, 0) on conflict do nothing",
+                [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
+                 claimer, now])
+            return cur.rowcount == 1
+
+    def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
+                       now: float) -> bool:
+        """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
+        with self.transaction() as conn:
+            return conn.execute(
+                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed' "
+                "where channel = %s and day = %s and claimed_by = %s and status in ('claimed', 'failed')",
+                [claimer, now, channel, day, old_claimer]).rowcount == 1
+
+    def get_post(self, channel: str, day: str) -> dict | None:
+        rows = self._rows("select * from posts where channel = %s and day = %s", [channel, day])
+        return self._post(rows[0]) if rows else None
+
+    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str, now: float) -> bool:
+        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
+        with self.transaction() as conn:
+            return conn.execute(
+                "update posts set status = 'posted', ts = %s, posted_at = %s, error = null "
+                "where channel = %s and day = %s and claimed_by = %s and status != 'posted'",
+                [ts, now, channel, day, claimer]).rowcount == 1
+
+    def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
+        """Give up for now: a later start-up (or `paperclub pick --post`) may take it over."""
+        with self.transaction() as conn:
+            conn.execute("update posts set status = 'failed', error = %s "
+                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed'",
+                         [error, channel, day, claimer])
+
+    def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("update posts set abstract_ts = %s where channel = %s and day = %s",
+                         [ts, channel, day])
+
+    def post_history(self, channel: str) -> list[dict]:
+        """Every day this channel was (or is being) shown a paper, oldest first."""
+        return [self._post(r) for r in self._rows(
+            "select * from posts where channel = %s and paper_id is not null order by day", [channel])]
+
+    def post_days(self, channel: str, since: str) -> dict[str, str]:
+        """day -> status for this channel's post rows on or after `since`."""
+        return dict(self._tuples("select day, status from posts where channel = %s and day >= %s",
+                                 [channel, since]))
+
+    def previous_post(self, channel: str, before: str) -> dict | None:
+        """The latest posted day before `before` (for 'how the team reacted')."""
+        rows = self._rows("select * from posts where channel = %s and day < %s and status = 'posted' "
+                          "order by day desc limit 1", [channel, before])
+        return self._post(rows[0]) if rows else None
+
+    def post_for_message(self, channel: str, ts: str) -> dict | None:
+        """The daily post a Slack message ts belongs to (reactions are keyed by it)."""
+        rows = self._rows("select * from posts where channel = %s and ts = %s", [channel, ts])
+        return self._post(rows[0]) if rows else None
+
+    # -- reactions as feedback: the log, the papers behind messages, reading lists --
+    def record_message_paper(self, channel: str, ts: str, paper_id: str, *, kind: str,
+                             posted_by: str | None = None, now: float) -> bool:
+        """Remember which paper one of the bot's messages shows (shares); False if already known."""
+        with self.transaction() as conn:
+            return conn.execute(
+                "insert into message_papers(channel, ts, paper_id, kind, posted_by, posted_at) "
+                "values (%s, %s, %s, %s, %s, %s) on conflict(channel, ts) do nothing",
+                [channel, ts, paper_id, kind, posted_by, now]).rowcount == 1
+
+    def paper_for_message(self, channel: str, ts: str) -> dict | None:
+        """{paper_id, kind, posted_at} for a bot message (daily post, its abstract reply, a share)."""
+        row = self._one("select paper_id, posted_at from posts where channel = %s "
+                        "and (ts = %s or abstract_ts = %s) and paper_id is not null", [channel, ts, ts])
+        if row:
+            return {"paper_id": row[0], "kind": "daily", "posted_at": row[1]}
+        row = self._one("select paper_id, kind, posted_at from message_papers where channel = %s and ts = %s",
+                        [channel, ts])
+        return {"paper_id": row[0], "kind": row[1], "posted_at": row[2]} if row else None
+
+    def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
+        """The bot's paper messages in a channel from [since, until), in posting order.
+
+        A daily post counts by its date as well as its posted_at, so a post made for a
+        date (a catch-up, a test clock) lands in that date's window.
+        """
+        daily = self._tuples(
+            "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = %s "
+            "and status = 'posted' and paper_id is not null and ts is not null "
+            "and ((posted_at >= %s and posted_at < %s) or (day >= %s and day <= %s))",
+            [channel, since, until, utc_day(since), utc_day(until)])
+        shares = self._tuples(
+            "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = %s "
+            "and posted_at >= %s and posted_at < %s", [channel, since, until])
+        return channel_message_rows(list(daily), list(shares))
+
+    _REACTION_COLUMNS = ("event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
+                         "event_ts", "event_time", "recorded_at")
+
+    def add_reaction(self, row: dict) -> bool:
+        """Append one reaction event to the log; False when its event_id is already there."""
+        cols = self._REACTION_COLUMNS
+        names = ", ".join('"user"' if c == "user" else c for c in cols)
+        with self.transaction() as conn:
+            return conn.execute(
+                f"insert into reactions({names}) values ({', '.join(['%s'] * len(cols))}) "
+                "on conflict(event_id) do nothing", [row.get(c) for c in cols]).rowcount == 1
+
+    def reactions(self, *, channel: str | None = None, user: str | None = None,
+                  paper_ids: Iterable[str] | None = None, before: float | None = None) -> list[dict]:
+        """Reaction log rows (added and removed), in the order they happened."""
+        sql, args = "select * from reactions where true", []
+        if channel is not None:
+            sql += " and channel = %s"
+            args.append(channel)
+        if user is not None:
+            sql += ' and "user" = %s'
+            args.append(user)
+        if before is not None:
+            sql += " and event_ts < %s"
+            args.append(before)
+        if paper_ids is not None:
+            ids = list(dict.fromkeys(paper_ids))
+            if not ids:
+                return []
+            sql += " and paper_id = any(%s)"
+            args.append(ids)
+        return self._rows(sql + " order by event_ts, id", args)
+
+    def reaction_channels(self) -> list[str]:
+        """Channels with at least one logged reaction."""
+        return [r[0] for r in self._tuples("select distinct channel from reactions order by channel")]
+
+    def save_paper(self, user: str, paper_id: str, *, source: str = "button", now: float) -> bool:
+        """Put a paper on a member's reading list; False when it was already there.
+
+        A Save click makes the entry the member's own choice ("button"), so taking a
+        👀 off later does not remove it.
+        """
+        with self.transaction() as conn:
+            if conn.execute('insert into saved_papers("user", paper_id, source, saved_at) '
+                            "values (%s, %s, %s, %s) on conflict do nothing",
+                            [user, paper_id, source, now]).rowcount == 1:
+                return True
+            if source == "button":
+                conn.execute("update saved_papers set source = 'button' "
+                             "where \"user\" = %s and paper_id = %s and source != 'button'", [user, paper_id])
+            return False
+
+    def unsave_paper(self, user: str, paper_id: str, *, source: str | None = None) -> bool:
+        """Take a paper off a reading list (only if it was saved that way, when `source` is given)."""
+        sql, args = 'delete from saved_papers where "user" = %s and paper_id = %s', [user, paper_id]
+        if source is not None:
+            sql += " and source = %s"
+            args.append(source)
+        with self.transaction() as conn:
+            return conn.execute(sql, args).rowcount > 0
+
+    def saved_papers(self, user: str) -> list[dict]:
+        """A member's reading list, newest first: {paper_id, source, saved_at}."""
+        return self._rows('select paper_id, source, saved_at from saved_papers where "user" = %s '
+                          "order by saved_at desc, seq desc", [user])
+
+    def forget_user(self, user: str) -> dict[str, int]:
+        """Delete a member's reactions and reading list and unlink their name from interests,
+        shares and stored picks, in one transaction; counts of what changed."""
+        with self.transaction() as conn:
+            counts = {
+                "reactions": conn.execute('delete from reactions where "user" = %s', [user]).rowcount,
+                "saved": conn.execute('delete from saved_papers where "user" = %s', [user]).rowcount,
+                "interests": conn.execute("update interests set added_by = null where added_by = %s",
+                                          [user]).rowcount,
+                "shares": conn.execute("update message_papers set posted_by = null where posted_by = %s",
+                                       [user]).rowcount,
+            }
+            picks = 0
+            for channel, day, pick in conn.execute(
+                    "select channel, day, pick from posts where strpos(pick, %s) > 0 for update",
+                    [user]).fetchall():
+                scrubbed = pick_without(pick, user)
+                if scrubbed is not None:
+                    picks += 1
+                    conn.execute("update posts set pick = %s where channel = %s and day = %s",
+                               [scrubbed, channel, day])
+            counts["picks"] = picks
+            return counts

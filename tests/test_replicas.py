@@ -1,0 +1,63 @@
+"""Several bot replicas on one database: each Slack event handled once, sweeps under a lease
+with an epoch fence. Runs on every backend (the store fixture); races use one Store per replica."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from store import open_store
+
+
+def test_a_redelivered_event_is_handled_by_one_replica_only(store):
+    assert store.claim_event("Ev1", replica="r1", now=100.0)
+    assert not store.claim_event("Ev1", replica="r2", now=101.0)  # Slack's retry, on another replica
+    assert not store.claim_event("Ev1", replica="r1", now=102.0)
+    assert store.claim_event("Ev2", replica="r2", now=103.0)
+
+
+def test_old_event_records_are_dropped_but_recent_ones_kept(store):
+    assert store.claim_event("Ev1", replica="r1", now=0.0)
+    assert not store.claim_event("Ev1", replica="r1", now=3_000.0, keep=3_600.0)
+    assert store.claim_event("Ev2", replica="r1", now=10_000.0, keep=3_600.0)  # prunes Ev1 on the way
+    assert store.claim_event("Ev1", replica="r1", now=10_001.0, keep=3_600.0)
+
+
+def test_the_lease_has_one_holder_and_a_new_epoch_whenever_it_changes_hands(store):
+    first = store.acquire_lease("sweep", holder="r1", ttl=10.0, now=100.0)
+    assert first == 1
+    assert store.acquire_lease("sweep", holder="r2", ttl=10.0, now=105.0) is None  # r1 is alive
+    assert store.acquire_lease("sweep", holder="r1", ttl=10.0, now=108.0) == first  # renewed, same epoch
+    assert store.lease_holder("sweep", now=110.0) == {"holder": "r1", "epoch": 1, "expires_at": 118.0}
+    # r1 dies: no renewal. Once the lease expires, r2 takes it with a higher epoch...
+    assert store.acquire_lease("sweep", holder="r2", ttl=10.0, now=117.9) is None
+    second = store.acquire_lease("sweep", holder="r2", ttl=10.0, now=118.0)
+    assert second == 2
+    # ...and r1's writes, still carrying epoch 1, are fenced off even if r1 wakes up.
+    assert not store.holds_lease("sweep", holder="r1", epoch=first, now=119.0)
+    assert store.holds_lease("sweep", holder="r2", epoch=second, now=119.0)
+    assert not store.holds_lease("sweep", holder="r2", epoch=second, now=128.0)  # expired itself
+    assert store.acquire_lease("sweep", holder="r1", ttl=10.0, now=119.0) is None
+    # A clean shutdown hands over at once; a stale epoch cannot release it.
+    assert not store.release_lease("sweep", holder="r2", epoch=first)
+    assert store.release_lease("sweep", holder="r2", epoch=second)
+    assert store.lease_holder("sweep", now=120.0) is None
+    assert store.acquire_lease("sweep", holder="r3", ttl=10.0, now=120.0) == 3
+    assert store.acquire_lease("other", holder="r1", ttl=10.0, now=120.0) == 1  # leases are per name
+
+
+def test_racing_replicas_get_one_event_and_one_lease(store_url):
+    replicas = [open_store(store_url) for _ in range(6)]
+    try:
+        def race(i):
+            s = replicas[i]
+            return (s.claim_event("EvRace", replica=f"r{i}", now=50.0),
+                    s.acquire_lease("sweep", holder=f"r{i}", ttl=5.0, now=50.0))
+
+        with ThreadPoolExecutor(len(replicas)) as pool:
+            results = list(pool.map(race, range(len(replicas))))
+        assert sum(handled for handled, _ in results) == 1
+        holders = [i for i, (_, epoch) in enumerate(results) if epoch is not None]
+        assert len(holders) == 1
+        assert replicas[0].lease_holder("sweep", now=51.0)["holder"] == f"r{holders[0]}"
+    finally:
+        for s in replicas:
+            s.close()
