@@ -290,7 +290,7 @@ def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime
     """Nominate a paper for the next open session: (session date, newly added)."""
     spec = club_for(store, channel)
     if spec is None or not spec.active:
-        raise ClubError("This channel has no club yet: `/paper club` sets one up.")
+        raise ClubError("This channel has no reading group, or it is off; an admin can set one up.")
     if paper_id in read_papers(store, channel):
         raise ClubError("The club has read that paper already.")
     start = nomination_session(spec, now, skipped=skipped_for(store, channel))
@@ -299,13 +299,18 @@ def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime
     return start.date(), store.add_nomination(channel, start.date().isoformat(), paper_id, user, now=now.timestamp())
 
 
+def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:
+    """Whether votes for the session on `day` are still taken (the club meets then, before its cutoff)."""
+    spec = club_for(store, channel)
+    if spec is None or not spec.active:
+        return False
+    start = [s for s in session_starts(spec, now - timedelta(days=15), count=6) if s.date() == day]
+    return bool(start) and timeline(spec, start[0]).cutoff > now
+
+
 def cast_vote(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:
     """'added', 'already', 'full', 'closed' (after the cutoff) or 'unknown' (not a candidate)."""
-    spec = club_for(store, channel)
-    if spec is None:
-        return "unknown"
-    start = [s for s in session_starts(spec, now - timedelta(days=15), count=4) if s.date() == day]
-    if not start or timeline(spec, start[0]).cutoff <= now:
+    if not voting_open(store, channel, day, now):
         return "closed"
     if paper_id not in {n.paper_id for n in nominations_for(store, channel, day)}:
         return "unknown"

@@ -864,8 +864,12 @@ class SQLiteStore:
         if unknown:
             raise StoreError(f"unknown club fields {sorted(unknown)}")
         with self.transaction() as db:
-            db["clubs"].upsert({"channel": channel, **fields, "set_by": set_by, "updated_at": now},
-                               pk="channel")
+            if list(db.query("select 1 from clubs where channel = ?", [channel])):
+                sets = ", ".join(f"{k} = ?" for k in fields)  # names checked against _CLUB_FIELDS above
+                db.execute(f"update clubs set {sets}{', ' if sets else ''}set_by = ?, updated_at = ? "
+                           "where channel = ?", [*fields.values(), set_by, now, channel])
+            else:
+                db["clubs"].insert({"channel": channel, **fields, "set_by": set_by, "updated_at": now})
 
     def get_club(self, channel: str) -> dict | None:
         rows = list(self.db.query("select * from clubs where channel = ?", [channel]))

@@ -1,0 +1,378 @@
+"""The reading group in Slack: `/paper club ...`, `/paper nominate`, the setup modal, votes, swaps.
+
+A handler parses, calls store/club.py, renders with bot/blocks.py. Votes arrive
+as clicks on the agenda post, which is updated in place (chat.update) with the
+counts; a click after the cutoff gets a polite ephemeral answer.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from store import club as cl
+from store.errors import StoreError
+
+from . import blocks as bk
+from .blocks import code, mention
+from .commands import Call, Reply, Subcommand, channel_of, problem_reply, resolve
+from .commands_daily import is_admin
+
+if TYPE_CHECKING:
+    from slack_bolt import App
+    from slack_sdk import WebClient
+
+    from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+AGENDA_EVENT = "paperclub_club"  # message metadata on the club's posts: {"kind", "date"}
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
+HISTORY_LISTED = 15
+
+
+def _label(dt: datetime) -> str:
+    return f"{dt:%a %-d %b} at {dt:%H:%M} {dt.tzinfo}"
+
+
+def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
+    spec = cl.club_for(deps.store, channel)
+    if spec is None or not spec.active:
+        raise cl.ClubError(f"This channel has no reading group yet: {deps.command} club sets one up.")
+    return spec
+
+
+def _next(deps: Deps, channel: str, spec: cl.ClubSpec) -> datetime | None:
+    return cl.next_session(spec, deps.clock(), skipped=cl.skipped_for(deps.store, channel))
+
+
+# -- /paper club -------------------------------------------------------------------------------
+def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None) -> Reply:
+    """The next session: date, paper, presenter, votes so far, who is in."""
+    spec = cl.club_for(deps.store, channel)
+    members = [m["user"] for m in deps.store.club_members(channel)]
+    lines = [bk.esc(note)] if note else []
+    if spec is None or not spec.active:
+        lines.append("This channel has no reading group yet." if spec is None else "The reading group is off.")
+    else:
+        start = _next(deps, channel, spec)
+        lines.append(f"Meets {bk.esc(spec.describe())}.")
+        if start is not None:
+            day = start.date().isoformat()
+            row = deps.store.get_club_session(channel, day) or {}
+            paper = deps.store.get_paper(row["paper_id"]) if row.get("paper_id") else None
+            noms = deps.store.nominations(channel, day)
+            votes = deps.store.club_votes(channel, day)
+            lines.append(f"*Next session:* {bk.esc(_label(start))}")
+            lines.append(f"*Paper:* {bk.esc(paper.short_name) if paper else '_not chosen yet_'}")
+            lines.append(f"*Presenter:* {mention(row['presenter']) if row.get('presenter') else '_not chosen yet_'}")
+            lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
+    lines.append(f"*Members:* {', '.join(mention(m) for m in members) if members else '_nobody yet_'}")
+    cmd = deps.command
+    footer = " · ".join(code(f"{cmd} {c}") for c in (
+        "club join", "club leave", "club away <date or range>", "nominate <paper>", "club history"))
+    blocks = bk.club_status_blocks(lines, setup_channel=channel if is_admin(deps, user) else None, footer=footer)
+    return Reply("\n".join(lines), blocks)
+
+
+def handle_club(deps: Deps, call: Call) -> Reply:
+    channel = channel_of(call)
+    word, _, rest = call.args.partition(" ")
+    word, rest = word.lower(), rest.strip()
+    now = deps.clock()
+    store = deps.store
+    if not word:
+        return status_reply(deps, channel, call.user_id)
+    if word in ("join", "leave"):
+        _spec(deps, channel)
+        changed = store.set_club_member(channel, call.user_id, active=word == "join", now=now.timestamp())
+        if word == "join":
+            note = "You are in the presenter rotation." if changed else "You were in the rotation already."
+        else:
+            note = "You left the presenter rotation." if changed else "You were not in the rotation."
+        return status_reply(deps, channel, call.user_id, note=note)
+    if word == "away":
+        spec = _spec(deps, channel)
+        start, end = cl.parse_away(rest, now.astimezone(_zone(spec)).date())
+        store.add_club_away(channel, call.user_id, start.isoformat(), end.isoformat(), now=now.timestamp())
+        span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
+        return Reply(f"Noted: you are away {span}; you will not be asked to present then.")
+    if word == "skip":
+        spec = _spec(deps, channel)
+        if not is_admin(deps, call.user_id):
+            return problem_reply(deps, "Only the reading group's admins can skip a session.")
+        try:
+            day = date.fromisoformat(rest)
+        except ValueError:
+            return problem_reply(deps, f"Which session? Write its date: {deps.command} club skip 2026-12-10.")
+        starts = cl.session_starts(spec, now, count=60)
+        if day not in {s.date() for s in starts}:
+            return problem_reply(deps, f"The club does not meet on {day.isoformat()}.")
+        store.put_club_session(channel, day.isoformat(), state="skipped", now=now.timestamp())
+        return status_reply(deps, channel, call.user_id, note=f"The session on {day.isoformat()} is cancelled.")
+    if word == "off":
+        spec = _spec(deps, channel)
+        if not is_admin(deps, call.user_id):
+            return problem_reply(deps, "Only the reading group's admins can stop the club.")
+        store.set_club(channel, set_by=call.user_id, now=now.timestamp(), active=0)
+        return Reply("The reading group is off. Its history stays; an admin can set it up again.")
+    if word == "history":
+        return history_reply(deps, channel)
+    if word == "swap":
+        return swap_reply(deps, call, channel)
+    return problem_reply(deps, f"I don't know {code('club ' + word)}.",
+                         hint=f"Try {code(deps.command + ' club')} for the next session.")
+
+
+def _zone(spec: cl.ClubSpec):
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(spec.tz)
+
+
+def history_reply(deps: Deps, channel: str) -> Reply:
+    """Past sessions: date, paper, presenter, votes, a link to the thread."""
+    rows = [r for r in deps.store.club_sessions(channel) if r["state"] == "held"][-HISTORY_LISTED:]
+    if not rows:
+        return Reply("The club has no past sessions yet.", bk.message_blocks("The club has no past sessions yet."))
+    lines = []
+    for r in reversed(rows):
+        paper = deps.store.get_paper(r["paper_id"]) if r["paper_id"] else None
+        name = bk.esc(paper.short_name) if paper else "_a paper no longer in the library_"
+        who = mention(r["presenter"]) if r["presenter"] else "_nobody_"
+        thread = ""
+        if r.get("thread_ts"):
+            thread = " · " + bk.link(f"https://slack.com/archives/{channel}/p{r['thread_ts'].replace('.', '')}",
+                                     "thread")
+        lines.append(f"*{r['date']}* {name}, presented by {who} · {r.get('votes') or 0} votes{thread}")
+    return Reply("\n".join(lines), bk.message_blocks("\n".join(lines), title="Reading group history"))
+
+
+def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
+    """Offer my next presenting slot to another member; nothing changes until they accept."""
+    found = _MENTION.search(call.raw)
+    if not found:
+        return problem_reply(deps, f"Whom should I ask? {deps.command} club swap @member")
+    other = found.group(1)
+    _spec(deps, channel)
+    now = deps.clock()
+    mine = [r for r in deps.store.club_sessions(channel)
+            if r["state"] == "planned" and r["presenter"] == call.user_id and r["date"] >= now.date().isoformat()]
+    if not mine:
+        return problem_reply(deps, "You have no session to present yet.")
+    if other == call.user_id:
+        return problem_reply(deps, "That is you.")
+    if other not in {m["user"] for m in deps.store.club_members(channel)}:
+        return problem_reply(deps, f"{mention(other)} is not in the rotation.")
+    day = mine[0]["date"]
+    if cl.is_away(other, date.fromisoformat(day), cl.aways_for(deps.store, channel)):
+        return problem_reply(deps, f"{mention(other)} is away on {day}.")
+    text = f"{mention(call.user_id)} asks {mention(other)} to present on {day} instead. {mention(other)}, will you?"
+    return Reply(text, bk.swap_blocks(text, f"{day}|{call.user_id}|{other}"), in_channel=True)
+
+
+def handle_nominate(deps: Deps, call: Call) -> Reply:
+    if not call.args:
+        return problem_reply(deps, f"Which paper? {deps.command} nominate <paper name or id>")
+    paper, note = resolve(deps, call.args)
+    return nominate_reply(deps, channel_of(call), paper, call.user_id, note=note)
+
+
+def nominate_reply(deps: Deps, channel: str, paper, user: str, *, note: str | None = None) -> Reply:
+    day, added = cl.nominate(deps.store, channel, paper.id, user, deps.clock())
+    name = bk.esc(paper.short_name)
+    text = (f"Nominated *{name}* for the session on {day.isoformat()}." if added
+            else f"*{name}* is already nominated for {day.isoformat()}.")
+    if note:
+        text = f"{bk.esc(note)}\n{text}"
+    return Reply(text, bk.message_blocks(text))
+
+
+# -- the agenda ---------------------------------------------------------------------------------
+def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False) -> dict:
+    """chat.postMessage / chat.update arguments for the session's agenda, counts included."""
+    store = deps.store
+    spec = _spec(deps, channel)
+    noms = store.nominations(channel, day.isoformat())
+    counts: dict[str, int] = {}
+    for v in store.club_votes(channel, day.isoformat()):
+        counts[v["paper_id"]] = counts.get(v["paper_id"], 0) + 1
+    papers = {p.id: p for p in store.get_papers([n["paper_id"] for n in noms])}
+    candidates = [(papers[n["paper_id"]], n["user"], counts.get(n["paper_id"], 0)) for n in noms
+                  if n["paper_id"] in papers]
+    start = [s for s in cl.session_starts(spec, deps.clock() - timedelta(days=15), count=6) if s.date() == day]
+    cutoff = cl.timeline(spec, start[0]).cutoff if start else None
+    blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(), note=None,
+                              cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed)
+    return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: vote on the agenda"),
+            "blocks": [b.to_dict() for b in blocks],
+            "metadata": {"event_type": AGENDA_EVENT, "event_payload": {"kind": "agenda", "date": day.isoformat()}},
+            "unfurl_links": False, "unfurl_media": False}
+
+
+def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str:
+    """Post the agenda and remember its ts on the session row (the scheduled path goes through posting)."""
+    ts = client.chat_postMessage(**agenda_message(deps, channel, day))["ts"]
+    deps.store.put_club_session(channel, day.isoformat(), agenda_ts=ts, now=deps.clock().timestamp())
+    return ts
+
+
+_VOTE_ANSWERS = {
+    "already": "You have already voted for that paper; your vote counts once.",
+    "full": f"You have used your {cl.MAX_VOTES} votes. Clear your votes to choose again.",
+    "closed": "Voting for that session has closed, sorry: the winner is being announced.",
+    "unknown": "That paper is not on this session's list.",
+}
+
+
+# -- listeners ----------------------------------------------------------------------------------
+def register(app: App, deps: Deps) -> None:
+    """The club's buttons and the setup modal."""
+    store = deps.store
+
+    def ephemeral(respond, text: str) -> None:
+        respond(text=text, response_type="ephemeral", replace_original=False)
+
+    def user_of(body) -> str:
+        return (body.get("user") or {}).get("id") or ""
+
+    def channel_of_body(body) -> str:
+        return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
+
+    @app.action(bk.ACTION_CLUB_SETUP)
+    def handle_setup_button(ack, action, body, client):
+        ack()
+        channel = (action.get("value") or "").strip() or channel_of_body(body)
+        if not is_admin(deps, user_of(body)):
+            return
+        # trigger_id expires ~3 s after the click: open the modal now, before anything slow.
+        client.views_open(trigger_id=body["trigger_id"], view=bk.club_setup_view(channel, store.get_club(channel)))
+
+    @app.view(bk.CLUB_SETUP_VIEW)
+    def handle_setup_submission(ack, body, view):
+        user = user_of(body)
+        channel = view.get("private_metadata") or ""
+        values = (view.get("state") or {}).get("values") or {}
+
+        def val(block: str):
+            v = (values.get(block) or {}).get("value") or {}
+            return (v.get("selected_option") or {}).get("value") or v.get("selected_time") or v.get("value")
+
+        if not is_admin(deps, user) or not channel:
+            ack(response_action="errors", errors={"weekday": "Only the reading group's admins can set it up."})
+            return
+        try:
+            hour, minute = (int(x) for x in (val("time") or "").split(":"))
+            lead, cutoff = int(val("lead") or 0), int(val("cutoff") or 0)
+        except ValueError:
+            ack(response_action="errors", errors={"time": "Pick a time, and whole hours for the deadlines."})
+            return
+        try:
+            from store.schedule import check_timezone
+
+            tz = check_timezone((val("tz") or "").strip())
+        except StoreError as exc:
+            ack(response_action="errors", errors={"tz": str(exc)[:150]})
+            return
+        try:
+            spec = cl.ClubSpec(int(val("weekday") or 0), hour, minute, tz, val("cadence") or cl.WEEKLY,
+                               lead_hours=lead, cutoff_hours=cutoff, mode=val("mode") or cl.VOTE)
+        except StoreError as exc:
+            ack(response_action="errors", errors={"cutoff": str(exc)[:150]})
+            return
+        ack()
+        cl.set_club(store, channel, spec, by=user, now=deps.clock())
+        log.info("club set up in %s by %s: %s", channel, user, spec.describe())
+
+    @app.action(bk.ACTION_NOMINATE)
+    def handle_nominate_button(ack, action, body, respond):
+        ack()
+
+        def job():
+            paper = store.get_paper((action.get("value") or "").strip())
+            if paper is None:
+                return ephemeral(respond, "That paper is no longer in the library.")
+            try:
+                reply = nominate_reply(deps, channel_of_body(body), paper, user_of(body))
+            except cl.ClubError as exc:
+                return ephemeral(respond, bk.esc(str(exc)))
+            respond(**reply.to_message(), replace_original=False)
+        deps.later(job, respond)
+
+    @app.action(bk.ACTION_VOTE)
+    def handle_vote(ack, action, body, respond, client):
+        ack()
+        day_text, _, paper_id = (action.get("value") or "").partition("|")
+        channel = channel_of_body(body)
+        ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
+        try:
+            day = date.fromisoformat(day_text)
+        except ValueError:
+            return ephemeral(respond, "That vote button is broken; ask for a fresh agenda.")
+        result = cl.cast_vote(store, channel, day, user_of(body), paper_id, deps.clock())
+        if result != "added":
+            return ephemeral(respond, _VOTE_ANSWERS[result])
+        _refresh(client, channel, ts, day)
+
+    @app.action(bk.ACTION_CLEAR_VOTES)
+    def handle_clear_votes(ack, action, body, respond, client):
+        ack()
+        channel = channel_of_body(body)
+        try:
+            day = date.fromisoformat((action.get("value") or "").strip())
+        except ValueError:
+            return
+        if not cl.voting_open(store, channel, day, deps.clock()):
+            return ephemeral(respond, _VOTE_ANSWERS["closed"])
+        if store.clear_votes(channel, day.isoformat(), user_of(body)):
+            _refresh(client, channel, (body.get("container") or {}).get("message_ts"), day)
+        ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")
+
+    def _refresh(client, channel: str, ts: str | None, day: date) -> None:
+        if not ts:
+            return
+        message = agenda_message(deps, channel, day)
+        message.pop("unfurl_links"), message.pop("unfurl_media")
+        client.chat_update(ts=ts, **message)
+
+    def swap(body, action, respond, client, accept: bool) -> None:
+        day, from_user, to_user = ((action.get("value") or "") + "||").split("|")[:3]
+        user = user_of(body)
+        channel = channel_of_body(body)
+        if user != to_user:
+            return ephemeral(respond, f"Only {mention(to_user)} can answer this offer.")
+        row = store.get_club_session(channel, day)
+        if row is None or row.get("presenter") != from_user:
+            return ephemeral(respond, "That offer has expired: the slot changed hands already.")
+        if accept:
+            store.put_club_session(channel, day, presenter=to_user, now=deps.clock().timestamp())
+            text = f"{mention(to_user)} presents on {day} instead of {mention(from_user)}. Thank you!"
+        else:
+            text = f"{mention(to_user)} can't take {day}; {mention(from_user)} still presents."
+        ts = (body.get("container") or {}).get("message_ts")
+        if ts and not (body.get("container") or {}).get("is_ephemeral"):
+            client.chat_update(channel=channel, ts=ts, text=text, blocks=[bk.section(text).to_dict()])
+        else:
+            respond(text=text, response_type="in_channel", replace_original=True)
+
+    @app.action(bk.ACTION_SWAP_ACCEPT)
+    def handle_swap_accept(ack, body, action, respond, client):
+        ack()
+        swap(body, action, respond, client, True)
+
+    @app.action(bk.ACTION_SWAP_DECLINE)
+    def handle_swap_decline(ack, body, action, respond, client):
+        ack()
+        swap(body, action, respond, client, False)
+
+
+SUBCOMMANDS = (
+    Subcommand("club", handle_club,
+               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member]",
+               example="club away 2026-12-10..2026-12-24",
+               help="The reading group: the next session, the presenter rotation, and its history.",
+               aliases=("meeting", "session")),
+    Subcommand("nominate", handle_nominate, usage="nominate <paper>", example="nominate SPIKE",
+               help="Put a paper on the list for the club's next session.", aliases=("propose",)),
+)
