@@ -524,3 +524,38 @@ def swap_blocks(text: str, value: str) -> list[Block]:
     return [section(text), ActionsBlock(elements=[
         ButtonElement(text="Accept", action_id=ACTION_SWAP_ACCEPT, value=value, style="primary"),
         ButtonElement(text="Decline", action_id=ACTION_SWAP_DECLINE, value=value)])]
+
+
+def club_note_blocks(title: str, text: str, *, footer: str | None = None) -> list[Block]:
+    """A club announcement (winner, reminder): a header, escaped mrkdwn, an optional footer."""
+    return message_blocks(text, title=cut_words(title, HEADER_TEXT - 5), footer=footer)
+
+
+def session_thread_blocks(paper, *, presenter: str | None, tldr: str | None, points: dict | None,
+                          questions: Sequence[str]) -> list[Block]:
+    """The session's opening post: the card with TL;DR and key points, the presenter, three questions."""
+    blocks: list[Block] = [header(f"Reading group: {paper.short_name}")]
+    blocks.append(section(f"{_name_line(paper)}\n{esc(cut_sentences(paper.headline, 300))}"))
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    fields = _points_fields(points)
+    if fields:
+        blocks.append(SectionBlock(fields=fields))
+    blocks.append(section(f"*Presenter:* {mention(presenter) if presenter else '_nobody this time_'}"))
+    if questions:
+        blocks.append(section("*To discuss*\n" + "\n".join(f"{i}. {esc(q)}" for i, q in enumerate(questions, 1))))
+    blocks.append(context("Reply in this thread; a recap follows after the session."))
+    return blocks
+
+
+def recap_blocks(recap, *, paper_name: str) -> list[Block]:
+    """The recap in the thread: who took part, the points most reacted to, open questions."""
+    people = ", ".join(mention(u) for u in recap.participants) or "_nobody replied_"
+    lines = [f"*Recap of {esc(paper_name)}*", f"*Took part:* {people}"]
+    if recap.points:
+        lines.append("*Points most reacted to:*")
+        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))} ({n})" for u, t, n in recap.points]
+    if recap.open_questions:
+        lines.append("*Open questions:*")
+        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))}" for u, t in recap.open_questions]
+    return [section("\n".join(lines)[:SECTION_TEXT])]

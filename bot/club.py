@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -211,11 +213,13 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
             "unfurl_links": False, "unfurl_media": False}
 
 
-def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str:
-    """Post the agenda and remember its ts on the session row (the scheduled path goes through posting)."""
-    ts = client.chat_postMessage(**agenda_message(deps, channel, day))["ts"]
-    deps.store.put_club_session(channel, day.isoformat(), agenda_ts=ts, now=deps.clock().timestamp())
-    return ts
+def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
+    """Post the session's agenda now (once; the scheduler's path); its ts."""
+    start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
+                 if s.date() == day)
+    result = _run_step(deps, client, channel, _spec(deps, channel), "agenda", start, deps.clock(), budget=60.0,
+                       sleep=time.sleep)
+    return result.ts
 
 
 _VOTE_ANSWERS = {
@@ -376,3 +380,165 @@ SUBCOMMANDS = (
     Subcommand("nominate", handle_nominate, usage="nominate <paper>", example="nominate SPIKE",
                help="Put a paper on the list for the club's next session.", aliases=("propose",)),
 )
+
+
+# -- scheduled club posts: each through posting.post_once (claim row, metadata, lookup, retries) --
+@dataclass(frozen=True)
+class ClubContext:
+    """What the club's jobs use: the scheduler builds one; a Deps has the same attributes."""
+
+    store: object
+    searcher: object
+    llm: object
+    clock: object
+    command: str = "/paper"
+
+    @property
+    def embedder(self):
+        return self.searcher.embedder
+
+
+STEPS = ("agenda", "winner", "reminder", "thread", "recap")
+CLUB_GRACE = timedelta(hours=3)  # a step missed by less than this is done on the next tick (catch-up)
+
+
+def _moments(spec: cl.ClubSpec, start: datetime) -> dict[str, datetime]:
+    t = cl.timeline(spec, start)
+    return {"agenda": t.nominations_close, "winner": t.cutoff, "reminder": t.reminder, "thread": t.start,
+            "recap": t.recap}
+
+
+def due_steps(spec: cl.ClubSpec, now: datetime, *, skipped=(), grace: timedelta = CLUB_GRACE):
+    """(step, session start) pairs whose moment is in (now - grace, now], oldest first."""
+    out = []
+    for start in cl.session_starts(spec, now - timedelta(days=14), skipped=skipped, count=4):
+        for step, at in _moments(spec, start).items():
+            if step == "agenda" and spec.mode != cl.VOTE:
+                continue
+            if now - grace < at <= now or (step == "winner" and at <= now < start):
+                out.append((at, step, start))
+    return [(step, start) for at, step, start in sorted(out, key=lambda x: x[0])]
+
+
+def club_tick(deps: Deps, client: WebClient, now: datetime, *, budget: float = 600.0, sleep=None) -> list:
+    """Every due club post in every club, each exactly once (the scheduler calls this each minute)."""
+    from . import posting
+
+    results = []
+    for row in deps.store.clubs():
+        channel = row["channel"]
+        spec = cl.ClubSpec.from_row(row)
+        for step, start in due_steps(spec, now, skipped=cl.skipped_for(deps.store, channel)):
+            try:
+                result = _run_step(deps, client, channel, spec, step, start, now, budget=budget,
+                                   sleep=sleep or time.sleep)
+            except StoreError as exc:
+                log.error("club %s for %s on %s failed: %s", step, channel, start.date(), exc)
+                continue
+            if result is not None:
+                results.append((step, start.date(), result))
+    return results
+
+
+def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, start: datetime, now: datetime,
+              *, budget: float, sleep):
+    from . import posting
+
+    store = deps.store
+    day = start.date()
+    key = f"{step}:{day.isoformat()}"
+    once = lambda build, **kw: posting.post_once(client, store, channel, key, build, now, kind=step,  # noqa: E731
+                                                 budget=budget, sleep=sleep, **kw)
+    if step == "agenda":
+        note = None
+        if not store.nominations(channel, day.isoformat()):
+            for pid in cl.propose(store, deps.embedder, channel, day):
+                store.add_nomination(channel, day.isoformat(), pid, None, now=now.timestamp())
+            note = "Nobody nominated a paper, so here are three from the team's interests, none read before."
+
+        def build():
+            message = agenda_message(deps, channel, day)
+            if note:
+                message["blocks"].insert(1, bk.context(bk.esc(note)).to_dict())
+            message.pop("metadata")
+            return message
+        result = once(build)
+        if result.ts:
+            store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
+        return result
+    if step == "winner":
+        session = cl.decide(store, channel, day, now)
+        paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
+        agenda_ts = session.get("agenda_ts")
+        if agenda_ts and not (store.get_scheduled(channel, key) or {}).get("ts"):
+            try:  # the agenda shows the final counts, without buttons
+                closed = agenda_message(deps, channel, day, closed=True)
+                client.chat_update(channel=channel, ts=agenda_ts, text=closed["text"], blocks=closed["blocks"])
+            except Exception:
+                log.warning("could not close the agenda for %s %s", channel, day, exc_info=True)
+        who = mention(session["presenter"]) if session.get("presenter") else "nobody (everyone is away)"
+        if paper is None:
+            text = f"No paper was chosen for {day:%a %-d %b}. Presenter: {who}."
+        else:
+            text = (f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} "
+                    f"({session.get('votes') or 0} votes). Presenter: {who}.")
+            if session.get("tiebreak"):
+                text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
+        return once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
+                             bk.club_note_blocks("The reading group has chosen", text)]})
+    session = store.get_club_session(channel, day.isoformat()) or {}
+    paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
+    if paper is None:
+        return None
+    if step == "reminder":
+        who = mention(session["presenter"]) if session.get("presenter") else "nobody yet"
+        text = f"Reading group at {start:%H:%M}: *{bk.esc(paper.short_name)}*, presented by {who}."
+        return once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
+                             bk.club_note_blocks("Reading group soon", text)]})
+    if step == "thread":
+        def build():
+            from .commands import paper_summary
+
+            summary = paper_summary(store, paper, deps.llm, now=now.timestamp())
+            blocks = bk.session_thread_blocks(paper, presenter=session.get("presenter"),
+                                              tldr=summary.tldr if summary else None,
+                                              points=summary.points if summary else None,
+                                              questions=cl.discussion_questions(paper.abstract))
+            return {"text": bk.fallback_text(f"Reading group: {bk.esc(paper.short_name)}"),
+                    "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
+        result = once(build)
+        if result.ts:
+            store.put_club_session(channel, day.isoformat(), thread_ts=result.ts, now=now.timestamp())
+        return result
+    if step == "recap":
+        thread = session.get("thread_ts")
+        if not thread:
+            return None
+        messages = _thread(client, channel, thread)
+        recap = cl.thread_recap(messages, bot_user=_bot_user(client))
+        result = once(lambda: {"text": bk.fallback_text(f"Recap of {bk.esc(paper.short_name)}"),
+                               "blocks": [b.to_dict() for b in bk.recap_blocks(recap, paper_name=paper.short_name)]},
+                      thread_ts=thread)
+        if result.ts:
+            store.put_club_session(channel, day.isoformat(), state="held", now=now.timestamp())
+        return result
+    return None
+
+
+def _thread(client, channel: str, ts: str) -> list[dict]:
+    """Every message of a thread (conversations.replies, paged on next_cursor)."""
+    out, cursor = [], None
+    for _ in range(20):
+        resp = client.conversations_replies(channel=channel, ts=ts, limit=200, **({"cursor": cursor} if cursor else {}))
+        out += resp.get("messages") or []
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            break
+    return out
+
+
+def _bot_user(client) -> str | None:
+    try:
+        return client.auth_test().get("user_id")
+    except Exception:
+        return None

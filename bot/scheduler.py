@@ -70,6 +70,18 @@ class DailyService:
         log.info("daily posts scheduled for %d channel(s)", len(self.store.schedules()))
         # Catch-up may retry Slack for minutes: run it on the scheduler's pool, not the caller's thread.
         self.scheduler.add_job(self.catch_up_now, id="daily:catch-up", replace_existing=True)
+        # The reading group's posts: every minute, and once now (a step missed by downtime within
+        # bot.club.CLUB_GRACE goes out late rather than never).
+        self.scheduler.add_job(self.club_tick_now, "interval", seconds=60, id="club:tick", replace_existing=True)
+        self.scheduler.add_job(self.club_tick_now, id="club:catch-up", replace_existing=True)
+
+    def club_tick_now(self) -> list:
+        """The clubs' due posts (agenda, winner, reminder, thread, recap), each exactly once."""
+        from .club import ClubContext, club_tick
+
+        ctx = ClubContext(self.store, self.searcher, self.llm, self.clock,
+                          getattr(self.settings, "command", None) or "/paper")
+        return club_tick(ctx, self.client, self.clock(), budget=self.budget, sleep=self.sleep)
 
     def catch_up_now(self) -> list[PostResult]:
         return self.catch_up(self.clock())

@@ -349,3 +349,72 @@ def propose(store: Store, embedder: Embedder, channel: str, day: date, *, count:
     if pick is None:
         return []
     return [pick.paper_id, *[c.paper_id for c in pick.runners_up]][:count]
+
+
+# -- the session thread and its recap ----------------------------------------------------
+_ASSUME = ("assum", "we consider", "given", "setting", "suppose", "require", "rely", "under ")
+_EVIDENCE = ("experiment", "result", "outperform", "improv", "benchmark", "%", "accuracy", "show")
+_OPEN = ("limitation", "future", "however", "but ", "remain", "open", "challeng", "unclear")
+
+
+def _cut(sentence: str, limit: int = 160) -> str:
+    s = " ".join(sentence.split()).rstrip(".")
+    return s if len(s) <= limit else s[:limit].rsplit(" ", 1)[0] + "…"
+
+
+def discussion_questions(abstract: str) -> list[str]:
+    """Three extractive questions from the abstract: its assumptions, its evidence, what it leaves open."""
+    from .text import split_sentences
+
+    sentences = [s for s in split_sentences(abstract or "") if len(s.split()) >= 4]
+    if not sentences:
+        return []
+    used: set[int] = set()
+
+    def find(words: tuple[str, ...], fallback: int) -> str:
+        for i, s in enumerate(sentences):
+            if i not in used and any(w in s.lower() for w in words):
+                used.add(i)
+                return s
+        i = min(max(0, fallback if fallback >= 0 else len(sentences) + fallback), len(sentences) - 1)
+        used.add(i)
+        return sentences[i]
+
+    assume, evidence, open_ = find(_ASSUME, 0), find(_EVIDENCE, -1), find(_OPEN, len(sentences) // 2)
+    return [f"Assumptions: the paper says “{_cut(assume)}”. When would that not hold?",
+            f"Evidence: “{_cut(evidence)}”. Is that enough to support the claim?",
+            f"What is left open after “{_cut(open_)}”?"]
+
+
+@dataclass(frozen=True)
+class Recap:
+    participants: tuple[str, ...]
+    points: tuple[tuple[str, str, int], ...]  # (author, text, reactions)
+    open_questions: tuple[tuple[str, str], ...]  # (author, text)
+
+
+def thread_recap(messages: Sequence[dict], *, bot_user: str | None = None, points: int = 3) -> Recap:
+    """From a thread's replies (conversations.replies, parent first): who took part, the points that
+    drew the most reactions, and questions (ending in '?') that got no answer."""
+    replies = [m for m in messages[1:] if m.get("user") and m.get("user") != bot_user and not m.get("bot_id")]
+    people = tuple(dict.fromkeys(m["user"] for m in replies))
+
+    def reactions(m: dict) -> int:
+        return sum(int(r.get("count") or len(r.get("users") or ())) for r in m.get("reactions") or ())
+
+    ranked = sorted(enumerate(replies), key=lambda im: (-reactions(im[1]), im[0]))
+    top = tuple((m["user"], (m.get("text") or "").strip(), reactions(m)) for _, m in ranked[:points]
+                if reactions(m) > 0)
+    # A reply that is not a question answers the latest open question someone else asked
+    # (threads are flat, so this is the reading a person would make of the order).
+    open_q: list[tuple[str, str]] = []
+    for m in replies:
+        text = (m.get("text") or "").strip()
+        if text.endswith("?"):
+            open_q.append((m["user"], text))
+            continue
+        for j in range(len(open_q) - 1, -1, -1):
+            if open_q[j][0] != m["user"]:
+                del open_q[j]
+                break
+    return Recap(people, top, tuple(open_q))

@@ -115,7 +115,7 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
     clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)  # nominations closed: the agenda
     ts = post_agenda(deps, deps.slack, CH, DAY)
     agenda = fake.messages(CH)[-1]
-    assert agenda["ts"] == ts and agenda["metadata"]["event_type"] == "paperclub_club"
+    assert agenda["ts"] == ts and agenda["metadata"]["event_payload"] == {"kind": "agenda", "key": "agenda:2026-12-03"}
     target = f"{DAY.isoformat()}|{papers[0].id}"
     for user in ("UANN", "UBOB"):
         assert click(app, fake, bk.ACTION_VOTE, target, user=user, message_ts=ts) == []

@@ -954,6 +954,39 @@ class SQLiteStore:
         return list(self.db.query("select * from club_votes where channel = ? and session = ? "
                                   "order by voted_at", [channel, session]))
 
+    # -- claim rows of the club's scheduled posts (bot/posting.py:post_once) ----------------
+    def claim_scheduled(self, channel: str, key: str, *, kind: str, claimer: str, now: float) -> bool:
+        """Claim (channel, key) for posting; exactly one caller ever gets True."""
+        with self.transaction() as db:
+            cur = db.execute("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at) "
+                             "values (?, ?, ?, 'claimed', ?, ?) on conflict do nothing",
+                             [channel, key, kind, claimer, now])
+            return cur.rowcount == 1
+
+    def get_scheduled(self, channel: str, key: str) -> dict | None:
+        rows = list(self.db.query("select * from scheduled_posts where channel = ? and key = ?", [channel, key]))
+        return rows[0] if rows else None
+
+    def take_over_scheduled(self, channel: str, key: str, *, old_claimer: str, claimer: str, now: float) -> bool:
+        with self.transaction() as db:
+            cur = db.execute("update scheduled_posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
+                             "where channel = ? and key = ? and claimed_by = ? and status in ('claimed', 'failed')",
+                             [claimer, now, channel, key, old_claimer])
+            return cur.rowcount == 1
+
+    def finish_scheduled(self, channel: str, key: str, *, claimer: str, ts: str, now: float) -> bool:
+        with self.transaction() as db:
+            cur = db.execute("update scheduled_posts set status = 'posted', ts = ?, posted_at = ?, error = null "
+                             "where channel = ? and key = ? and claimed_by = ? and status != 'posted'",
+                             [ts, now, channel, key, claimer])
+            return cur.rowcount == 1
+
+    def fail_scheduled(self, channel: str, key: str, *, claimer: str, error: str) -> None:
+        with self.transaction() as db:
+            db.execute("update scheduled_posts set status = 'failed', error = ? "
+                       "where channel = ? and key = ? and claimed_by = ? and status = 'claimed'",
+                       [error, channel, key, claimer])
+
 
 def _unwritable(db: str) -> str | None:
     """Why this process cannot create or write the database at db (SQLite's own error names

@@ -160,3 +160,14 @@ def m005_club(db: sqlite_utils.Database):
         {"channel": str, "session": str, "user": str, "paper_id": str, "voted_at": float},
         pk=("channel", "session", "user", "paper_id"),
     )
+
+
+@migrations()
+def m006_scheduled_posts(db: sqlite_utils.Database):
+    """Claim rows for the club's scheduled posts (agenda, winner, reminder, thread, recap): one per
+    (channel, key), key = '<kind>:<session date>', with the same states as the daily posts."""
+    db["scheduled_posts"].create(
+        {"channel": str, "key": str, "kind": str, "status": str, "claimed_by": str, "claimed_at": float,
+         "error": str, "ts": str, "posted_at": float},
+        pk=("channel", "key"), not_null={"kind", "status"},
+    )
