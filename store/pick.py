@@ -669,6 +669,9 @@ def pick_for_channel(store: Store, embedder: Embedder, channel: str, day: date, 
     ids, matrix = vectors if vectors is not None else store.load_vectors(embedder.name)
     if len(ids) == 0:
         return None
+    # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
+    read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
+            if r["paper_id"] and r["state"] != "skipped"]
     return pick_daily(channel, day, ids, matrix, interests_for(store, channel, embedder),
-                      history_for(store, channel), signals=store.paper_signals(),
+                      history_for(store, channel) + read, signals=store.paper_signals(),
                       feedback=feedback, settings=settings)

@@ -163,3 +163,35 @@ def test_no_nominations_proposes_three_unread_from_interests(hashing_store):
     hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first[0], now=now.timestamp())
     again = propose(hashing_store, emb, "C1", date(2026, 12, 3))
     assert first[0] not in again and len(again) == 3
+
+
+def test_forget_me_takes_a_member_out_of_the_club(club):
+    s, now = club
+    day, _ = nominate(s, "C1", "p-a", "ann", now)
+    at = utc(2026, 12, 2, 9)
+    cast_vote(s, "C1", day, "ann", "p-a", at)
+    s.add_club_away("C1", "ann", "2026-12-10", "2026-12-10", now=now.timestamp())
+    s.put_club_session("C1", "2026-11-26", state="held", paper_id="p-old", presenter="ann", nominator="ann",
+                       now=now.timestamp())
+    counts = s.forget_user("ann")
+    assert counts["club"] >= 5
+    assert "ann" not in [m["user"] for m in s.club_members("C1", active_only=False)]
+    assert s.club_votes("C1", day.isoformat()) == [] and s.club_aways("C1") == []
+    held = s.get_club_session("C1", "2026-11-26")
+    assert (held["paper_id"], held["presenter"], held["nominator"]) == ("p-old", None, None)
+    assert [n["user"] for n in s.nominations("C1", day.isoformat())] == [None]
+    assert "club" not in s.forget_user("ann")
+
+
+def test_the_daily_pick_never_proposes_a_paper_the_club_read(hashing_store):
+    from store import HashingEmbedder, pick_for_channel
+
+    emb = HashingEmbedder()
+    now = utc(2026, 11, 30, 8)
+    vec = emb.encode(["video understanding"])[0]
+    hashing_store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=vec, now=now.timestamp())
+    first = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first.paper_id, now=now.timestamp())
+    again = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    assert again.paper_id != first.paper_id
+    assert first.paper_id not in [c.paper_id for c in again.runners_up]

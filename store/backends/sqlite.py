@@ -852,6 +852,15 @@ class SQLiteStore:
                     db.execute("update posts set pick = ? where channel = ? and day = ?",
                                [json.dumps(data, ensure_ascii=False), channel, day])
             counts["picks"] = picks
+            # The reading group: out of the rotation and the votes; history keeps the sessions, not the name.
+            club = sum(db.execute(sql, [user]).rowcount for sql in (
+                "delete from club_members where user = ?", "delete from club_votes where user = ?",
+                "delete from club_aways where user = ?",
+                "update club_nominations set user = null where user = ?",
+                "update club_sessions set presenter = null where presenter = ?",
+                "update club_sessions set nominator = null where nominator = ?"))
+            if club:  # only members of a club see the key (and the line in forget-me's answer)
+                counts["club"] = club
             return counts
 
     # -- the reading group (store/club.py holds the logic) -----------------------------
