@@ -559,3 +559,8 @@ def recap_blocks(recap, *, paper_name: str) -> list[Block]:
         lines.append("*Open questions:*")
         lines += [f"• {mention(u)}: {esc(cut_words(t, 200))}" for u, t in recap.open_questions]
     return [section("\n".join(lines)[:SECTION_TEXT])]
+
+
+def home_club_blocks(channel: str, lines: Sequence[str]) -> list[Block]:
+    """A club in App Home: the next session, your votes, your next turn (lines already escaped)."""
+    return [header("Reading group"), section(f"<#{esc(channel)}>\n" + "\n".join(lines))]

@@ -418,3 +418,42 @@ def thread_recap(messages: Sequence[dict], *, bot_user: str | None = None, point
                 del open_q[j]
                 break
     return Recap(people, top, tuple(open_q))
+
+
+def next_turn(user: str, members: Sequence[str], days: Sequence[date], history: Sequence[PastSession],
+              aways: Sequence[Away]) -> date | None:
+    """When `user` is next likely to present: the rotation played forward over `days` (None if not within)."""
+    played = list(history)
+    for day in days:
+        who = choose_presenter(members, day, played, aways)
+        if who == user:
+            return day
+        if who:
+            played.append(PastSession(day, None, who))
+    return None
+
+
+def member_outlook(store: Store, channel: str, user: str, now: datetime) -> dict | None:
+    """For App Home: the next session, the member's votes on it, and their likely next turn."""
+    spec = club_for(store, channel)
+    if spec is None or not spec.active:
+        return None
+    members = [m["user"] for m in store.club_members(channel)]
+    skipped = skipped_for(store, channel)
+    starts = session_starts(spec, now, skipped=skipped, count=len(members) + 2 if members else 1)
+    if not starts:
+        return None
+    day = starts[0].date()
+    row = store.get_club_session(channel, day.isoformat()) or {}
+    votes = [v["paper_id"] for v in store.club_votes(channel, day.isoformat()) if v["user"] == user]
+    turn = None
+    if user in members:
+        if row.get("presenter"):
+            turn = day if row["presenter"] == user else next_turn(
+                user, members, [s.date() for s in starts[1:]],
+                [*history_for(store, channel), PastSession(day, None, row["presenter"])], aways_for(store, channel))
+        else:
+            turn = next_turn(user, members, [s.date() for s in starts], history_for(store, channel),
+                             aways_for(store, channel))
+    return {"start": starts[0], "paper_id": row.get("paper_id"), "presenter": row.get("presenter"),
+            "votes": votes, "member": user in members, "next_turn": turn}

@@ -160,3 +160,20 @@ def test_skip_and_off_are_for_admins(world):
     assert "Thu 10 Dec" in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
     assert "is off" in text_of(dispatch_command(app, fake, "club off", user=ADMIN, channel=CH))
     assert "no reading group" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
+
+
+def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    store.add_nomination(CH, DAY.isoformat(), paper.id, "UANN", now=MONDAY.timestamp())
+    clock.now = datetime(2026, 12, 1, 17, tzinfo=timezone.utc)
+    store.add_vote(CH, DAY.isoformat(), "UBOB", paper.id, limit=3, now=clock.now.timestamp())
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHOME9", "event_time": 1,
+            "event": {"type": "app_home_opened", "user": "UBOB", "tab": "home", "channel": "D1"}}
+    dispatch(app, body)
+    home = text_of(fake.home_view("UBOB"))
+    assert "Reading group" in home and "Thu 3 Dec at 17:00" in home
+    assert f"*Your votes:* {paper.short_name}" in home or "Your votes:* " + paper.short_name.replace("&", "&amp;") in home
+    # Three members, nobody has presented: UANN (first by id) on 3 Dec, UBOB on 10 Dec.
+    assert "*You next present:* Thu 10 Dec" in home
