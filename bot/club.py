@@ -123,6 +123,8 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return history_reply(deps, channel)
     if word == "swap":
         return swap_reply(deps, call, channel)
+    if word == "export":
+        return export_reply(deps, channel, call.user_id)
     return problem_reply(deps, f"I don't know {code('club ' + word)}.",
                          hint=f"Try {code(deps.command + ' club')} for the next session.")
 
@@ -149,6 +151,23 @@ def history_reply(deps: Deps, channel: str) -> Reply:
                                      "thread")
         lines.append(f"*{r['date']}* {name}, presented by {who} · {r.get('votes') or 0} votes{thread}")
     return Reply("\n".join(lines), bk.message_blocks("\n".join(lines), title="Reading group history"))
+
+
+def export_reply(deps: Deps, channel: str, user: str) -> Reply:
+    """The club's reading list as BibTeX and CSV, uploaded to the channel (files_upload_v2)."""
+    rows = cl.export_rows(deps.store, channel)
+    if not rows:
+        return Reply("The club has not read any papers yet, so there is nothing to export.")
+    client = deps.slack
+    if client is None:
+        return Reply(f"{len(rows)} papers; exports are uploaded to Slack (not available in the console).")
+    client.files_upload_v2(
+        channel=channel, initial_comment=f"The reading group's reading list ({len(rows)} papers), for {mention(user)}",
+        file_uploads=[{"content": cl.to_bibtex(rows).encode(), "filename": "reading-group.bib",
+                       "title": "Reading group (BibTeX)"},
+                      {"content": cl.to_csv(rows).encode(), "filename": "reading-group.csv",
+                       "title": "Reading group (CSV)"}])
+    return Reply(f"Uploaded the reading list ({len(rows)} papers) as BibTeX and CSV to this channel.")
 
 
 def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
@@ -373,7 +392,7 @@ def register(app: App, deps: Deps) -> None:
 
 SUBCOMMANDS = (
     Subcommand("club", handle_club,
-               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member]",
+               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member | export]",
                example="club away 2026-12-10..2026-12-24",
                help="The reading group: the next session, the presenter rotation, and its history.",
                aliases=("meeting", "session")),

@@ -457,3 +457,51 @@ def member_outlook(store: Store, channel: str, user: str, now: datetime) -> dict
                              aways_for(store, channel))
     return {"start": starts[0], "paper_id": row.get("paper_id"), "presenter": row.get("presenter"),
             "votes": votes, "member": user in members, "next_turn": turn}
+
+
+# -- the reading list as files ----------------------------------------------------------
+def _bib(text: str) -> str:
+    """A BibTeX field value: braces balanced away, whitespace collapsed."""
+    return " ".join((text or "").replace("{", "(").replace("}", ")").replace("\\", " ").split())
+
+
+def export_rows(store: Store, channel: str) -> list[dict]:
+    """The club's read papers, oldest session first: date, id, title, authors, venue, year, url, presenter."""
+    out = []
+    for r in store.club_sessions(channel):
+        if r["state"] != "held" or not r["paper_id"]:
+            continue
+        p = store.get_paper(r["paper_id"])
+        if p is None:
+            continue
+        out.append({"date": r["date"], "id": p.id, "title": p.title or p.headline, "short_name": p.short_name,
+                    "authors": "; ".join(p.authors or ()) if not isinstance(p.authors, str) else p.authors,
+                    "venue": p.collection or "", "year": p.year or "", "url": p.url or "",
+                    "presenter": r["presenter"] or "", "votes": r["votes"] or 0})
+    return out
+
+
+def to_bibtex(rows: Sequence[dict]) -> str:
+    """One @misc entry per read paper (key: the paper id), with the session in the note."""
+    entries = []
+    for r in rows:
+        key = "".join(ch for ch in r["id"] if ch.isalnum() or ch in "-_:") or "paper"
+        fields = {"title": r["title"], "author": r["authors"].replace("; ", " and "), "year": str(r["year"]),
+                  "howpublished": r["venue"], "url": r["url"], "note": f"Reading group, {r['date']}"}
+        body = ",\n".join(f"  {k} = {{{_bib(v)}}}" for k, v in fields.items() if v)
+        entries.append(f"@misc{{{key},\n{body}\n}}")
+    return "\n\n".join(entries) + ("\n" if entries else "")
+
+
+def to_csv(rows: Sequence[dict]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["date", "id", "short_name", "title", "authors", "venue", "year", "url",
+                                             "presenter", "votes"], extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        # A cell starting with = + - @ is a formula in a spreadsheet: quote it as text.
+        writer.writerow({k: (f"'{v}" if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+    return buf.getvalue()

@@ -177,3 +177,25 @@ def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
     assert f"*Your votes:* {paper.short_name}" in home or "Your votes:* " + paper.short_name.replace("&", "&amp;") in home
     # Three members, nobody has presented: UANN (first by id) on 3 Dec, UBOB on 10 Dec.
     assert "*You next present:* Thu 10 Dec" in home
+
+
+def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
+    import csv
+    import io
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    assert "nothing to export" in text_of(dispatch_command(app, fake, "club export", user="UANN", channel=CH))
+    papers = list(store.iter_papers())[:2]
+    for i, p in enumerate(papers):
+        store.put_club_session(CH, f"2026-11-{12 + 7 * i}", state="held", paper_id=p.id, presenter="UANN",
+                               votes=i + 1, now=MONDAY.timestamp())
+    reply = dispatch_command(app, fake, "club export", user="UANN", channel=CH)
+    assert "2 papers" in text_of(reply)
+    files = {u["filename"]: u for u in fake.uploads().values()}
+    bib = files["reading-group.bib"]["content"].decode()
+    assert bib.count("@misc{") == 2 and all(f"@misc{{{p.id}," in bib for p in papers)
+    assert bib.count("{") == bib.count("}")
+    rows = list(csv.DictReader(io.StringIO(files["reading-group.csv"]["content"].decode())))
+    assert [r["id"] for r in rows] == [p.id for p in papers] and rows[1]["votes"] == "2"
+    assert files["reading-group.csv"]["channel"] == CH

@@ -321,7 +321,7 @@ METHOD_SCOPES = {
     "conversations_info": {"channels:read", "groups:read"},
     "conversations_members": {"channels:read", "groups:read"},
     "reactions_get": {"reactions:read"}, "reactions_add": {"reactions:write"},
-    "users_info": {"users:read"},
+    "users_info": {"users:read"}, "files_upload_v2": {"files:write"},
 }
 EVENT_SCOPES = {
     "app_home_opened": set(),

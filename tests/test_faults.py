@@ -265,10 +265,22 @@ def conversations_replies(env, kind):
     assert len(recaps) == 1 and "generalise?" in json.dumps(recaps[0]["blocks"])
 
 
+def files_upload(env, kind):
+    day = _club(env, NOW)
+    paper = a_paper(env.store)
+    env.store.put_club_session(CH, day, state="held", paper_id=paper.id, presenter="U1", now=NOW.timestamp())
+    inject(env.fake, "files.getUploadURLExternal", kind)
+    reply = env.command("club export")
+    assert "Uploaded" in reply["text"]
+    done = [u for u in env.fake.uploads().values() if u.get("channel") == CH]
+    assert sorted(u["filename"] for u in done) == ["reading-group.bib", "reading-group.csv"]
+
+
 SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMessage (share)": share_post,
              "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
              "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish,
-             "views.open": views_open, "chat.update": chat_update, "conversations.replies": conversations_replies}
+             "views.open": views_open, "chat.update": chat_update, "conversations.replies": conversations_replies,
+             "files.upload_v2": files_upload}
 
 
 def test_every_web_api_method_the_bot_uses_is_covered_here():
