@@ -125,6 +125,8 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return swap_reply(deps, call, channel)
     if word == "export":
         return export_reply(deps, channel, call.user_id)
+    if word == "map":
+        return map_reply(deps, channel)
     return problem_reply(deps, f"I don't know {code('club ' + word)}.",
                          hint=f"Try {code(deps.command + ' club')} for the next session.")
 
@@ -168,6 +170,58 @@ def export_reply(deps: Deps, channel: str, user: str) -> Reply:
                       {"content": cl.to_csv(rows).encode(), "filename": "reading-group.csv",
                        "title": "Reading group (CSV)"}])
     return Reply(f"Uploaded the reading list ({len(rows)} papers) as BibTeX and CSV to this channel.")
+
+
+MAP_SIZE = (1200, 900)  # pixels of the uploaded PNG
+
+
+def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> bytes:
+    """The map as PNG bytes (matplotlib, Agg backend: no display needed)."""
+    import io
+
+    import matplotlib
+    import matplotlib.patches
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    dpi = 100
+    fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
+    ax = fig.add_subplot()
+    if points.daily:
+        ax.scatter(*zip(*points.daily), s=12, alpha=0.2, color="grey", label="paper of the day")
+    for label, x, y in points.interests:  # a member's interest: a labelled region
+        ax.add_patch(matplotlib.patches.Circle((x, y), 0.15, alpha=0.12, color="tab:orange"))
+        ax.annotate(label[:40], (x, y), fontsize=8, color="tab:orange", ha="center")
+    xs = [x for _, x, _ in points.sessions]
+    ys = [y for _, _, y in points.sessions]
+    ax.scatter(xs, ys, s=40, color="tab:blue", label="club sessions")
+    for label, x, y in points.sessions:
+        ax.annotate(label[:40], (x, y), fontsize=9, xytext=(4, 4), textcoords="offset points")
+    ax.set_title("What the reading group has read")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.legend(loc="lower right", fontsize=8)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    return buf.getvalue()
+
+
+def map_reply(deps: Deps, channel: str) -> Reply:
+    """A picture of the club's reading history, uploaded to the channel."""
+    points = cl.map_points(deps.store, channel, deps.searcher.embedder.name)
+    if points is None:
+        return Reply("The club has not read any papers yet, so there is nothing to map.")
+    try:
+        png = render_map(points)
+    except ImportError:
+        return Reply("The map needs matplotlib (`pip install paperclub[map]`).")
+    if deps.slack is None:
+        return Reply(f"A map of {len(points.sessions)} sessions; pictures are uploaded to Slack, not the console.")
+    deps.slack.files_upload_v2(channel=channel, content=png, filename="reading-group-map.png",
+                               title="Reading group map",
+                               initial_comment=f"The reading group's {len(points.sessions)} sessions on one map")
+    return Reply(f"Posted a map of the club's {len(points.sessions)} sessions to this channel.")
 
 
 def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
@@ -392,7 +446,7 @@ def register(app: App, deps: Deps) -> None:
 
 SUBCOMMANDS = (
     Subcommand("club", handle_club,
-               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member | export]",
+               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member | export | map]",
                example="club away 2026-12-10..2026-12-24",
                help="The reading group: the next session, the presenter rotation, and its history.",
                aliases=("meeting", "session")),

@@ -505,3 +505,52 @@ def to_csv(rows: Sequence[dict]) -> str:
         # A cell starting with = + - @ is a formula in a spreadsheet: quote it as text.
         writer.writerow({k: (f"'{v}" if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
     return buf.getvalue()
+
+
+# -- the map of the club's reading ------------------------------------------------------
+@dataclass(frozen=True)
+class MapPoints:
+    """A 2-D PCA projection: session papers (labelled), daily posts (faint), members' interests."""
+
+    sessions: list[tuple[str, float, float]]  # (label, x, y)
+    daily: list[tuple[float, float]]
+    interests: list[tuple[str, float, float]]  # (member: interest text, x, y)
+
+
+def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
+    """Project the club's papers, the channel's daily posts and its interests onto their top two
+    principal components (numpy SVD: two axes of a few hundred vectors need no UMAP)."""
+    import numpy as np
+
+    session_ids = [r["paper_id"] for r in store.club_sessions(channel) if r["state"] == "held" and r["paper_id"]]
+    daily_ids = [r["paper_id"] for r in store.post_history(channel) if r.get("paper_id")]
+    vecs, kinds = [], []
+    for kind, pid_list in (("s", session_ids), ("d", daily_ids)):
+        for pid in pid_list:
+            v = store.get_vector(pid, model)
+            if v is not None:
+                vecs.append(np.asarray(v, dtype=np.float32))
+                kinds.append((kind, pid))
+    for row in store.interests(channel):
+        if row.get("vector") is not None and row.get("model") == model:
+            vecs.append(np.asarray(row["vector"], dtype=np.float32))
+            kinds.append(("i", f"{row['added_by'] or 'someone'}: {row['text']}"))
+    if not any(k == "s" for k, _ in kinds):
+        return None
+    m = np.stack(vecs)
+    centred = m - m.mean(axis=0)
+    if len(m) >= 2:
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        xy = centred @ vt[:2].T if vt.shape[0] >= 2 else np.c_[centred @ vt[0], np.zeros(len(m))]
+    else:
+        xy = np.zeros((1, 2))
+    names = {p.id: p.short_name for p in store.get_papers([pid for k, pid in kinds if k == "s"])}
+    sessions, daily, interests = [], [], []
+    for (kind, ref), (x, y) in zip(kinds, xy.tolist()):
+        if kind == "s":
+            sessions.append((names.get(ref, ref), x, y))
+        elif kind == "d":
+            daily.append((x, y))
+        else:
+            interests.append((ref, x, y))
+    return MapPoints(sessions, daily, interests)

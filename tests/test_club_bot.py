@@ -199,3 +199,31 @@ def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
     rows = list(csv.DictReader(io.StringIO(files["reading-group.csv"]["content"].decode())))
     assert [r["id"] for r in rows] == [p.id for p in papers] and rows[1]["votes"] == "2"
     assert files["reading-group.csv"]["channel"] == CH
+
+
+def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
+    import struct
+
+    from bot.club import MAP_SIZE
+    from store.club import map_points
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    emb = HashingEmbedder()
+    papers = list(store.iter_papers())[:4]
+    for i, p in enumerate(papers[:3]):
+        store.put_club_session(CH, f"2026-11-{5 + 7 * i:02d}", state="held", paper_id=p.id, presenter="UANN",
+                               now=MONDAY.timestamp())
+    store.claim_post(CH, "2026-11-02", claimer="x", paper_id=papers[3].id, pick=None, now=MONDAY.timestamp())
+    store.add_interest(CH, "video understanding", "UANN", model=emb.name, vector=emb.encode(["video"])[0],
+                       now=MONDAY.timestamp())
+    points = map_points(store, CH, emb.name)
+    assert sorted(label for label, _, _ in points.sessions) == sorted(p.short_name for p in papers[:3])
+    assert len(points.daily) == 1 and points.interests[0][0] == "UANN: video understanding"
+    reply = dispatch_command(app, fake, "club map", user="UANN", channel=CH)
+    assert "3 sessions" in text_of(reply)
+    (upload,) = [u for u in fake.uploads().values() if u["filename"] == "reading-group-map.png"]
+    png = upload["content"]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == MAP_SIZE
+    assert upload["channel"] == CH
