@@ -115,8 +115,6 @@ def main() -> None:
                     fake.fail("chat.postMessage", status=500, times=2)
                 if fault:
                     faults[fault] += 1
-                if step == "thread":
-                    pass
                 tick(at)
                 if fault == "crash":  # Slack took it, the process died before recording the ts
                     key = f"{step}:{s.date().isoformat()}"
