@@ -32,7 +32,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from . import blocks as bk
-from . import home, reactions, reading, unfurl
+from . import club, home, reactions, reading, unfurl
 from .commands import Reply, run_command, share_reply, similar_reply, summary_reply
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ log = logging.getLogger(__name__)
 
 # The feature modules' listeners, registered before the fallbacks below (Bolt runs only the
 # first listener that matches). A new feature adds its register function here.
-FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.register, unfurl.register)
+FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.register, unfurl.register,
+                                  club.register)
 
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")

@@ -236,8 +236,8 @@ def header(text: str) -> HeaderBlock:
 
 
 def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
-                  summary: bool = True) -> ActionsBlock:
-    """Summary / More like this / Share to channel, each carrying the paper id."""
+                  summary: bool = True, nominate: bool = False) -> ActionsBlock:
+    """Summary / More like this / Share to channel (/ Nominate), each carrying the paper id."""
     buttons = []
     if summary:
         buttons.append(ButtonElement(text="Summary", action_id=ACTION_SUMMARY, value=paper.id))
@@ -245,6 +245,8 @@ def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
     if share:
         buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id,
                                      style="primary"))
+    if nominate:
+        buttons.append(nominate_button(paper))
     return ActionsBlock(elements=buttons, block_id=block_id)
 
 
@@ -265,7 +267,7 @@ def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
     return [
         section("\n".join(lines), block_id=f"{HIT_BLOCK}{number}-{paper.id}"[:255]),
         context(why, f"id `{esc(paper.id)}`"),
-        paper_buttons(paper, block_id=f"{ACT_BLOCK}{number}-{paper.id}"[:255]),
+        paper_buttons(paper, block_id=f"{ACT_BLOCK}{number}-{paper.id}"[:255], nominate=True),
     ]
 
 
@@ -333,7 +335,7 @@ def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None
     if paper.title and paper.title != paper.headline:
         blocks.append(context(f"_{esc(cut_words(paper.title, 300))}_"))
     blocks.append(context(esc(venue(paper)), f"id `{esc(paper.id)}`", paper_links(paper)))
-    blocks.append(paper_buttons(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]))
+    blocks.append(paper_buttons(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True))
     return blocks
 
 
@@ -514,3 +516,143 @@ def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
     buttons = paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
     buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
     return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
+
+
+# -- the reading group (bot/club.py) ----------------------------------------------------------
+ACTION_NOMINATE = "club_nominate"  # value: paper id; puts it on the next session's list
+ACTION_CLUB_SETUP = "club_setup"  # opens the setup modal (value: channel)
+ACTION_VOTE = "club_vote"  # value: "<session date>|<paper id>"
+ACTION_CLEAR_VOTES = "club_clear_votes"  # value: session date
+ACTION_SWAP_ACCEPT = "club_swap_accept"  # value: "<session date>|<from>|<to>"
+ACTION_SWAP_DECLINE = "club_swap_decline"
+CLUB_SETUP_VIEW = "club_setup_view"  # callback id of the setup modal (private_metadata: channel)
+AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the agenda
+
+
+def nominate_button(paper) -> ButtonElement:
+    """The Nominate button a paper card carries."""
+    return ButtonElement(text="Nominate", action_id=ACTION_NOMINATE, value=paper.id)
+
+
+def club_status_blocks(lines: Sequence[str], *, setup_channel: str | None, footer: str) -> list[Block]:
+    """/paper club: the next session's facts (already escaped) and, for admins, the Set up button."""
+    blocks: list[Block] = [header("Reading group"), section("\n".join(lines))]
+    if setup_channel:
+        blocks.append(ActionsBlock(elements=[ButtonElement(text="Set up the club", action_id=ACTION_CLUB_SETUP,
+                                                           value=setup_channel, style="primary")]))
+    blocks.append(context(footer))
+    return blocks
+
+
+def _option(text: str, value: str) -> dict:
+    return {"text": {"type": "plain_text", "text": text}, "value": value}
+
+
+def club_setup_view(channel: str, current: dict | None) -> dict:
+    """The setup modal (views.open): weekday, time, zone, cadence, lead times, vote or presenter."""
+    cur = current or {}
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+    def select(block_id: str, label: str, options: list[dict], initial: str) -> dict:
+        chosen = next((o for o in options if o["value"] == initial), options[0])
+        return {"type": "input", "block_id": block_id, "label": {"type": "plain_text", "text": label},
+                "element": {"type": "static_select", "action_id": "value", "options": options,
+                            "initial_option": chosen}}
+
+    def number(block_id: str, label: str, initial: int) -> dict:
+        return {"type": "input", "block_id": block_id, "label": {"type": "plain_text", "text": label},
+                "element": {"type": "number_input", "action_id": "value", "is_decimal_allowed": False,
+                            "min_value": "1", "max_value": "312", "initial_value": str(initial)}}
+
+    return {
+        "type": "modal", "callback_id": CLUB_SETUP_VIEW, "private_metadata": channel[:3000],
+        "title": {"type": "plain_text", "text": "Reading group"},
+        "submit": {"type": "plain_text", "text": "Save"}, "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            select("weekday", "Weekday", [_option(d, str(i)) for i, d in enumerate(days)],
+                   str(cur.get("weekday", 3))),
+            {"type": "input", "block_id": "time", "label": {"type": "plain_text", "text": "Time"},
+             "element": {"type": "timepicker", "action_id": "value",
+                         "initial_time": f"{cur.get('hour', 17):02d}:{cur.get('minute', 0):02d}"}},
+            {"type": "input", "block_id": "tz", "label": {"type": "plain_text", "text": "Time zone (IANA)"},
+             "element": {"type": "plain_text_input", "action_id": "value",
+                         "initial_value": cur.get("tz") or "UTC"}},
+            select("cadence", "Cadence", [_option("Weekly", "weekly"), _option("Fortnightly", "fortnightly")],
+                   cur.get("cadence") or "weekly"),
+            number("lead", "Nominations close (hours before)", int(cur.get("lead_hours") or 72)),
+            number("cutoff", "Votes close (hours before)", int(cur.get("cutoff_hours") or 24)),
+            select("mode", "Who chooses the paper",
+                   [_option("Members vote", "vote"), _option("The presenter chooses", "presenter")],
+                   cur.get("mode") or "vote"),
+        ],
+    }
+
+
+def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, note: str | None,
+                  cutoff_label: str, closed: bool = False) -> list[Block]:
+    """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place."""
+    blocks: list[Block] = [header(f"Reading group, {day_label}: what shall we read?")]
+    if note:
+        blocks.append(context(note))
+    for n, (paper, nominator, votes) in enumerate(candidates, start=1):
+        by = f" · nominated by {mention(nominator)}" if nominator else ""
+        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}\n" \
+               f"*{votes}* vote{'s' if votes != 1 else ''}{by}"
+        sec = section(text, block_id=f"{AGENDA_BLOCK}{n}-{paper.id}"[:255])
+        if not closed:
+            sec.accessory = ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000])
+        blocks.append(sec)
+    if not closed:
+        blocks.append(ActionsBlock(elements=[ButtonElement(text="Clear my votes", action_id=ACTION_CLEAR_VOTES,
+                                                           value=session)]))
+        blocks.append(context(f"Approval voting: up to 3 papers each, changeable until {esc(cutoff_label)}."))
+    else:
+        blocks.append(context("Voting has closed."))
+    return blocks[:MAX_MESSAGE_BLOCKS]
+
+
+def swap_blocks(text: str, value: str) -> list[Block]:
+    """A swap offer (already escaped text) with Accept and Decline for the member it names."""
+    return [section(text), ActionsBlock(elements=[
+        ButtonElement(text="Accept", action_id=ACTION_SWAP_ACCEPT, value=value, style="primary"),
+        ButtonElement(text="Decline", action_id=ACTION_SWAP_DECLINE, value=value)])]
+
+
+def club_note_blocks(title: str, text: str, *, footer: str | None = None) -> list[Block]:
+    """A club announcement (winner, reminder): a header, escaped mrkdwn, an optional footer."""
+    return message_blocks(text, title=cut_words(title, HEADER_TEXT - 5), footer=footer)
+
+
+def session_thread_blocks(paper, *, presenter: str | None, tldr: str | None, points: dict | None,
+                          questions: Sequence[str]) -> list[Block]:
+    """The session's opening post: the card with TL;DR and key points, the presenter, three questions."""
+    blocks: list[Block] = [header(f"Reading group: {paper.short_name}")]
+    blocks.append(section(f"{_name_line(paper)}\n{esc(cut_sentences(paper.headline, 300))}"))
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    fields = _points_fields(points)
+    if fields:
+        blocks.append(SectionBlock(fields=fields))
+    blocks.append(section(f"*Presenter:* {mention(presenter) if presenter else '_nobody this time_'}"))
+    if questions:
+        blocks.append(section("*To discuss*\n" + "\n".join(f"{i}. {esc(q)}" for i, q in enumerate(questions, 1))))
+    blocks.append(context("Reply in this thread; a recap follows after the session."))
+    return blocks
+
+
+def recap_blocks(recap, *, paper_name: str) -> list[Block]:
+    """The recap in the thread: who took part, the points most reacted to, open questions."""
+    people = ", ".join(mention(u) for u in recap.participants) or "_nobody replied_"
+    lines = [f"*Recap of {esc(paper_name)}*", f"*Took part:* {people}"]
+    if recap.points:
+        lines.append("*Points most reacted to:*")
+        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))} ({n})" for u, t, n in recap.points]
+    if recap.open_questions:
+        lines.append("*Open questions:*")
+        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))}" for u, t in recap.open_questions]
+    return [section("\n".join(lines)[:SECTION_TEXT])]
+
+
+def home_club_blocks(channel: str, lines: Sequence[str]) -> list[Block]:
+    """A club in App Home: the next session, your votes, your next turn (lines already escaped)."""
+    return [header("Reading group"), section(f"<#{esc(channel)}>\n" + "\n".join(lines))]

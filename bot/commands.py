@@ -46,6 +46,7 @@ class Call:
     channel_id: str = ""
     name: str = ""
     notes: list[str] = field(default_factory=list)
+    raw: str = ""  # the text as Slack sent it, mentions included (`club swap @member`)
 
 
 @dataclass
@@ -155,7 +156,7 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
     word, _, rest = line.partition(" ")
     sub = deps.commands.lookup(word) if word else deps.commands.get("help")
     call = Call(user_id=user_id, args=rest.strip(), channel_id=channel_id,
-                name=sub.name if sub else "", notes=notes)
+                name=sub.name if sub else "", notes=notes, raw=text or "")
     try:
         if sub is None:
             reply = handle_unknown(deps, call, word, rest.strip())

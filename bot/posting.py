@@ -378,3 +378,85 @@ def _post_empty(client: WebClient, store: Store, channel: str, day: date, claime
         log.error("could not tell %s there is nothing left to pick: %s", channel, _describe(exc))
     log.info("nothing left to pick for %s on %s", channel, key)
     return PostResult("empty", day)
+
+
+# -- any other scheduled post (the club's agenda, winner, reminder, thread, recap) --------------
+SCHEDULED_EVENT = "paperclub_scheduled"  # metadata: {"kind", "key"}; the key names the claim row
+
+
+def find_scheduled_message(client: WebClient, channel: str, key: str, *, thread_ts: str | None = None,
+                           oldest: float | None = None) -> str | None:
+    """The ts of the post with this key if it is already in the channel (or the thread)."""
+    cursor = None
+    for _ in range(5):
+        kwargs = dict(channel=channel, include_all_metadata=True, limit=200)
+        if thread_ts:
+            kwargs["ts"] = thread_ts
+        elif oldest:
+            kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
+        if cursor:
+            kwargs["cursor"] = cursor
+        resp = client.conversations_replies(**kwargs) if thread_ts else client.conversations_history(**kwargs)
+        for msg in resp.get("messages") or []:
+            meta = msg.get("metadata") or {}
+            if meta.get("event_type") == SCHEDULED_EVENT and (meta.get("event_payload") or {}).get("key") == key:
+                return msg.get("ts")
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not cursor:
+            return None
+    return None
+
+
+def post_once(client: WebClient, store: Store, channel: str, key: str, build: Callable[[], dict], now: datetime,
+              *, kind: str, thread_ts: str | None = None, claimer: str = PROCESS_CLAIMER,
+              budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep) -> PostResult:
+    """Post `build()` (chat.postMessage arguments) once for (channel, key), with the daily post's
+    machine: a claim row, message metadata, a channel lookup before any re-post, retries."""
+    day = now.date()
+    lock = _day_lock(channel, key)
+    if not lock.acquire(blocking=False):
+        return PostResult("busy", day, detail="this process is already posting it")
+    try:
+        recover = False
+        if not store.claim_scheduled(channel, key, kind=kind, claimer=claimer, now=now.timestamp()):
+            row = store.get_scheduled(channel, key)
+            if row is None:
+                return PostResult("busy", day, detail="could not claim it")
+            if row["status"] == PostStatus.POSTED:
+                return PostResult("already", day, ts=row["ts"])
+            if row["claimed_by"] != claimer:
+                if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now):
+                    return PostResult("busy", day, detail=f"claimed by {row['claimed_by']}")
+                if not store.take_over_scheduled(channel, key, old_claimer=row["claimed_by"], claimer=claimer,
+                                                 now=now.timestamp()):
+                    return PostResult("busy", day, detail="another process took it over")
+            recover = True
+        poster = _posting_client(client)
+        # No `oldest`: the key names one session, so the newest pages of the channel are searched
+        # whatever the claim's clock said (a restored database, an injected test clock).
+        look = lambda: find_scheduled_message(poster, channel, key, thread_ts=thread_ts)  # noqa: E731
+        ts, unsure = None, False
+        try:
+            ts = look()
+        except Exception as exc:  # looked at again, with backoff, before posting
+            log.warning("could not check the channel for an earlier %s: %s", key, _describe(exc))
+            unsure = True
+        status = "recovered" if ts else "posted"
+        if not ts:
+            try:
+                message = dict(build())
+                message.setdefault("channel", channel)
+                if thread_ts:
+                    message["thread_ts"] = thread_ts
+                message["metadata"] = {"event_type": SCHEDULED_EVENT, "event_payload": {"kind": kind, "key": key}}
+                ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
+                                       unsure=unsure)
+            except Exception as exc:
+                store.fail_scheduled(channel, key, claimer=claimer, error=_describe(exc))
+                log.error("the %s post for %s was not posted: %s", key, channel, _describe(exc))
+                return PostResult("failed", day, detail=_describe(exc))
+        store.finish_scheduled(channel, key, claimer=claimer, ts=ts, now=now.timestamp())
+        log.info("%s for %s: %s (ts %s)%s", kind, channel, key, ts, " recovered" if recover and ts else "")
+        return PostResult(status, day, ts=ts)
+    finally:
+        lock.release()

@@ -174,6 +174,8 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
         done.append(f"took your name off {_count(counts['shares'], 'shared paper')}")
     if counts["picks"]:
         done.append(f"took your name off {_count(counts['picks'], 'past pick')}")
+    if counts.get("club"):
+        done.append("took you out of the reading group's rotation and votes, and your name off its history")
     text = "Done. I " + (", ".join(done[:-1]) + " and " if len(done) > 1 else "") + done[-1] + "."
     footer = ("Messages already in Slack, and the reactions on them, are Slack's: "
               "remove a reaction there if you want it gone from the channel too.")

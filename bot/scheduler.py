@@ -90,6 +90,10 @@ class DailyService:
             for job_id, trigger in feed_triggers():
                 self.scheduler.add_job(self.poll_feeds_now, trigger, id=job_id, replace_existing=True,
                                        kwargs={"kinds": ("arxiv", "openreview") if job_id == FEEDS_JOB else ("arxiv",)})
+        # The reading group's posts: every minute, and once now (a step missed by downtime within
+        # bot.club.CLUB_GRACE goes out late rather than never).
+        self.scheduler.add_job(self.club_tick_now, "interval", seconds=60, id="club:tick", replace_existing=True)
+        self.scheduler.add_job(self.club_tick_now, id="club:catch-up", replace_existing=True)
 
     def poll_feeds_now(self, kinds: tuple[str, ...] = ("arxiv", "openreview")) -> dict:
         """The feeds job: each distinct feed once (a stale arXiv listing catches up by the API)."""
@@ -99,6 +103,14 @@ class DailyService:
             return {}
         return poll_feeds(self.store, self.sources, self.searcher.embedder, now=self.clock().timestamp(),
                           kinds=kinds)
+
+    def club_tick_now(self) -> list:
+        """The clubs' due posts (agenda, winner, reminder, thread, recap), each exactly once."""
+        from .club import ClubContext, club_tick
+
+        ctx = ClubContext(self.store, self.searcher, self.llm, self.clock,
+                          getattr(self.settings, "command", None) or "/paper")
+        return club_tick(ctx, self.client, self.clock(), budget=self.budget, sleep=self.sleep)
 
     def catch_up_now(self) -> list[PostResult]:
         return self.catch_up(self.clock())

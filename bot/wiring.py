@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Callable
 
-from . import commands, commands_daily, commands_feeds, home, overview, reading
+from . import club, commands, commands_daily, commands_feeds, home, overview, reading
 from .app import make_later, make_llm
 from .commands import Commands
 from .deps import Clock, Deps, Feedback, Later
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
     return Commands([*commands.SUBCOMMANDS, *commands_daily.SUBCOMMANDS, *reading.SUBCOMMANDS,
-                     *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS])
+                     *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
 
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,

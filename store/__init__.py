@@ -34,6 +34,10 @@ _LAZY = {
     "store.backends.copy": ["migrate_store", "TableCopy"],
     "store.schedule": ["ScheduleError", "ScheduleSpec", "parse_schedule", "next_fire", "catch_up",
                        "describe_next", "local_today"],
+    "store.club": ["ClubError", "ClubSpec", "Timeline", "timeline", "next_session", "session_starts",
+                   "choose_presenter", "tally", "Tally", "Nomination", "PastSession", "Away", "parse_away",
+                   "club_for", "set_club", "nominate", "cast_vote", "decide", "propose", "MAX_VOTES",
+                   "TIEBREAK"],
 }
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -44,6 +48,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getattr__ loads these
+    from .club import (  # noqa: F401
+        MAX_VOTES, TIEBREAK, Away, ClubError, ClubSpec, Nomination, PastSession, Tally, Timeline, cast_vote,
+        choose_presenter, club_for, decide, next_session, nominate, parse_away, propose, session_starts,
+        set_club, tally, timeline,
+    )
     from .embed import Embedder, HashingEmbedder, SentenceTransformerEmbedder, make_embedder  # noqa: F401
     from .feedback import (  # noqa: F401
         DEFAULT_WEIGHTS, Recorded, channel_digest, forget_member, parse_weights, reading_list,

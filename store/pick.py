@@ -726,6 +726,9 @@ def pick_for_channel(store: Store, embedder: Embedder, channel: str, day: date, 
 
             searcher = Searcher(store, embedder)
         lexical = lexical_for(searcher, interests, settings.lexical_candidates)
-    return pick_daily(channel, day, ids, matrix, interests, history_for(store, channel),
+    # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
+    read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
+            if r["paper_id"] and r["state"] != "skipped"]
+    return pick_daily(channel, day, ids, matrix, interests, history_for(store, channel) + read,
                       signals=store.paper_signals(), feedback=feedback, settings=settings,
                       lexical=lexical)

@@ -207,6 +207,7 @@ class FakeSlack:
         self._history: dict[str, list[dict]] = {}
         self._ephemeral: list[dict] = []
         self._views: dict[str, dict] = {}
+        self._modals: list[dict] = []
         self._uploads: dict[str, dict] = {}
         self._unfurls: list[dict] = []
         self._response_urls: dict[str, dict] = {}
@@ -365,6 +366,11 @@ class FakeSlack:
         return self.event({"type": "link_shared", "channel": channel, "is_bot_user_member": True, "user": user,
                            "message_ts": ts, "unfurl_id": f"{channel}.{ts.replace('.', '')}.{uuid.uuid4().hex[:8]}",
                            "source": source, "links": links})
+
+    def modals(self) -> list[dict]:
+        """Views opened with views.open (modals), oldest first."""
+        with self._lock:
+            return [dict(v) for v in self._modals]
 
     def uploads(self) -> dict[str, dict]:
         """Files uploaded through files_upload_v2, by file id."""
@@ -929,6 +935,30 @@ def _views_publish(fake: FakeSlack, params: dict) -> dict:
     return {"view": dict(stored)}
 
 
+def _views_open(fake: FakeSlack, params: dict) -> dict:
+    """A modal: needs a trigger_id and a view of type modal with at most 100 blocks."""
+    _require(params, "trigger_id", "invalid_trigger_id")
+    view = _require(params, "view", "invalid_arguments")
+    if view.get("type") != "modal" or len(view.get("blocks") or []) > 100:
+        raise _ApiError("invalid_arguments")
+    if len((view.get("title") or {}).get("text") or "") > 24:
+        raise _ApiError("invalid_arguments")
+    stored = {**view, "id": f"V{next(fake._ids)}", "team_id": TEAM_ID, "app_id": APP_ID,
+              "bot_id": BOT_ID, "hash": uuid.uuid4().hex[:20]}
+    fake._modals.append(stored)
+    return {"view": dict(stored)}
+
+
+def _conversations_replies(fake: FakeSlack, params: dict) -> dict:
+    """The parent and its replies, oldest first, as Slack returns them."""
+    channel = _require(params, "channel", "channel_not_found")
+    ts = _require(params, "ts", "thread_not_found")
+    msgs = [m for m in fake._history.get(channel, []) if m["ts"] == ts or m.get("thread_ts") == ts]
+    if not msgs:
+        raise _ApiError("thread_not_found")
+    return {"messages": json.loads(json.dumps(msgs)), "has_more": False, "response_metadata": {"next_cursor": ""}}
+
+
 def _conversations_info(fake: FakeSlack, params: dict) -> dict:
     channel = _require(params, "channel", "channel_not_found")
     if not str(channel).startswith(("C", "G", "D")):
@@ -1061,6 +1091,8 @@ _METHODS: dict[str, Callable[[FakeSlack, dict], dict]] = {
     "chat.update": _chat_update,
     "chat.delete": _chat_delete,
     "views.publish": _views_publish,
+    "views.open": _views_open,
+    "conversations.replies": _conversations_replies,
     "conversations.info": _conversations_info,
     "conversations.history": _conversations_history,
     "chat.getPermalink": _chat_get_permalink,

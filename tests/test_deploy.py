@@ -313,7 +313,7 @@ def test_compose_keeps_data_restarts_and_allows_a_clean_stop():
 # -- the Slack manifest ---------------------------------------------------------------------
 # Bot scopes each Web API method needs (slack_sdk WebClient method names) and each event.
 METHOD_SCOPES = {
-    "auth_test": set(), "views_publish": set(), "apps_connections_open": set(),
+    "auth_test": set(), "views_publish": set(), "views_open": set(), "apps_connections_open": set(),
     "chat_postMessage": {"chat:write"}, "chat_postEphemeral": {"chat:write"},
     "chat_update": {"chat:write"}, "chat_delete": {"chat:write"}, "chat_getPermalink": set(),
     "conversations_history": {"channels:history", "groups:history"},
@@ -321,7 +321,7 @@ METHOD_SCOPES = {
     "conversations_info": {"channels:read", "groups:read"},
     "conversations_members": {"channels:read", "groups:read"},
     "reactions_get": {"reactions:read"}, "reactions_add": {"reactions:write"},
-    "users_info": {"users:read"}, "chat_unfurl": {"links:write"},
+    "users_info": {"users:read"}, "chat_unfurl": {"links:write"}, "files_upload_v2": {"files:write"},
 }
 EVENT_SCOPES = {
     "app_home_opened": set(),

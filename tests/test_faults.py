@@ -232,10 +232,75 @@ def response_url(env, kind):
     assert reply["text"].startswith("Papers for")
 
 
+def _club(env, now):
+    from store.club import ClubSpec, set_club
+
+    env.app
+    env.deps.clock.now = now
+    set_club(env.store, CH, ClubSpec(3, 17, 0, "UTC", lead_hours=48, cutoff_hours=24), by="U1", now=now)
+    for m in ("U1", "U2"):
+        env.store.set_club_member(CH, m, active=True, now=now.timestamp())
+    return "2024-06-06"  # Thursday: nominations close Tue 17:00, votes Wed 17:00
+
+
+def views_open(env, kind):
+    _club(env, NOW)
+    inject(env.fake, "views.open", kind)
+    env.click(bk.ACTION_CLUB_SETUP, CH)
+    (modal,) = env.fake.modals()
+    assert modal["callback_id"] == bk.CLUB_SETUP_VIEW
+
+
+def chat_update(env, kind):
+    from bot.club import post_agenda
+    from datetime import date
+
+    day = _club(env, NOW)
+    paper = a_paper(env.store)
+    env.store.add_nomination(CH, day, paper.id, "U1", now=NOW.timestamp())
+    env.deps.clock.now = NOW + timedelta(days=1, hours=9)  # Tue 18:00: the agenda is out, votes open
+    ts = post_agenda(env.deps, env.deps.slack, CH, date.fromisoformat(day))
+    inject(env.fake, "chat.update", kind)
+    body = block_action_body(bk.ACTION_VOTE, f"{day}|{paper.id}", env.fake.new_response_url(), user="U2", channel=CH)
+    body["container"] = {"type": "message", "channel_id": CH, "message_ts": ts, "is_ephemeral": False}
+    assert env.dispatch(body) == 200
+    (agenda,) = [m for m in env.fake.messages(CH) if m["ts"] == ts]
+    assert "*1* vote" in json.dumps(agenda["blocks"])
+
+
+def conversations_replies(env, kind):
+    from bot.club import club_tick
+
+    day = _club(env, NOW)
+    paper = a_paper(env.store)
+    thread = env.fake.add_message(CH, "Reading group", user="UBOT", bot_id="B1")
+    env.fake.add_message(CH, "Does it generalise?", user="U2", thread_ts=thread)
+    env.store.put_club_session(CH, day, paper_id=paper.id, presenter="U1", thread_ts=thread, now=NOW.timestamp())
+    inject(env.fake, "conversations.replies", kind)
+    at = datetime(2024, 6, 6, 20, 1, tzinfo=UTC)  # the recap, 3 h after the session
+    env.deps.clock.now = at
+    club_tick(env.deps, env.deps.slack, at, sleep=lambda s: None, budget=30)
+    recaps = [m for m in env.fake.messages(CH) if m.get("thread_ts") == thread and "Recap" in m.get("text", "")]
+    assert len(recaps) == 1 and "generalise?" in json.dumps(recaps[0]["blocks"])
+
+
+def files_upload(env, kind):
+    day = _club(env, NOW)
+    paper = a_paper(env.store)
+    env.store.put_club_session(CH, day, state="held", paper_id=paper.id, presenter="U1", now=NOW.timestamp())
+    inject(env.fake, "files.getUploadURLExternal", kind)
+    reply = env.command("club export")
+    assert "Uploaded" in reply["text"]
+    done = [u for u in env.fake.uploads().values() if u.get("channel") == CH]
+    assert sorted(u["filename"] for u in done) == ["reading-group.bib", "reading-group.csv"]
+
+
 SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMessage (share)": share_post,
              "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
              "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish,
-             "chat.unfurl": unfurl}
+             "chat.unfurl": unfurl,
+             "views.open": views_open, "chat.update": chat_update, "conversations.replies": conversations_replies,
+             "files.upload_v2": files_upload}
 
 
 def test_every_web_api_method_the_bot_uses_is_covered_here():

@@ -890,6 +890,15 @@ class SQLiteStore(ReplicaTables):
                     db.execute("update posts set pick = ? where channel = ? and day = ?",
                                [scrubbed, channel, day])
             counts["picks"] = picks
+            # The reading group: out of the rotation and the votes; history keeps the sessions, not the name.
+            club = sum(db.execute(sql, [user]).rowcount for sql in (
+                "delete from club_members where user = ?", "delete from club_votes where user = ?",
+                "delete from club_aways where user = ?",
+                "update club_nominations set user = null where user = ?",
+                "update club_sessions set presenter = null where presenter = ?",
+                "update club_sessions set nominator = null where nominator = ?"))
+            if club:  # only members of a club see the key (and the line in forget-me's answer)
+                counts["club"] = club
             return counts
 
     # -- the forgotten-members list ----------------------------------------------------
@@ -1004,6 +1013,139 @@ class SQLiteStore(ReplicaTables):
             if row:
                 db.execute("delete from feeds where id = ?", [feed_id])
             return row
+
+    # -- the reading group (store/club.py holds the logic) -----------------------------
+    _CLUB_FIELDS = ("weekday", "hour", "minute", "tz", "cadence", "anchor", "lead_hours", "cutoff_hours",
+                    "mode", "active")
+
+    def set_club(self, channel: str, *, set_by: str | None, now: float, **fields) -> None:
+        """Create or change a channel's club (fields from _CLUB_FIELDS)."""
+        unknown = set(fields) - set(self._CLUB_FIELDS)
+        if unknown:
+            raise StoreError(f"unknown club fields {sorted(unknown)}")
+        with self.transaction() as db:
+            if list(db.query("select 1 from clubs where channel = ?", [channel])):
+                sets = ", ".join(f"{k} = ?" for k in fields)  # names checked against _CLUB_FIELDS above
+                db.execute(f"update clubs set {sets}{', ' if sets else ''}set_by = ?, updated_at = ? "
+                           "where channel = ?", [*fields.values(), set_by, now, channel])
+            else:
+                db["clubs"].insert({"channel": channel, **fields, "set_by": set_by, "updated_at": now})
+
+    def get_club(self, channel: str) -> dict | None:
+        rows = list(self.db.query("select * from clubs where channel = ?", [channel]))
+        return rows[0] if rows else None
+
+    def clubs(self) -> list[dict]:
+        return list(self.db.query("select * from clubs where active = 1 order by channel"))
+
+    def set_club_member(self, channel: str, user: str, *, active: bool, now: float) -> bool:
+        """Join (active) or leave the rotation; False when nothing changed."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "insert into club_members(channel, user, active, joined_at) values (?, ?, ?, ?) "
+                "on conflict(channel, user) do update set active = excluded.active "
+                "where club_members.active != excluded.active", [channel, user, int(active), now])
+            return cur.rowcount == 1
+
+    def club_members(self, channel: str, *, active_only: bool = True) -> list[dict]:
+        sql = "select * from club_members where channel = ?" + (" and active = 1" if active_only else "")
+        return list(self.db.query(sql + " order by joined_at, user", [channel]))
+
+    def add_club_away(self, channel: str, user: str, start: str, end: str, *, now: float) -> int:
+        with self.transaction() as db:
+            return db["club_aways"].insert({"channel": channel, "user": user, "start": start, "end": end,
+                                            "added_at": now}).last_pk
+
+    def club_aways(self, channel: str) -> list[dict]:
+        return list(self.db.query("select * from club_aways where channel = ? order by start", [channel]))
+
+    def put_club_session(self, channel: str, date: str, *, now: float, **fields) -> None:
+        """Create or update one session row (state, paper_id, presenter, thread_ts, ...)."""
+        with self.transaction() as db:
+            db.execute("insert into club_sessions(channel, date, state, updated_at) values (?, ?, 'planned', ?) "
+                       "on conflict do nothing", [channel, date, now])
+            unknown = set(fields) - {"state", "paper_id", "presenter", "nominator", "thread_ts", "agenda_ts",
+                                     "votes", "tiebreak"}
+            if unknown:
+                raise StoreError(f"unknown session fields {sorted(unknown)}")
+            if fields:
+                sets = ", ".join(f"{k} = ?" for k in fields)
+                db.execute(f"update club_sessions set {sets}, updated_at = ? where channel = ? and date = ?",
+                           [*fields.values(), now, channel, date])
+
+    def get_club_session(self, channel: str, date: str) -> dict | None:
+        rows = list(self.db.query("select * from club_sessions where channel = ? and date = ?", [channel, date]))
+        return rows[0] if rows else None
+
+    def club_sessions(self, channel: str) -> list[dict]:
+        return list(self.db.query("select * from club_sessions where channel = ? order by date", [channel]))
+
+    def add_nomination(self, channel: str, session: str, paper_id: str, user: str, *, now: float) -> bool:
+        """Put a paper on a session's list; False when it is already there (the first nominator keeps it)."""
+        with self.transaction() as db:
+            cur = db.execute("insert into club_nominations(channel, session, paper_id, user, nominated_at) "
+                             "values (?, ?, ?, ?, ?) on conflict do nothing", [channel, session, paper_id, user, now])
+            return cur.rowcount == 1
+
+    def nominations(self, channel: str, session: str) -> list[dict]:
+        return list(self.db.query("select * from club_nominations where channel = ? and session = ? "
+                                  "order by nominated_at, paper_id", [channel, session]))
+
+    def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
+        """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
+        with self.transaction() as db:
+            if list(db.query("select 1 from club_votes where channel = ? and session = ? and user = ? "
+                             "and paper_id = ?", [channel, session, user, paper_id])):
+                return "already"
+            used = db.execute("select count(*) from club_votes where channel = ? and session = ? and user = ?",
+                              [channel, session, user]).fetchone()[0]
+            if used >= limit:
+                return "full"
+            db.execute("insert into club_votes(channel, session, user, paper_id, voted_at) values (?, ?, ?, ?, ?)",
+                       [channel, session, user, paper_id, now])
+            return "added"
+
+    def clear_votes(self, channel: str, session: str, user: str) -> int:
+        with self.transaction() as db:
+            return db.execute("delete from club_votes where channel = ? and session = ? and user = ?",
+                              [channel, session, user]).rowcount
+
+    def club_votes(self, channel: str, session: str) -> list[dict]:
+        return list(self.db.query("select * from club_votes where channel = ? and session = ? "
+                                  "order by voted_at", [channel, session]))
+
+    # -- claim rows of the club's scheduled posts (bot/posting.py:post_once) ----------------
+    def claim_scheduled(self, channel: str, key: str, *, kind: str, claimer: str, now: float) -> bool:
+        """Claim (channel, key) for posting; exactly one caller ever gets True."""
+        with self.transaction() as db:
+            cur = db.execute("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at) "
+                             "values (?, ?, ?, 'claimed', ?, ?) on conflict do nothing",
+                             [channel, key, kind, claimer, now])
+            return cur.rowcount == 1
+
+    def get_scheduled(self, channel: str, key: str) -> dict | None:
+        rows = list(self.db.query("select * from scheduled_posts where channel = ? and key = ?", [channel, key]))
+        return rows[0] if rows else None
+
+    def take_over_scheduled(self, channel: str, key: str, *, old_claimer: str, claimer: str, now: float) -> bool:
+        with self.transaction() as db:
+            cur = db.execute("update scheduled_posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
+                             "where channel = ? and key = ? and claimed_by = ? and status in ('claimed', 'failed')",
+                             [claimer, now, channel, key, old_claimer])
+            return cur.rowcount == 1
+
+    def finish_scheduled(self, channel: str, key: str, *, claimer: str, ts: str, now: float) -> bool:
+        with self.transaction() as db:
+            cur = db.execute("update scheduled_posts set status = 'posted', ts = ?, posted_at = ?, error = null "
+                             "where channel = ? and key = ? and claimed_by = ? and status != 'posted'",
+                             [ts, now, channel, key, claimer])
+            return cur.rowcount == 1
+
+    def fail_scheduled(self, channel: str, key: str, *, claimer: str, error: str) -> None:
+        with self.transaction() as db:
+            db.execute("update scheduled_posts set status = 'failed', error = ? "
+                       "where channel = ? and key = ? and claimed_by = ? and status = 'claimed'",
+                       [error, channel, key, claimer])
 
 
 def _unwritable(db: str) -> str | None:

@@ -156,3 +156,53 @@ def m006_replicas(db: sqlite_utils.Database):
     db["processed_events"].create_index(["seen_at"])
     db["leases"].create({"name": str, "holder": str, "epoch": int, "expires_at": float}, pk="name",
                         not_null={"holder", "epoch", "expires_at"})
+
+
+@migrations()
+def m007_club(db: sqlite_utils.Database):
+    """The reading group (issue 17): a channel's club, its members and aways, sessions,
+    nominations and approval votes."""
+    db["clubs"].create(
+        {"channel": str, "weekday": int, "hour": int, "minute": int, "tz": str, "cadence": str,
+         "anchor": str, "lead_hours": int, "cutoff_hours": int, "mode": str, "active": int,
+         "set_by": str, "updated_at": float},
+        pk="channel", not_null={"weekday", "hour", "minute", "tz", "cadence", "mode", "active"},
+    )
+    db["club_members"].create(
+        {"channel": str, "user": str, "active": int, "joined_at": float},
+        pk=("channel", "user"), not_null={"active"},
+    )
+    db["club_aways"].create(
+        {"id": int, "channel": str, "user": str, "start": str, "end": str, "added_at": float},
+        pk="id", not_null={"channel", "user", "start", "end"},
+    )
+    db["club_aways"].create_index(["channel", "user"])
+    # state: planned -> held, or skipped; votes are frozen into the row at the cutoff.
+    db["club_sessions"].create(
+        {"channel": str, "date": str, "state": str, "paper_id": str, "presenter": str, "nominator": str,
+         "thread_ts": str, "agenda_ts": str, "votes": int, "tiebreak": str, "updated_at": float},
+        pk=("channel", "date"), not_null={"state"},
+    )
+    # A paper is read by a club once: the store refuses a second held session with it.
+    db.execute("create unique index club_sessions_paper on club_sessions(channel, paper_id) "
+               "where paper_id is not null and state != 'skipped'")
+    db["club_nominations"].create(
+        {"channel": str, "session": str, "paper_id": str, "user": str, "nominated_at": float},
+        pk=("channel", "session", "paper_id"), not_null={"nominated_at"},
+    )
+    # Approval voting: one row per (member, paper, session), so a double click is one vote.
+    db["club_votes"].create(
+        {"channel": str, "session": str, "user": str, "paper_id": str, "voted_at": float},
+        pk=("channel", "session", "user", "paper_id"),
+    )
+
+
+@migrations()
+def m008_scheduled_posts(db: sqlite_utils.Database):
+    """Claim rows for the club's scheduled posts (agenda, winner, reminder, thread, recap): one per
+    (channel, key), key = '<kind>:<session date>', with the same states as the daily posts."""
+    db["scheduled_posts"].create(
+        {"channel": str, "key": str, "kind": str, "status": str, "claimed_by": str, "claimed_at": float,
+         "error": str, "ts": str, "posted_at": float},
+        pk=("channel", "key"), not_null={"kind", "status"},
+    )

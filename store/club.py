@@ -1,0 +1,556 @@
+"""The reading group: when a channel's club meets, who presents, which paper wins.
+
+Pure functions over plain records, with time as an argument; the `*_for` helpers
+load those records from a Store. Session times reuse store/schedule.py's
+wall-clock trigger, so a 17:00 club stays at 17:00 local across DST changes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from .errors import StoreError
+from .schedule import DAILY, ScheduleSpec, check_timezone, next_fire
+
+if TYPE_CHECKING:
+    from .base import Store
+    from .embed import Embedder
+
+WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
+VOTE, PRESENTER_CHOOSES = "vote", "presenter"
+MAX_VOTES = 3  # approval voting: at most this many papers per member and session
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+TIEBREAK = "ties go to the nominator with fewer earlier sessions, then to the earlier nomination"
+
+
+class ClubError(StoreError):
+    """A club request that cannot be done; the message says why, for the member."""
+
+
+@dataclass(frozen=True)
+class ClubSpec:
+    """When and how a channel's club meets."""
+
+    weekday: int  # 0 = Monday
+    hour: int
+    minute: int
+    tz: str
+    cadence: str = WEEKLY
+    anchor: date | None = None  # a session date: fortnightly clubs meet every other week from it
+    lead_hours: int = 72  # nominations close (and the agenda posts) this long before the session
+    cutoff_hours: int = 24  # votes close (and the winner is announced) this long before
+    mode: str = VOTE
+    active: bool = True
+
+    def __post_init__(self):
+        if not 0 <= self.weekday <= 6 or not 0 <= self.hour <= 23 or not 0 <= self.minute <= 59:
+            raise ClubError("A club meets on a weekday (Monday to Sunday) at a time from 00:00 to 23:59.")
+        if self.cadence not in (WEEKLY, FORTNIGHTLY):
+            raise ClubError("A club meets weekly or fortnightly.")
+        if self.mode not in (VOTE, PRESENTER_CHOOSES):
+            raise ClubError("Either members vote or the presenter chooses.")
+        if not 0 < self.cutoff_hours <= self.lead_hours <= 24 * 13:
+            raise ClubError("Nominations close before votes do, and both within two weeks of the session.")
+        check_timezone(self.tz)
+
+    @classmethod
+    def from_row(cls, row: dict) -> "ClubSpec":
+        return cls(row["weekday"], row["hour"], row["minute"], row["tz"], row["cadence"],
+                   date.fromisoformat(row["anchor"]) if row.get("anchor") else None,
+                   row["lead_hours"], row["cutoff_hours"], row["mode"], bool(row["active"]))
+
+    def to_row(self) -> dict:
+        row = dataclasses.asdict(self)
+        row["anchor"] = self.anchor.isoformat() if self.anchor else None
+        row["active"] = int(self.active)
+        return row
+
+    def describe(self) -> str:
+        """'fortnightly on Thursday at 17:00 Europe/Berlin'."""
+        return f"{self.cadence} on {WEEKDAYS[self.weekday].title()} at {self.hour:02d}:{self.minute:02d} {self.tz}"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The moments of one session (aware datetimes in the club's zone)."""
+
+    day: date
+    start: datetime
+    nominations_close: datetime
+    cutoff: datetime
+    reminder: datetime
+    recap: datetime
+
+
+def timeline(spec: ClubSpec, start: datetime, *, reminder: timedelta = timedelta(hours=1),
+             recap: timedelta = timedelta(hours=3)) -> Timeline:
+    """Every scheduled moment of the session starting at `start`.
+
+    Offsets are real elapsed time (UTC arithmetic), so "1 h before" is one hour even on a DST night.
+    """
+    zone = start.tzinfo
+
+    def shift(delta: timedelta) -> datetime:
+        return (start.astimezone(timezone.utc) + delta).astimezone(zone)
+
+    return Timeline(start.date(), start, shift(-timedelta(hours=spec.lead_hours)),
+                    shift(-timedelta(hours=spec.cutoff_hours)), shift(-reminder), shift(recap))
+
+
+def _meets_on(spec: ClubSpec, day: date) -> bool:
+    if day.weekday() != spec.weekday:
+        return False
+    if spec.cadence == FORTNIGHTLY and spec.anchor is not None:
+        return ((day - spec.anchor).days // 7) % 2 == 0
+    return True
+
+
+def session_starts(spec: ClubSpec, after: datetime, *, skipped: Iterable[date] = (), count: int = 1) -> list[datetime]:
+    """The next `count` session starts strictly after `after`, leaving out skipped dates."""
+    if not spec.active:
+        return []
+    skipped = set(skipped)
+    daily = ScheduleSpec(spec.hour, spec.minute, spec.tz, DAILY)
+    out: list[datetime] = []
+    t = after
+    for _ in range(400 * max(1, count)):
+        t = next_fire(daily, t)
+        if _meets_on(spec, t.date()) and t.date() not in skipped:
+            out.append(t)
+            if len(out) == count:
+                break
+    return out
+
+
+def next_session(spec: ClubSpec, now: datetime, *, skipped: Iterable[date] = ()) -> datetime | None:
+    """When the club next meets (None when it is off)."""
+    starts = session_starts(spec, now, skipped=skipped)
+    return starts[0] if starts else None
+
+
+def nomination_session(spec: ClubSpec, now: datetime, *, skipped: Iterable[date] = ()) -> datetime | None:
+    """The session a nomination made now goes to: the next one whose nominations are still open."""
+    for start in session_starts(spec, now, skipped=skipped, count=3):
+        if timeline(spec, start).nominations_close > now:
+            return start
+    return None
+
+
+# -- availability ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Away:
+    user: str
+    start: date
+    end: date
+
+    def covers(self, day: date) -> bool:
+        return self.start <= day <= self.end
+
+
+def parse_away(text: str, today: date) -> tuple[date, date]:
+    """'2026-12-10', '2026-12-10..2026-12-24' or '2026-12-10 to 2026-12-24' -> (start, end)."""
+    cleaned = text.strip().replace(" to ", "..").replace(" - ", "..")
+    parts = [p.strip() for p in cleaned.split("..")] if ".." in cleaned else [cleaned]
+    if not 1 <= len(parts) <= 2 or not all(parts):
+        raise ClubError("Write a date or a range: 2026-12-10 or 2026-12-10..2026-12-24.")
+    try:
+        days = [date.fromisoformat(p) for p in parts]
+    except ValueError:
+        raise ClubError(f"I could not read {text.strip()!r} as a date: write it as YYYY-MM-DD.") from None
+    start, end = days[0], days[-1]
+    if end < start:
+        raise ClubError("The range ends before it starts.")
+    if end < today:
+        raise ClubError("That is in the past.")
+    if (end - start).days > 366:
+        raise ClubError("An away can last at most a year.")
+    return start, end
+
+
+def is_away(user: str, day: date, aways: Sequence[Away]) -> bool:
+    return any(a.user == user and a.covers(day) for a in aways)
+
+
+# -- presenters ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PastSession:
+    """A held session: its date, paper, presenter, and who nominated the paper."""
+
+    day: date
+    paper_id: str | None
+    presenter: str | None
+    nominator: str | None = None
+
+
+def choose_presenter(members: Sequence[str], day: date, history: Sequence[PastSession], aways: Sequence[Away],
+                     *, nominator: str | None = None) -> str | None:
+    """Who presents on `day`: fewest presentations, then longest since the last one, then the
+    winning paper's nominator, then the member id (stable); never someone away. None if nobody can."""
+    past = [s for s in history if s.day < day and s.presenter]
+    counts = {m: 0 for m in members}
+    last: dict[str, date] = {}
+    for s in past:
+        if s.presenter in counts:
+            counts[s.presenter] += 1
+            last[s.presenter] = max(last.get(s.presenter, date.min), s.day)
+    free = [m for m in members if not is_away(m, day, aways)]
+    if not free:
+        return None
+    return min(free, key=lambda m: (counts[m], last.get(m, date.min), m != nominator, m))
+
+
+# -- the winning paper -----------------------------------------------------------------
+@dataclass(frozen=True)
+class Nomination:
+    paper_id: str
+    user: str | None
+    at: float
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The result at the cutoff: the winner, every candidate's votes, and the tie-break if one decided."""
+
+    winner: Nomination | None
+    votes: dict[str, int]
+    tiebreak: str | None = None
+
+
+def tally(nominations: Sequence[Nomination], votes: Iterable[tuple[str, str]], history: Sequence[PastSession]) -> Tally:
+    """Most approval votes wins; ties go to the nominator with fewer earlier sessions, then the
+    earlier nomination. `votes`: (user, paper_id) pairs (duplicates count once)."""
+    counts = {n.paper_id: 0 for n in nominations}
+    for _user, paper in set(votes):
+        if paper in counts:
+            counts[paper] += 1
+    if not nominations:
+        return Tally(None, counts)
+    sessions_of: dict[str, int] = {}
+    for s in history:
+        if s.nominator:
+            sessions_of[s.nominator] = sessions_of.get(s.nominator, 0) + 1
+
+    def key(n: Nomination):
+        return (-counts[n.paper_id], sessions_of.get(n.user or "", 0), n.at, n.paper_id)
+
+    ranked = sorted(nominations, key=key)
+    best = ranked[0]
+    tied = [n for n in ranked if counts[n.paper_id] == counts[best.paper_id]]
+    why = None
+    if len(tied) > 1:
+        if sessions_of.get(tied[1].user or "", 0) != sessions_of.get(best.user or "", 0):
+            why = "tied on votes: the nominator with fewer earlier sessions wins"
+        else:
+            why = "tied on votes and earlier sessions: the earlier nomination wins"
+    return Tally(best, counts, why)
+
+
+# -- loading from the store ------------------------------------------------------------
+def club_for(store: Store, channel: str) -> ClubSpec | None:
+    row = store.get_club(channel)
+    return ClubSpec.from_row(row) if row else None
+
+
+def aways_for(store: Store, channel: str) -> list[Away]:
+    return [Away(r["user"], date.fromisoformat(r["start"]), date.fromisoformat(r["end"]))
+            for r in store.club_aways(channel)]
+
+
+def history_for(store: Store, channel: str) -> list[PastSession]:
+    """The club's held sessions, oldest first."""
+    return [PastSession(date.fromisoformat(r["date"]), r["paper_id"], r["presenter"], r["nominator"])
+            for r in store.club_sessions(channel) if r["state"] == "held"]
+
+
+def skipped_for(store: Store, channel: str) -> set[date]:
+    return {date.fromisoformat(r["date"]) for r in store.club_sessions(channel) if r["state"] == "skipped"}
+
+
+def read_papers(store: Store, channel: str) -> set[str]:
+    """Papers this club has read or chosen (never proposed or nominated again)."""
+    return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
+
+
+def nominations_for(store: Store, channel: str, day: date) -> list[Nomination]:
+    return [Nomination(r["paper_id"], r["user"], r["nominated_at"]) for r in store.nominations(channel, day.isoformat())]
+
+
+def set_club(store: Store, channel: str, spec: ClubSpec, *, by: str | None, now: datetime) -> ClubSpec:
+    """Store a club's setup; a fortnightly club without an anchor counts from its next session."""
+    if spec.cadence == FORTNIGHTLY and spec.anchor is None:
+        first = session_starts(dataclasses.replace(spec, cadence=WEEKLY), now)[0]
+        spec = dataclasses.replace(spec, anchor=first.date())
+    store.set_club(channel, set_by=by, now=now.timestamp(), **spec.to_row())
+    return spec
+
+
+def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime) -> tuple[date, bool]:
+    """Nominate a paper for the next open session: (session date, newly added)."""
+    spec = club_for(store, channel)
+    if spec is None or not spec.active:
+        raise ClubError("This channel has no reading group, or it is off; an admin can set one up.")
+    if paper_id in read_papers(store, channel):
+        raise ClubError("The club has read that paper already.")
+    start = nomination_session(spec, now, skipped=skipped_for(store, channel))
+    if start is None:
+        raise ClubError("No session is open for nominations.")
+    return start.date(), store.add_nomination(channel, start.date().isoformat(), paper_id, user, now=now.timestamp())
+
+
+def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:
+    """Whether votes for the session on `day` are still taken (the club meets then, before its cutoff)."""
+    spec = club_for(store, channel)
+    if spec is None or not spec.active:
+        return False
+    start = [s for s in session_starts(spec, now - timedelta(days=15), count=6) if s.date() == day]
+    return bool(start) and timeline(spec, start[0]).cutoff > now
+
+
+def cast_vote(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:
+    """'added', 'already', 'full', 'closed' (after the cutoff) or 'unknown' (not a candidate)."""
+    if not voting_open(store, channel, day, now):
+        return "closed"
+    if paper_id not in {n.paper_id for n in nominations_for(store, channel, day)}:
+        return "unknown"
+    return store.add_vote(channel, day.isoformat(), user, paper_id, limit=MAX_VOTES, now=now.timestamp())
+
+
+def decide(store: Store, channel: str, day: date, now: datetime) -> dict:
+    """At the cutoff: the winner and the presenter for the session on `day`, stored; the session row."""
+    existing = store.get_club_session(channel, day.isoformat())
+    if existing and existing.get("paper_id") and existing.get("presenter"):
+        return existing  # decided already (a retry or a second process)
+    history = history_for(store, channel)
+    result = tally(nominations_for(store, channel, day),
+                   ((v["user"], v["paper_id"]) for v in store.club_votes(channel, day.isoformat())), history)
+    members = [m["user"] for m in store.club_members(channel)]
+    nominator = result.winner.user if result.winner else None
+    presenter = choose_presenter(members, day, history, aways_for(store, channel), nominator=nominator)
+    fields = {"presenter": presenter}
+    if result.winner:
+        fields.update(paper_id=result.winner.paper_id, nominator=nominator,
+                      votes=result.votes[result.winner.paper_id], tiebreak=result.tiebreak)
+    store.put_club_session(channel, day.isoformat(), now=now.timestamp(), **fields)
+    return store.get_club_session(channel, day.isoformat())
+
+
+def propose(store: Store, embedder: Embedder, channel: str, day: date, *, count: int = 3) -> list[str]:
+    """With no nominations: `count` papers from the team's interests by the pick's own scoring,
+    none the club read or the channel was shown before."""
+    from .pick import PastPost, PickSettings, history_for as posts_history, interests_for, pick_daily
+
+    ids, matrix = store.load_vectors(embedder.name)
+    read = [PastPost(date.min, pid) for pid in sorted(read_papers(store, channel))]
+    pick = pick_daily(f"{channel}:club", day, ids, matrix, interests_for(store, channel, embedder),
+                      [*posts_history(store, channel), *read], signals=store.paper_signals(),
+                      settings=PickSettings(runners_up=count - 1, exploration_rate=0.0))
+    if pick is None:
+        return []
+    return [pick.paper_id, *[c.paper_id for c in pick.runners_up]][:count]
+
+
+# -- the session thread and its recap ----------------------------------------------------
+_ASSUME = ("assum", "we consider", "given", "setting", "suppose", "require", "rely", "under ")
+_EVIDENCE = ("experiment", "result", "outperform", "improv", "benchmark", "%", "accuracy", "show")
+_OPEN = ("limitation", "future", "however", "but ", "remain", "open", "challeng", "unclear")
+
+
+def _cut(sentence: str, limit: int = 160) -> str:
+    s = " ".join(sentence.split()).rstrip(".")
+    return s if len(s) <= limit else s[:limit].rsplit(" ", 1)[0] + "…"
+
+
+def discussion_questions(abstract: str) -> list[str]:
+    """Three extractive questions from the abstract: its assumptions, its evidence, what it leaves open."""
+    from .text import split_sentences
+
+    sentences = [s for s in split_sentences(abstract or "") if len(s.split()) >= 4]
+    if not sentences:
+        return []
+    used: set[int] = set()
+
+    def find(words: tuple[str, ...], fallback: int) -> str:
+        for i, s in enumerate(sentences):
+            if i not in used and any(w in s.lower() for w in words):
+                used.add(i)
+                return s
+        i = min(max(0, fallback if fallback >= 0 else len(sentences) + fallback), len(sentences) - 1)
+        used.add(i)
+        return sentences[i]
+
+    assume, evidence, open_ = find(_ASSUME, 0), find(_EVIDENCE, -1), find(_OPEN, len(sentences) // 2)
+    return [f"Assumptions: the paper says “{_cut(assume)}”. When would that not hold?",
+            f"Evidence: “{_cut(evidence)}”. Is that enough to support the claim?",
+            f"What is left open after “{_cut(open_)}”?"]
+
+
+@dataclass(frozen=True)
+class Recap:
+    participants: tuple[str, ...]
+    points: tuple[tuple[str, str, int], ...]  # (author, text, reactions)
+    open_questions: tuple[tuple[str, str], ...]  # (author, text)
+
+
+def thread_recap(messages: Sequence[dict], *, bot_user: str | None = None, points: int = 3) -> Recap:
+    """From a thread's replies (conversations.replies, parent first): who took part, the points that
+    drew the most reactions, and questions (ending in '?') that got no answer."""
+    replies = [m for m in messages[1:] if m.get("user") and m.get("user") != bot_user and not m.get("bot_id")]
+    people = tuple(dict.fromkeys(m["user"] for m in replies))
+
+    def reactions(m: dict) -> int:
+        return sum(int(r.get("count") or len(r.get("users") or ())) for r in m.get("reactions") or ())
+
+    ranked = sorted(enumerate(replies), key=lambda im: (-reactions(im[1]), im[0]))
+    top = tuple((m["user"], (m.get("text") or "").strip(), reactions(m)) for _, m in ranked[:points]
+                if reactions(m) > 0)
+    # A reply that is not a question answers the latest open question someone else asked
+    # (threads are flat, so this is the reading a person would make of the order).
+    open_q: list[tuple[str, str]] = []
+    for m in replies:
+        text = (m.get("text") or "").strip()
+        if text.endswith("?"):
+            open_q.append((m["user"], text))
+            continue
+        for j in range(len(open_q) - 1, -1, -1):
+            if open_q[j][0] != m["user"]:
+                del open_q[j]
+                break
+    return Recap(people, top, tuple(open_q))
+
+
+def next_turn(user: str, members: Sequence[str], days: Sequence[date], history: Sequence[PastSession],
+              aways: Sequence[Away]) -> date | None:
+    """When `user` is next likely to present: the rotation played forward over `days` (None if not within)."""
+    played = list(history)
+    for day in days:
+        who = choose_presenter(members, day, played, aways)
+        if who == user:
+            return day
+        if who:
+            played.append(PastSession(day, None, who))
+    return None
+
+
+def member_outlook(store: Store, channel: str, user: str, now: datetime) -> dict | None:
+    """For App Home: the next session, the member's votes on it, and their likely next turn."""
+    spec = club_for(store, channel)
+    if spec is None or not spec.active:
+        return None
+    members = [m["user"] for m in store.club_members(channel)]
+    skipped = skipped_for(store, channel)
+    starts = session_starts(spec, now, skipped=skipped, count=len(members) + 2 if members else 1)
+    if not starts:
+        return None
+    day = starts[0].date()
+    row = store.get_club_session(channel, day.isoformat()) or {}
+    votes = [v["paper_id"] for v in store.club_votes(channel, day.isoformat()) if v["user"] == user]
+    turn = None
+    if user in members:
+        if row.get("presenter"):
+            turn = day if row["presenter"] == user else next_turn(
+                user, members, [s.date() for s in starts[1:]],
+                [*history_for(store, channel), PastSession(day, None, row["presenter"])], aways_for(store, channel))
+        else:
+            turn = next_turn(user, members, [s.date() for s in starts], history_for(store, channel),
+                             aways_for(store, channel))
+    return {"start": starts[0], "paper_id": row.get("paper_id"), "presenter": row.get("presenter"),
+            "votes": votes, "member": user in members, "next_turn": turn}
+
+
+# -- the reading list as files ----------------------------------------------------------
+def _bib(text: str) -> str:
+    """A BibTeX field value: braces balanced away, whitespace collapsed."""
+    return " ".join((text or "").replace("{", "(").replace("}", ")").replace("\\", " ").split())
+
+
+def export_rows(store: Store, channel: str) -> list[dict]:
+    """The club's read papers, oldest session first: date, id, title, authors, venue, year, url, presenter."""
+    out = []
+    for r in store.club_sessions(channel):
+        if r["state"] != "held" or not r["paper_id"]:
+            continue
+        p = store.get_paper(r["paper_id"])
+        if p is None:
+            continue
+        out.append({"date": r["date"], "id": p.id, "title": p.title or p.headline, "short_name": p.short_name,
+                    "authors": "; ".join(p.authors or ()) if not isinstance(p.authors, str) else p.authors,
+                    "venue": p.collection or "", "year": p.year or "", "url": p.url or "",
+                    "presenter": r["presenter"] or "", "votes": r["votes"] or 0})
+    return out
+
+
+def to_bibtex(rows: Sequence[dict]) -> str:
+    """One @misc entry per read paper (key: the paper id), with the session in the note."""
+    entries = []
+    for r in rows:
+        key = "".join(ch for ch in r["id"] if ch.isalnum() or ch in "-_:") or "paper"
+        fields = {"title": r["title"], "author": r["authors"].replace("; ", " and "), "year": str(r["year"]),
+                  "howpublished": r["venue"], "url": r["url"], "note": f"Reading group, {r['date']}"}
+        body = ",\n".join(f"  {k} = {{{_bib(v)}}}" for k, v in fields.items() if v)
+        entries.append(f"@misc{{{key},\n{body}\n}}")
+    return "\n\n".join(entries) + ("\n" if entries else "")
+
+
+def to_csv(rows: Sequence[dict]) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["date", "id", "short_name", "title", "authors", "venue", "year", "url",
+                                             "presenter", "votes"], extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        # A cell starting with = + - @ is a formula in a spreadsheet: quote it as text.
+        writer.writerow({k: (f"'{v}" if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+# -- the map of the club's reading ------------------------------------------------------
+@dataclass(frozen=True)
+class MapPoints:
+    """A 2-D PCA projection: session papers (labelled), daily posts (faint), members' interests."""
+
+    sessions: list[tuple[str, float, float]]  # (label, x, y)
+    daily: list[tuple[float, float]]
+    interests: list[tuple[str, float, float]]  # (member: interest text, x, y)
+
+
+def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
+    """Project the club's papers, the channel's daily posts and its interests onto their top two
+    principal components (numpy SVD: two axes of a few hundred vectors need no UMAP)."""
+    import numpy as np
+
+    session_ids = [r["paper_id"] for r in store.club_sessions(channel) if r["state"] == "held" and r["paper_id"]]
+    daily_ids = [r["paper_id"] for r in store.post_history(channel) if r.get("paper_id")]
+    vecs, kinds = [], []
+    for kind, pid_list in (("s", session_ids), ("d", daily_ids)):
+        for pid in pid_list:
+            v = store.get_vector(pid, model)
+            if v is not None:
+                vecs.append(np.asarray(v, dtype=np.float32))
+                kinds.append((kind, pid))
+    for row in store.interests(channel):
+        if row.get("vector") is not None and row.get("model") == model:
+            vecs.append(np.asarray(row["vector"], dtype=np.float32))
+            kinds.append(("i", f"{row['added_by'] or 'someone'}: {row['text']}"))
+    if not any(k == "s" for k, _ in kinds):
+        return None
+    m = np.stack(vecs)
+    centred = m - m.mean(axis=0)
+    if len(m) >= 2:
+        _, _, vt = np.linalg.svd(centred, full_matrices=False)
+        xy = centred @ vt[:2].T if vt.shape[0] >= 2 else np.c_[centred @ vt[0], np.zeros(len(m))]
+    else:
+        xy = np.zeros((1, 2))
+    names = {p.id: p.short_name for p in store.get_papers([pid for k, pid in kinds if k == "s"])}
+    sessions, daily, interests = [], [], []
+    for (kind, ref), (x, y) in zip(kinds, xy.tolist()):
+        if kind == "s":
+            sessions.append((names.get(ref, ref), x, y))
+        elif kind == "d":
+            daily.append((x, y))
+        else:
+            interests.append((ref, x, y))
+    return MapPoints(sessions, daily, interests)

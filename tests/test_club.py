@@ -1,0 +1,197 @@
+"""The reading group's logic (store/club.py) with an injected clock: sessions across DST,
+skips, aways, presenter fairness, votes and ties."""
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from store import open_store
+from store.club import (
+    FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
+    decide, next_session, nominate, parse_away, propose, session_starts, set_club, tally, timeline,
+)
+
+BERLIN = ZoneInfo("Europe/Berlin")
+THU = 3
+
+
+def utc(*a) -> datetime:
+    return datetime(*a, tzinfo=timezone.utc)
+
+
+def test_sessions_keep_wall_clock_across_dst():
+    spec = ClubSpec(THU, 17, 0, "Europe/Berlin")
+    # Berlin falls back on Sun 25 Oct 2026: Thu 22 Oct 17:00 is 15:00 UTC, Thu 29 Oct 17:00 is 16:00 UTC.
+    starts = session_starts(spec, utc(2026, 10, 20), count=2)
+    assert [s.astimezone(BERLIN).strftime("%a %d %H:%M") for s in starts] == ["Thu 22 17:00", "Thu 29 17:00"]
+    assert [s.astimezone(timezone.utc).hour for s in starts] == [15, 16]
+
+
+def test_timeline_offsets_are_real_hours_over_a_dst_night():
+    spec = ClubSpec(0, 9, 0, "Europe/Berlin", lead_hours=72, cutoff_hours=24)  # Monday 09:00
+    start = next_session(spec, utc(2026, 10, 20))
+    assert start.date() == date(2026, 10, 26)  # the Monday after the fall-back Sunday
+    t = timeline(spec, start)
+    u = lambda x: x.astimezone(timezone.utc)  # noqa: E731  (same-zone subtraction is wall-clock in Python)
+    assert u(start) - u(t.nominations_close) == timedelta(hours=72)
+    assert t.nominations_close.astimezone(BERLIN).hour == 10  # 72 real hours back crosses the extra hour
+    assert u(start) - u(t.reminder) == timedelta(hours=1) and u(t.recap) - u(start) == timedelta(hours=3)
+
+
+def test_skip_and_off_and_fortnightly():
+    spec = ClubSpec(THU, 17, 0, "Europe/Berlin")
+    now = utc(2026, 12, 1)
+    assert next_session(spec, now).date() == date(2026, 12, 3)
+    assert next_session(spec, now, skipped={date(2026, 12, 3)}).date() == date(2026, 12, 10)
+    off = ClubSpec(THU, 17, 0, "Europe/Berlin", active=False)
+    assert next_session(off, now) is None
+    fort = ClubSpec(THU, 17, 0, "Europe/Berlin", cadence=FORTNIGHTLY, anchor=date(2026, 12, 3))
+    assert [s.date() for s in session_starts(fort, now, count=3)] == [
+        date(2026, 12, 3), date(2026, 12, 17), date(2026, 12, 31)]
+
+
+def test_bad_setups_are_refused():
+    with pytest.raises(ClubError):
+        ClubSpec(THU, 25, 0, "UTC")
+    with pytest.raises(ClubError):
+        ClubSpec(THU, 17, 0, "UTC", lead_hours=10, cutoff_hours=24)
+    with pytest.raises(Exception):
+        ClubSpec(THU, 17, 0, "Mars/Olympus")
+
+
+def test_parse_away():
+    today = date(2026, 12, 1)
+    assert parse_away("2026-12-10", today) == (date(2026, 12, 10), date(2026, 12, 10))
+    assert parse_away("2026-12-10..2026-12-24", today) == (date(2026, 12, 10), date(2026, 12, 24))
+    assert parse_away("2026-12-10 to 2026-12-24", today) == (date(2026, 12, 10), date(2026, 12, 24))
+    for bad in ("soon", "2026-12-24..2026-12-10", "2025-01-01"):
+        with pytest.raises(ClubError):
+            parse_away(bad, today)
+
+
+def test_presenter_fewest_then_longest_since_then_nominator_never_away():
+    d = lambda n: date(2026, 1, 1) + timedelta(weeks=n)  # noqa: E731
+    history = [PastSession(d(0), "p0", "ann"), PastSession(d(1), "p1", "bob"), PastSession(d(2), "p2", "cy")]
+    members = ["ann", "bob", "cy", "dee"]
+    assert choose_presenter(members, d(3), history, []) == "dee"  # never presented
+    history.append(PastSession(d(3), "p3", "dee"))
+    assert choose_presenter(members, d(4), history, []) == "ann"  # longest since
+    away = [Away("ann", d(4), d(4))]
+    assert choose_presenter(members, d(4), history, away) == "bob"  # never someone away
+    # Away sessions count as neither: ann comes back with fewer and is first again.
+    history.append(PastSession(d(4), "p4", "bob"))
+    assert choose_presenter(members, d(5), history, away) == "ann"
+    # A full tie (nobody presented) goes to the winning paper's nominator.
+    assert choose_presenter(members, d(0), [], [], nominator="cy") == "cy"
+    assert choose_presenter(["ann"], d(4), [], away) is None
+
+
+def test_tally_ties_by_nominator_sessions_then_earlier_nomination():
+    noms = [Nomination("a", "ann", 1.0), Nomination("b", "bob", 2.0), Nomination("c", "cy", 3.0)]
+    votes = [("u1", "a"), ("u2", "b"), ("u1", "a")]  # a double vote counts once
+    history = [PastSession(date(2026, 1, 1), "old", "x", nominator="ann")]
+    t = tally(noms, votes, history)
+    assert t.votes == {"a": 1, "b": 1, "c": 0}
+    assert t.winner.paper_id == "b" and "fewer earlier sessions" in t.tiebreak
+    t = tally(noms, votes, [])
+    assert t.winner.paper_id == "a" and "earlier nomination" in t.tiebreak
+    t = tally(noms, [("u1", "c"), ("u2", "c")], [])
+    assert t.winner.paper_id == "c" and t.tiebreak is None
+
+
+@pytest.fixture
+def club(tmp_path):
+    s = open_store(tmp_path / "club.db")
+    now = utc(2026, 11, 30, 8)  # Monday; the session is Thu 3 Dec 17:00 Berlin
+    set_club(s, "C1", ClubSpec(THU, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24), by="U0", now=now)
+    for u in ("ann", "bob", "cy"):
+        s.set_club_member("C1", u, active=True, now=now.timestamp())
+    yield s, now
+    s.close()
+
+
+def test_full_cycle_nominate_vote_cutoff_decide(club):
+    s, now = club
+    day, added = nominate(s, "C1", "p-a", "ann", now)
+    assert day == date(2026, 12, 3) and added
+    assert nominate(s, "C1", "p-a", "bob", now) == (day, False)  # the first nominator keeps it
+    nominate(s, "C1", "p-b", "bob", now + timedelta(minutes=1))
+    for p in ("p-c", "p-d"):
+        nominate(s, "C1", p, "cy", now + timedelta(minutes=2))
+    at = utc(2026, 12, 2, 9)  # after nominations close, before the cutoff (Wed 16:00 UTC)
+    assert cast_vote(s, "C1", day, "bob", "p-a", at) == "added"
+    assert cast_vote(s, "C1", day, "bob", "p-a", at) == "already"
+    assert cast_vote(s, "C1", day, "cy", "p-a", at) == "added"
+    for p in ("p-b", "p-c"):
+        assert cast_vote(s, "C1", day, "ann", p, at) == "added"
+    assert cast_vote(s, "C1", day, "ann", "p-d", at) == "added"
+    assert cast_vote(s, "C1", day, "ann", "p-a", at) == "full"  # MAX_VOTES
+    assert MAX_VOTES == 3
+    assert cast_vote(s, "C1", day, "ann", "nope", at) == "unknown"
+    s.clear_votes("C1", day.isoformat(), "ann")  # votes are changeable until the cutoff
+    assert cast_vote(s, "C1", day, "ann", "p-b", at) == "added"
+    late = utc(2026, 12, 2, 16, 0, 1)
+    assert cast_vote(s, "C1", day, "dee", "p-b", late) == "closed"
+    row = decide(s, "C1", day, late)
+    assert row["paper_id"] == "p-a" and row["votes"] == 2 and row["nominator"] == "ann"
+    assert row["presenter"] == "ann"  # everyone tied on presentations: the nominator
+    assert decide(s, "C1", day, late + timedelta(minutes=5))["presenter"] == "ann"  # a retry changes nothing
+    s.put_club_session("C1", day.isoformat(), state="held", now=late.timestamp())
+    with pytest.raises(ClubError):
+        nominate(s, "C1", "p-a", "bob", late)  # read already
+
+
+def test_skipped_session_moves_nominations_on(club):
+    s, now = club
+    s.put_club_session("C1", "2026-12-03", state="skipped", now=now.timestamp())
+    day, _ = nominate(s, "C1", "p-a", "ann", now)
+    assert day == date(2026, 12, 10)
+
+
+def test_no_nominations_proposes_three_unread_from_interests(hashing_store):
+    from store import HashingEmbedder
+
+    emb = HashingEmbedder()
+    now = utc(2026, 11, 30, 8)
+    set_club(hashing_store, "C1", ClubSpec(THU, 17, 0, "UTC"), by="U0", now=now)
+    vec = emb.encode(["video understanding"])[0]
+    hashing_store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=vec, now=now.timestamp())
+    first = propose(hashing_store, emb, "C1", date(2026, 12, 3))
+    assert len(first) == 3 and len(set(first)) == 3
+    hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first[0], now=now.timestamp())
+    again = propose(hashing_store, emb, "C1", date(2026, 12, 3))
+    assert first[0] not in again and len(again) == 3
+
+
+def test_forget_me_takes_a_member_out_of_the_club(club):
+    s, now = club
+    day, _ = nominate(s, "C1", "p-a", "ann", now)
+    at = utc(2026, 12, 2, 9)
+    cast_vote(s, "C1", day, "ann", "p-a", at)
+    s.add_club_away("C1", "ann", "2026-12-10", "2026-12-10", now=now.timestamp())
+    s.put_club_session("C1", "2026-11-26", state="held", paper_id="p-old", presenter="ann", nominator="ann",
+                       now=now.timestamp())
+    counts = s.forget_user("ann")
+    assert counts["club"] >= 5
+    assert "ann" not in [m["user"] for m in s.club_members("C1", active_only=False)]
+    assert s.club_votes("C1", day.isoformat()) == [] and s.club_aways("C1") == []
+    held = s.get_club_session("C1", "2026-11-26")
+    assert (held["paper_id"], held["presenter"], held["nominator"]) == ("p-old", None, None)
+    assert [n["user"] for n in s.nominations("C1", day.isoformat())] == [None]
+    assert "club" not in s.forget_user("ann")
+
+
+def test_the_daily_pick_never_proposes_a_paper_the_club_read(hashing_store):
+    from store import HashingEmbedder, pick_for_channel
+
+    emb = HashingEmbedder()
+    now = utc(2026, 11, 30, 8)
+    vec = emb.encode(["video understanding"])[0]
+    hashing_store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=vec, now=now.timestamp())
+    first = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first.paper_id, now=now.timestamp())
+    again = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    assert again.paper_id != first.paper_id
+    assert first.paper_id not in [c.paper_id for c in again.runners_up]

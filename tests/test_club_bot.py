@@ -1,0 +1,229 @@
+"""The reading group through the real Bolt app and the fake Slack: the setup modal, nominations,
+votes from several members (a double click, a click after the cutoff), the agenda updated in place,
+and a swap offered, accepted and declined."""
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+from slack_bolt import BoltRequest
+
+from bot import blocks as bk
+from bot.app import create_app
+from bot.club import post_agenda
+from conftest import Clock, dispatch_command, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher
+from store.club import ClubSpec, set_club
+
+CH = "C1"
+ADMIN = "UADMIN"
+THU = 3
+MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)  # the session is Thu 3 Dec 17:00 Berlin
+DAY = date(2026, 12, 3)
+
+
+@pytest.fixture
+def world(fake_slack, hashing_store):
+    clock = Clock(MONDAY)
+    settings = make_settings(slack_api_url=fake_slack.api_url, admins=ADMIN)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
+    app = create_app(deps, process_before_response=True)
+    return app, fake_slack, hashing_store, clock, deps
+
+
+def dispatch(app, body):
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+
+def click(app, fake, action_id, value, *, user, message_ts=None, ephemeral=False):
+    """A click as Slack sends it, on the channel message message_ts (or an ephemeral reply)."""
+    url = fake.new_response_url(channel=CH, user=user)
+    body = {"type": "block_actions", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+            "container": {"type": "message", "channel_id": CH, "message_ts": message_ts or "1.000001",
+                          "is_ephemeral": ephemeral},
+            "response_url": url,
+            "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+    dispatch(app, body)
+    return fake.responses(url)
+
+
+def submit_setup(app, view, *, user, **values):
+    state = {
+        "weekday": {"value": {"type": "static_select", "selected_option": {"value": str(values.get("weekday", THU))}}},
+        "time": {"value": {"type": "timepicker", "selected_time": values.get("time", "17:00")}},
+        "tz": {"value": {"type": "plain_text_input", "value": values.get("tz", "Europe/Berlin")}},
+        "cadence": {"value": {"type": "static_select", "selected_option": {"value": "weekly"}}},
+        "lead": {"value": {"type": "number_input", "value": str(values.get("lead", 48))}},
+        "cutoff": {"value": {"type": "number_input", "value": str(values.get("cutoff", 24))}},
+        "mode": {"value": {"type": "static_select", "selected_option": {"value": "vote"}}},
+    }
+    body = {"type": "view_submission", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},
+            "trigger_id": "1.2.3", "view": {**view, "state": {"values": state}}}
+    return app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+
+
+def test_admin_opens_the_setup_modal_and_its_submission_is_stored(world):
+    app, fake, store, clock, deps = world
+    reply = dispatch_command(app, fake, "club", user=ADMIN, channel=CH)
+    assert "no reading group yet" in text_of(reply)
+    setup = [e for b in reply["blocks"] if b["type"] == "actions" for e in b["elements"]
+             if e["action_id"] == bk.ACTION_CLUB_SETUP]
+    assert setup, "an admin gets the Set up button"
+    member_reply = dispatch_command(app, fake, "club", user="UBOB", channel=CH)
+    assert bk.ACTION_CLUB_SETUP not in text_of(member_reply)
+    click(app, fake, bk.ACTION_CLUB_SETUP, CH, user=ADMIN, ephemeral=True)
+    modals = fake.modals()
+    assert len(modals) == 1 and modals[0]["callback_id"] == bk.CLUB_SETUP_VIEW
+    assert fake.calls("views.open")[0].params["trigger_id"].startswith("13345224609")
+    bad = submit_setup(app, modals[0], user=ADMIN, tz="Mars/Olympus")
+    assert bad.status == 200 and '"errors"' in bad.body and "tz" in bad.body
+    assert store.get_club(CH) is None  # nothing half-written
+    assert submit_setup(app, modals[0], user=ADMIN).status == 200
+    club = store.get_club(CH)
+    assert (club["weekday"], club["hour"], club["tz"], club["lead_hours"]) == (THU, 17, "Europe/Berlin", 48)
+    reply = dispatch_command(app, fake, "club", user="UBOB", channel=CH)
+    assert "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(reply)
+
+
+def _club(store, members=("UANN", "UBOB", "UCY")):
+    set_club(store, CH, ClubSpec(THU, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24), by=ADMIN, now=MONDAY)
+    for m in members:
+        store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
+
+
+def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
+    app, fake, store, clock, deps = world
+    _club(store, members=())
+    assert "You are in the presenter rotation" in text_of(dispatch_command(app, fake, "club join", user="UANN",
+                                                                          channel=CH))
+    assert "already" in text_of(dispatch_command(app, fake, "club join", user="UANN", channel=CH))
+    assert "away 2026-12-10 to 2026-12-17" in text_of(
+        dispatch_command(app, fake, "club away 2026-12-10..2026-12-17", user="UANN", channel=CH))
+    assert "YYYY-MM-DD" in text_of(dispatch_command(app, fake, "club away next week", user="UANN", channel=CH))
+    papers = list(store.iter_papers())[:3]
+    first = dispatch_command(app, fake, f"nominate {papers[0].id}", user="UANN", channel=CH)
+    assert "Nominated" in text_of(first) and "2026-12-03" in text_of(first)
+    # The Nominate button on a search result does the same.
+    hit = dispatch_command(app, fake, "search video", user="UBOB", channel=CH)
+    nominate = next(e for b in hit["blocks"] if b["type"] == "actions" for e in b["elements"]
+                    if e["action_id"] == bk.ACTION_NOMINATE)
+    answer = click(app, fake, bk.ACTION_NOMINATE, nominate["value"], user="UBOB", ephemeral=True)
+    assert "Nominated" in text_of(answer[0]) or "already nominated" in text_of(answer[0])
+    dispatch_command(app, fake, f"nominate {papers[1].id}", user="UCY", channel=CH)
+
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)  # nominations closed: the agenda
+    ts = post_agenda(deps, deps.slack, CH, DAY)
+    agenda = fake.messages(CH)[-1]
+    assert agenda["ts"] == ts and agenda["metadata"]["event_payload"] == {"kind": "agenda", "key": "agenda:2026-12-03"}
+    target = f"{DAY.isoformat()}|{papers[0].id}"
+    for user in ("UANN", "UBOB"):
+        assert click(app, fake, bk.ACTION_VOTE, target, user=user, message_ts=ts) == []
+    double = click(app, fake, bk.ACTION_VOTE, target, user="UBOB", message_ts=ts)  # a double click
+    assert "counts once" in text_of(double[0])
+    updated = next(m for m in fake.messages(CH) if m["ts"] == ts)
+    section = next(b for b in updated["blocks"] if b.get("block_id", "").endswith(papers[0].id))
+    assert "*2* votes" in section["text"]["text"]
+    assert len(fake.messages(CH)) == 1  # updated in place, nothing new posted
+    assert len(fake.calls("chat.update")) == 2  # one per counted vote, none for the double click
+
+    clock.now = datetime(2026, 12, 2, 16, 0, 1, tzinfo=timezone.utc)  # one second after the cutoff
+    late = click(app, fake, bk.ACTION_VOTE, target, user="UCY", message_ts=ts)
+    assert "closed" in text_of(late[0]) and "sorry" in text_of(late[0])
+    assert len(store.club_votes(CH, DAY.isoformat())) == 2
+
+
+def test_swap_offered_declined_and_accepted(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", now=MONDAY.timestamp())
+    offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
+    assert offer["response_type"] == "in_channel" and "<@UBOB>" in text_of(offer)
+    value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == bk.ACTION_SWAP_ACCEPT)
+    assert "Only <@UBOB>" in text_of(click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UCY", ephemeral=True)[0])
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
+    click(app, fake, bk.ACTION_SWAP_DECLINE, value, user="UBOB", ephemeral=True)
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"  # nothing changes on a no
+    click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    stale = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
+    assert "expired" in text_of(stale[0])
+
+
+def test_skip_and_off_are_for_admins(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    assert "admins" in text_of(dispatch_command(app, fake, "club skip 2026-12-03", user="UANN", channel=CH))
+    assert "does not meet" in text_of(dispatch_command(app, fake, "club skip 2026-12-04", user=ADMIN, channel=CH))
+    assert "cancelled" in text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
+    assert "Thu 10 Dec" in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
+    assert "is off" in text_of(dispatch_command(app, fake, "club off", user=ADMIN, channel=CH))
+    assert "no reading group" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
+
+
+def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    store.add_nomination(CH, DAY.isoformat(), paper.id, "UANN", now=MONDAY.timestamp())
+    clock.now = datetime(2026, 12, 1, 17, tzinfo=timezone.utc)
+    store.add_vote(CH, DAY.isoformat(), "UBOB", paper.id, limit=3, now=clock.now.timestamp())
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHOME9", "event_time": 1,
+            "event": {"type": "app_home_opened", "user": "UBOB", "tab": "home", "channel": "D1"}}
+    dispatch(app, body)
+    home = text_of(fake.home_view("UBOB"))
+    assert "Reading group" in home and "Thu 3 Dec at 17:00" in home
+    assert f"*Your votes:* {paper.short_name}" in home or "Your votes:* " + paper.short_name.replace("&", "&amp;") in home
+    # Three members, nobody has presented: UANN (first by id) on 3 Dec, UBOB on 10 Dec.
+    assert "*You next present:* Thu 10 Dec" in home
+
+
+def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
+    import csv
+    import io
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    assert "nothing to export" in text_of(dispatch_command(app, fake, "club export", user="UANN", channel=CH))
+    papers = list(store.iter_papers())[:2]
+    for i, p in enumerate(papers):
+        store.put_club_session(CH, f"2026-11-{12 + 7 * i}", state="held", paper_id=p.id, presenter="UANN",
+                               votes=i + 1, now=MONDAY.timestamp())
+    reply = dispatch_command(app, fake, "club export", user="UANN", channel=CH)
+    assert "2 papers" in text_of(reply)
+    files = {u["filename"]: u for u in fake.uploads().values()}
+    bib = files["reading-group.bib"]["content"].decode()
+    assert bib.count("@misc{") == 2 and all(f"@misc{{{p.id}," in bib for p in papers)
+    assert bib.count("{") == bib.count("}")
+    rows = list(csv.DictReader(io.StringIO(files["reading-group.csv"]["content"].decode())))
+    assert [r["id"] for r in rows] == [p.id for p in papers] and rows[1]["votes"] == "2"
+    assert files["reading-group.csv"]["channel"] == CH
+
+
+def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
+    import struct
+
+    from bot.club import MAP_SIZE
+    from store.club import map_points
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    emb = HashingEmbedder()
+    papers = list(store.iter_papers())[:4]
+    for i, p in enumerate(papers[:3]):
+        store.put_club_session(CH, f"2026-11-{5 + 7 * i:02d}", state="held", paper_id=p.id, presenter="UANN",
+                               now=MONDAY.timestamp())
+    store.claim_post(CH, "2026-11-02", claimer="x", paper_id=papers[3].id, pick=None, now=MONDAY.timestamp())
+    store.add_interest(CH, "video understanding", "UANN", model=emb.name, vector=emb.encode(["video"])[0],
+                       now=MONDAY.timestamp())
+    points = map_points(store, CH, emb.name)
+    assert sorted(label for label, _, _ in points.sessions) == sorted(p.short_name for p in papers[:3])
+    assert len(points.daily) == 1 and points.interests[0][0] == "UANN: video understanding"
+    reply = dispatch_command(app, fake, "club map", user="UANN", channel=CH)
+    assert "3 sessions" in text_of(reply)
+    (upload,) = [u for u in fake.uploads().values() if u["filename"] == "reading-group-map.png"]
+    png = upload["content"]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    assert struct.unpack(">II", png[16:24]) == MAP_SIZE
+    assert upload["channel"] == CH

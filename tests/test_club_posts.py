@@ -1,0 +1,138 @@
+"""The club's scheduled posts with an injected clock against the fake Slack: a full cycle
+(agenda, winner, reminder, thread, recap) and each post exactly once under 429, 500 and a
+crash right after Slack accepted it."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from bot.club import club_tick
+from bot.posting import SCHEDULED_EVENT
+from conftest import Clock, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher
+from store.club import ClubSpec, set_club
+
+CH = "C1"
+MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
+SESSION = datetime(2026, 12, 3, 16, tzinfo=timezone.utc)  # Thu 17:00 Berlin
+MOMENTS = {"agenda": SESSION - timedelta(hours=48), "winner": SESSION - timedelta(hours=24),
+           "reminder": SESSION - timedelta(hours=1), "thread": SESSION, "recap": SESSION + timedelta(hours=3)}
+
+
+@pytest.fixture
+def world(fake_slack, hashing_store):
+    clock = Clock(MONDAY)
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
+    set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
+             by="U0", now=MONDAY)
+    for m in ("UANN", "UBOB", "UCY"):
+        hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
+    return fake_slack, hashing_store, clock, deps
+
+
+def scheduled(fake) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for m in fake.messages(CH):
+        meta = m.get("metadata") or {}
+        if meta.get("event_type") == SCHEDULED_EVENT:
+            out.setdefault(meta["event_payload"]["kind"], []).append(m)
+    return out
+
+
+def tick(deps, at):
+    deps.clock.now = at
+    return club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
+
+
+def test_full_cycle_with_proposals_votes_thread_and_recap(world):
+    fake, store, clock, deps = world
+    tick(deps, MONDAY)
+    assert scheduled(fake) == {}  # nothing due yet
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    agenda = scheduled(fake)["agenda"][0]
+    assert "three from the team's interests" in text_of(agenda)
+    noms = store.nominations(CH, "2026-12-03")
+    assert len(noms) == 3
+    store.add_vote(CH, "2026-12-03", "UBOB", noms[2]["paper_id"], limit=3, now=0)
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    winner = scheduled(fake)["winner"][0]
+    paper = store.get_paper(noms[2]["paper_id"])
+    assert paper.short_name in text_of(winner) or paper.short_name.replace("&", "&amp;") in text_of(winner)
+    assert "(1 votes)" in text_of(winner)
+    closed = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    assert "Voting has closed" in text_of(closed)  # the agenda was updated in place
+    tick(deps, MOMENTS["reminder"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["thread"] + timedelta(minutes=1))
+    thread = scheduled(fake)["thread"][0]
+    assert "To discuss" in text_of(thread) and "Presenter:" in text_of(thread)
+    assert text_of(thread).count("?") >= 3
+    # People discuss in the thread; the fake holds the replies.
+    a = fake.add_message(CH, "The ablation in table 2 is the key result.", user="UANN", thread_ts=thread["ts"])
+    fake.add_reaction(CH, a, "fire", user="UBOB")
+    fake.add_message(CH, "Does it hold for longer videos?", user="UBOB", thread_ts=thread["ts"])
+    fake.add_message(CH, "Why not compare with the baseline?", user="UCY", thread_ts=thread["ts"])
+    fake.add_message(CH, "Because the baseline needs labels.", user="UANN", thread_ts=thread["ts"])
+    tick(deps, MOMENTS["recap"] + timedelta(minutes=1))
+    recap = [m for m in fake.messages(CH) if m.get("thread_ts") == thread["ts"]
+             and (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "recap"]
+    assert len(recap) == 1
+    body = text_of(recap[0])
+    assert all(f"<@{u}>" in body for u in ("UANN", "UBOB", "UCY"))
+    assert "ablation" in body  # the point most reacted to
+    assert "longer videos?" in body and "compare with the baseline" not in body  # only the unanswered one
+    assert store.get_club_session(CH, "2026-12-03")["state"] == "held"
+    # Every later tick (a restart, the sweep) changes nothing.
+    before = len(fake.messages(CH))
+    for at in MOMENTS.values():
+        tick(deps, at + timedelta(minutes=5))
+    assert len(fake.messages(CH)) == before
+
+
+@pytest.mark.parametrize("fault", ["429", "500"])
+def test_each_post_lands_once_under_faults(world, fault):
+    fake, store, clock, deps = world
+    for step, at in MOMENTS.items():
+        if step == "recap":
+            break
+        if fault == "429":
+            fake.fail("chat.postMessage", retry_after=0, times=1)
+        else:
+            fake.fail("chat.postMessage", status=500, times=2)
+        tick(deps, at + timedelta(minutes=1))
+        tick(deps, at + timedelta(minutes=2))  # the next tick must not post again
+    posts = scheduled(fake)
+    assert {k: len(v) for k, v in posts.items()} == {"agenda": 1, "winner": 1, "reminder": 1, "thread": 1}
+
+
+def test_a_crash_after_slack_accepted_is_recovered_not_reposted(world):
+    fake, store, clock, deps = world
+    at = MOMENTS["reminder"] + timedelta(minutes=1)
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    # A process claimed the reminder, Slack accepted it, and the process died (kill -9) before
+    # recording the ts: a dead pid on this host holds the claim, the message is in the channel.
+    import os
+    import socket
+
+    dead = f"{socket.gethostname()}:{2**22 + 7}:deadbeef"
+    assert not os.path.exists(f"/proc/{2**22 + 7}")
+    assert store.claim_scheduled(CH, "reminder:2026-12-03", kind="reminder", claimer=dead, now=at.timestamp())
+    fake.add_message(CH, "Reading group soon", user="UBOT", bot_id="B1",
+                     metadata={"event_type": SCHEDULED_EVENT,
+                               "event_payload": {"kind": "reminder", "key": "reminder:2026-12-03"}})
+    results = tick(deps, at + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "reminder"] == ["recovered"]
+    assert len(scheduled(fake)["reminder"]) == 1
+    assert store.get_scheduled(CH, "reminder:2026-12-03")["status"] == "posted"
+
+
+def test_the_scheduler_runs_the_club_tick(world):
+    fake, store, clock, deps = world
+    clock.now = MOMENTS["agenda"] + timedelta(minutes=1)
+    results = deps.scheduler.club_tick_now()
+    assert [(step, r.status) for step, _, r in results] == [("agenda", "posted")]
+    again = deps.scheduler.club_tick_now()
+    assert [(step, r.status) for step, _, r in again] == [("agenda", "already")]
+    assert len(scheduled(fake)["agenda"]) == 1
