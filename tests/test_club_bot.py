@@ -137,6 +137,7 @@ def test_swap_offered_declined_and_accepted(world):
     app, fake, store, clock, deps = world
     _club(store)
     store.put_club_session(CH, DAY.isoformat(), presenter="UANN", now=MONDAY.timestamp())
+    fake.add_members("UBOB")  # a member of the workspace: the offer means to name them
     offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
     assert offer["response_type"] == "in_channel" and "<@UBOB>" in text_of(offer)
     value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]

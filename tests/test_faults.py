@@ -238,6 +238,7 @@ def _club(env, now):
     env.app
     env.deps.clock.now = now
     set_club(env.store, CH, ClubSpec(3, 17, 0, "UTC", lead_hours=48, cutoff_hours=24), by="U1", now=now)
+    env.fake.add_members("U1", "U2")  # the club's members are people of the workspace
     for m in ("U1", "U2"):
         env.store.set_club_member(CH, m, active=True, now=now.timestamp())
     return "2024-06-06"  # Thursday: nominations close Tue 17:00, votes Wed 17:00
