@@ -45,10 +45,17 @@ def _admins_only(deps: Deps, what: str) -> Reply:
 
 # -- /paper interests -------------------------------------------------------------------------
 def _interest_lines(rows: list[dict]) -> list[str]:
-    lines = []
+    """One line per topic: members who hold the same text share it, each keeping their own number
+    (`interests remove <n>` takes yours off and leaves theirs)."""
+    topics: dict[str, list[tuple[int, dict]]] = {}
     for n, row in enumerate(rows, start=1):
-        who = f" (added by {mention(row['added_by'])})" if row.get("added_by") else ""
-        lines.append(f"{n}. *{bk.esc(row['text'])}*{who}")
+        topics.setdefault(row["text"].casefold(), []).append((n, row))
+    lines = []
+    for held in topics.values():
+        numbers = ", ".join(str(n) for n, _ in held)
+        people = [mention(row["added_by"]) for _, row in held if row.get("added_by")]
+        who = f" (added by {', '.join(people)})" if people else ""
+        lines.append(f"{numbers}. *{bk.esc(held[0][1]['text'])}*{who}")
     return lines
 
 

@@ -247,6 +247,23 @@ def test_interests_are_listed_numbered_with_who_added_them(app, fake_slack, hash
     assert [r["text"] for r in hashing_store.interests("C2")] == []  # per channel
 
 
+def test_members_who_share_a_topic_share_its_line_and_each_keep_their_own_number(app, fake_slack, hashing_store):
+    fake = fake_slack
+    command(app, fake, "interests add machine learning", user="UALICE")
+    command(app, fake, "interests add video understanding", user="UCAROL")
+    again = text_of(command(app, fake, "interests add Machine Learning", user="UBOB"))
+    assert "already" not in again  # another member may hold the same topic
+    assert "You already have" in text_of(command(app, fake, "interests add machine learning", user="UALICE"))
+    listing = text_of(command(app, fake, "interests"))
+    assert "1, 3. *machine learning* (added by <@UALICE>, <@UBOB>)" in listing
+    assert "2. *video understanding* (added by <@UCAROL>)" in listing
+    assert listing.count("machine learning*") == 1
+    removed = text_of(command(app, fake, "interests remove 3", user="UBOB"))
+    assert "Removed 3. *Machine Learning* (added by <@UBOB>)" in removed
+    assert [(r["text"], r["added_by"]) for r in hashing_store.interests(CH)] == [
+        ("machine learning", "UALICE"), ("video understanding", "UCAROL")]
+
+
 def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, hashing_store):
     reply = command(app, fake_slack, "schedule 25:99 Mars/Olympus")
     assert reply["response_type"] == "ephemeral"
