@@ -250,6 +250,18 @@ def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
     return ActionsBlock(elements=buttons, block_id=block_id)
 
 
+def after_name(paper) -> str:
+    """The headline without a leading "Name: " when the card already shows the short name.
+
+    Derived headlines start with the name ("CoVoGAN: controllable video GANs"); a card that prints
+    "CoVoGAN: " itself would otherwise read "CoVoGAN: CoVoGAN: ...".
+    """
+    name, headline = paper.short_name or "", paper.headline or ""
+    if name and headline.lower().startswith(name.lower() + ":"):
+        return headline[len(name) + 1:].strip() or headline
+    return headline
+
+
 def _name_line(paper, *, number: int | None = None) -> str:
     prefix = f"{number}. " if number else ""
     line = f"*{prefix}{esc(cut_words(paper.short_name, 120))}*"
@@ -262,7 +274,7 @@ def _name_line(paper, *, number: int | None = None) -> str:
 def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
     """One search result: bold name and venue, headline (or TL;DR), why it matched, buttons."""
     paper = hit.paper
-    lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or paper.headline, 600))]
+    lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or after_name(paper), 600))]
     why = f"_why:_ {esc(cut_words(hit.why, 200))}" if getattr(hit, "why", "") else ""
     return [
         section("\n".join(lines), block_id=f"{HIT_BLOCK}{number}-{paper.id}"[:255]),
@@ -321,7 +333,7 @@ def paper_links(paper) -> str:
 def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None,
                    note: str | None = None, show_abstract: bool = True) -> list[Block]:
     """One paper in full: name and headline, TL;DR and key points when known, the abstract."""
-    blocks: list[Block] = [header(f"{paper.short_name}: {paper.headline}")]
+    blocks: list[Block] = [header(f"{paper.short_name}: {after_name(paper)}")]
     if note:
         blocks.append(context(note))
     if tldr:
@@ -341,7 +353,7 @@ def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None
 
 def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block]:
     """The in-channel post of a shared paper, crediting who shared it."""
-    text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 1200))])
+    text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or after_name(paper), 1200))])
     return [
         context(f":pushpin: shared by <@{esc(user_id)}>"),
         section(text, block_id=f"{SHARED_BLOCK}{paper.id}"[:255]),
@@ -414,7 +426,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         blocks.append(context(preview))
     blocks.append(section(
         f"*{esc(cut_words(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
-        f"{esc(cut_sentences(paper.headline, 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
+        f"{esc(cut_sentences(after_name(paper), 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
     tldr = getattr(summary, "tldr", None)
     if tldr:
         blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
@@ -434,7 +446,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         blocks.append(context("*Also today*"))
         for i, (choice, p) in enumerate(runners, start=1):
             blocks.append(section(
-                f"*{esc(cut_words(p.short_name, 80))}*: {esc(cut_words(p.headline, 160))}  "
+                f"*{esc(cut_words(p.short_name, 80))}*: {esc(cut_words(after_name(p), 160))}  "
                 f"_({explanation(choice)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
             blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
     if previous:
@@ -446,7 +458,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
 def digest_text(pick: DailyPick, paper) -> str:
     """The notification text of the digest (mrkdwn: the paper's text escaped)."""
     kind = "Exploration day" if pick.exploration else "Paper of the day"
-    return esc(f"{kind}: {paper.short_name}: {paper.headline}")
+    return esc(f"{kind}: {paper.short_name}: {after_name(paper)}")
 
 
 def abstract_blocks(paper) -> list[Block]:
@@ -479,7 +491,7 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
         how = "👀" if row["source"] == "eyes" else "Save"
         blocks.append(section(
             f"{n}. *{esc(cut_words(paper.short_name, 80))}*  ·  {esc(venue(paper)) or 'paper'}\n"
-            f"{esc(cut_words(paper.headline, 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
+            f"{esc(cut_words(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
         blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255]))
@@ -488,7 +500,7 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
 
 def home_saved_block(paper) -> SectionBlock:
     """One reading-list entry in App Home: name and headline."""
-    return section(f"*{esc(cut_words(paper.short_name, 80))}*: {esc(cut_words(paper.headline, 200))}",
+    return section(f"*{esc(cut_words(paper.short_name, 80))}*: {esc(cut_words(after_name(paper), 200))}",
                    block_id=f"{HOME_SAVED_BLOCK}{paper.id}"[:255])
 
 

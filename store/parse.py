@@ -18,7 +18,8 @@ from .text import (
 )
 from .text import _CONSONANT_Y as CONSONANT_Y
 
-__all__ = ["Parsed", "clean_text", "parse_abstract", "split_sentences", "extract_urls", "extract_numbers"]
+__all__ = ["Parsed", "clean_text", "parse_abstract", "split_sentences", "extract_urls", "extract_numbers",
+           "headline_problems"]
 
 HEADLINE_MAX = 100
 SUBJECT_MAX_WORDS = 6
@@ -1058,7 +1059,7 @@ def _tidy(phrase: str) -> str:
     return phrase
 
 
-def _headline(name: _Candidate | None, contribs: list[_Contribution], sentences: list[str]) -> str:
+def _draft_headline(name: _Candidate | None, contribs: list[_Contribution], sentences: list[str]) -> str:
     """'SPIKE: inference-time framework that ...' or what the first contribution statement says."""
     if name is not None:
         desc = _describe(name)
@@ -1078,6 +1079,169 @@ def _headline(name: _Candidate | None, contribs: list[_Contribution], sentences:
     if contribs:
         return _fit(_tidy(contribs[0].phrase))
     return _fit(_capitalise(sentences[0])) if sentences else ""
+
+
+HEADLINE_WORDS = 12
+# A headline that reads like a title names a thing; these words only point back at one.
+_DANGLING_REFS = frozenset("""this these those our similar such it its they their them we us aforementioned
+    latter former above""".split())
+# What can never open a title: a clause or a predicate without its subject.
+_CLAUSE_OPENERS = frozenset("""and or but nor that which who whose whom to by is are was were be been being has
+    have had can could may might will would should must shall does do did also then thus hence further
+    here however""".split())
+_DETERMINERS = frozenset("""the a an that how whether why what when which it its this these those such
+    both several two three some many our their""".split())
+_NOT_AFTER_VERB = frozenset("of for and with in on , to from".split())
+_HEADLINE_VERBS = frozenset(CONTRIBUTION_VERBS + ANALYSIS_VERBS + (
+    "add", "adopt", "allow", "apply", "ask", "attempt", "augment", "bridge", "combine", "compare", "compute",
+    "derive", "discuss", "employ", "enable", "encode", "enhance", "explain", "exploit", "generalize", "give",
+    "improve", "incorporate", "integrate", "measure", "obtain", "outline", "perform", "project", "provide",
+    "quantify", "rely", "replace", "report", "solve", "state", "suggest", "train", "treat", "try", "utilize",
+    "verify", "view", "make", "use", "reduce", "apply", "conduct", "highlight", "demonstrate", "discover"))
+# A predicate that lost its object: "... words that seem", "... the output sequence constitutes".
+_END_VERBS = frozenset("""seem seems constitute constitutes become becomes remain remains work works lead leads
+    make makes take takes yield yields allow allows""".split())
+_PARTICIPLE_THEN = frozenset("to by using with via for from on in as through into".split())
+_WORDS_RE = re.compile(r"[\w’'\-+.]+|[,;:]")
+
+
+def _verb_stem(word: str) -> str | None:
+    """'studies' -> 'study', 'proposes' -> 'propose', 'leverages' -> 'leverage'; None if no known verb."""
+    w = word.lower()
+    for stem in (w[:-3] + "y" if w.endswith("ies") else None, w[:-2] if w.endswith("es") else None,
+                 w[:-1] if w.endswith("s") else None):
+        if stem and stem in _HEADLINE_VERBS:
+            return stem
+    return None
+
+
+def _body(headline: str, name: str | None = None) -> str:
+    """The headline without its 'Name: ' prefix."""
+    if name and headline.startswith(name + ": "):
+        return headline[len(name) + 2:]
+    head, sep, rest = headline.partition(": ")
+    return rest if sep and len(head.split()) <= 4 and rest else headline
+
+
+def headline_problems(headline: str, name: str | None = None) -> list[str]:
+    """Why a derived headline does not read like a title: [] when it does.
+
+    'verb fragment' (it opens on a predicate: 'Shows that', 'obtained using', 'can factor in', 'and show'),
+    'dangling reference' (this, these, our, similar, ...), 'clause fragment' (it stops mid-thought)
+    and 'too long' (more than HEADLINE_WORDS words).
+    """
+    problems = []
+    body = _body(headline, name)
+    words = [w.lower() for w in _WORDS_RE.findall(body)]
+    if not words:
+        return ["empty"]
+    first, second = words[0], (words[1] if len(words) > 1 else "")
+    stem = _verb_stem(first)
+    if (first in _CLAUSE_OPENERS
+            or stem and (second in _DETERMINERS or second not in _NOT_AFTER_VERB)
+            or first.endswith("ed") and second in _PARTICIPLE_THEN
+            or stem and second == "and" and len(words) > 2 and words[2].endswith("s")):  # "Explores and validates"
+        problems.append("verb fragment")
+    if any(w in _DANGLING_REFS for w in words):
+        problems.append("dangling reference")
+    plain = [w for w in words if w not in ",;:"]
+    if (words[0] in ",;:" or " , " in body or plain[-1] in STOPWORDS or plain[-1] in _VAGUE
+            or body.endswith(" in order") or _dangling(body) and not body.split()[-1][:1].isupper()
+            or plain[-1] in _END_VERBS or _verb_stem(plain[-1]) and len(plain) > 2):
+        problems.append("clause fragment")
+    if len(headline.split()) > HEADLINE_WORDS:
+        problems.append("too long")
+    return problems
+
+
+def _gerund(stem: str) -> str:
+    if stem.endswith("ie"):
+        return stem[:-2] + "ying"
+    if stem.endswith("e") and not stem.endswith(("ee", "ye")):
+        return stem[:-1] + "ing"
+    if re.fullmatch(r"[^aeiou]*[aeiou][bdgmnpt]", stem):
+        return stem + stem[-1] + "ing"  # map -> mapping
+    return stem + "ing"
+
+
+_DROP_VERBS = frozenset("""study investigate explore examine analyze analyse revisit consider address tackle
+    focus characterize characterise evaluate benchmark describe present propose introduce provide develop
+    design build offer contribute establish formulate demonstrate""".split())
+_LEAD_ART = re.compile(r"^(?:the|a|an|new|novel)\s+", re.I)
+_PROBLEM_OF = re.compile(r"^(?:the\s+)?(?:problem|task|question|issue|concept|idea|notion)\s+of\s+", re.I)
+
+
+def _as_title(phrase: str) -> str:
+    """'Studies the X' -> 'X', 'Shows that X' -> 'X', 'Learns X' -> 'Learning X', 'focuses on X' -> 'X'."""
+    words = phrase.split(" ", 1)
+    stem = _verb_stem(words[0]) if len(words) == 2 else None
+    if not stem:
+        return phrase
+    rest = words[1]
+    if rest.startswith("that "):
+        return _capitalise(rest[5:])
+    if rest.startswith(("how ", "why ", "when ", "whether ")):
+        return _capitalise(rest)  # "Shows how X can Y" -> "How X can Y"
+    if stem == "focus" and rest.startswith("on "):
+        rest = rest[3:]
+    if rest.split(" ", 1)[0] in _PREPOSITIONS or rest.startswith(("on ", "upon ")):
+        return _capitalise(f"{_gerund(stem)} {rest}")  # "builds on X" -> "Building on X"
+    if stem in _DROP_VERBS or re.match(r"(?:a|an)\s", rest):
+        rest = _PROBLEM_OF.sub("", rest)
+        for _ in range(2):
+            rest = _LEAD_ART.sub("", rest)
+        return _capitalise(rest)
+    return _capitalise(f"{_gerund(stem)} {rest}")
+
+
+_OUR = re.compile(r"\b(?:our|their|its)\s+", re.I)
+
+
+def _fit_words(s: str, limit: int = HEADLINE_WORDS) -> str:
+    """At most `limit` words, cut at a clause boundary where one keeps most of the line."""
+    s = " ".join(s.split()).rstrip(".;:, ")
+    words = s.split(" ")
+    if len(words) <= limit:
+        return _fit(s)
+    cut = " ".join(words[:limit])
+    # the words past the limit are cut off mid-phrase ("... from selfish"): end at the last whole one
+    for pattern in (_CLAUSE_BREAK, _WEAK_BREAK):
+        breaks = [m.start() for m in pattern.finditer(cut) if m.start() >= 0.5 * len(cut)]
+        for b in reversed(breaks):
+            out = _trim_tail(cut[:b], truncated=True)
+            if not _dangling(out):
+                return _fit(out)
+    return _fit(_trim_tail(cut, truncated=True))
+
+
+def _headline(name: _Candidate | None, contribs: list[_Contribution], sentences: list[str],
+              fallback: str = "") -> str:
+    """The first candidate headline that reads like a title, at most HEADLINE_WORDS words.
+
+    Candidates in order: the name and what its sentence says of it, the name and the first proposal,
+    each contribution statement turned into a noun phrase, the subject (`fallback`).
+    """
+    label = name.name if name is not None else None
+    draft = _draft_headline(name, contribs, sentences)
+    candidates = []
+    if label and draft.startswith(label + ": "):
+        candidates.append(f"{label}: {_lower_first(_as_title(draft[len(label) + 2:]))}")
+    elif draft:
+        candidates.append(_as_title(draft))
+    for c in contribs:
+        phrase = _as_title(_OUR.sub("", _tidy(c.phrase)))
+        if label and phrase.startswith(label) and phrase[len(label):len(label) + 1] in (",", "("):
+            phrase = f"{label}: {_DESC_PAREN.sub('', phrase[len(label):].lstrip(', '))}"  # "G-NLL, obtained ..."
+        candidates.append(f"{label}: {_lower_first(phrase)}" if label and label not in phrase else phrase)
+    if label and name.long_form and name.long_form.lower() != label.lower():
+        candidates.append(f"{label}: {name.long_form}")
+    if fallback:
+        candidates.append(f"{label}: {fallback}" if label and label.lower() not in fallback.lower() else fallback)
+    fitted = [_fit_words(c) for c in candidates if c]
+    for c in fitted:
+        if len(c) >= 12 and not headline_problems(c, label):
+            return c
+    return next((c for c in fitted if c), "")
 
 
 # ---------------------------------------------------------------- subject fallback
@@ -1455,8 +1619,10 @@ def parse_abstract(raw: str, title: str | None = None) -> Parsed:
         headline = _fit(clean_title)
         short = title_name or (name.name if name else _title_subject(clean_title))
     else:
-        headline = _headline(name, contribs, sentences)
         short = name.name if name else _subject(text, contribs, sentences)
+        # with a name, the last resort is the name and the abstract's repeated topic ("G-NLL: uncertainty estimation")
+        topic = _lower_first(_keyphrase(text)) if name else _capitalise(short)
+        headline = _headline(name, contribs, sentences, fallback=topic)
     short = _scrub(_capitalise(short)) or _scrub(_shorten(headline)) or "Untitled"
     headline = _scrub(headline) or short[:HEADLINE_MAX]
     return Parsed(text=text, short_name=short, headline=headline,

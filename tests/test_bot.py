@@ -508,3 +508,15 @@ def test_a_failed_batch_fails_every_caller_in_it():
         _encode_concurrently(embedder, ["a", "b", "c"])
     with pytest.raises(RuntimeError):  # and it is not left stuck for the next caller
         embedder.encode(["d"])
+
+
+def test_cards_never_repeat_the_short_name():
+    from store.parse import parse_abstract
+    parsed = parse_abstract("We propose CoVoGAN, a controllable video generative adversarial network that "
+                            "disentangles motion from appearance. CoVoGAN beats prior video GANs on two benchmarks.")
+    assert parsed.headline.startswith("CoVoGAN: ")
+    paper = Paper(id="cv1", short_name=parsed.short_name, headline=parsed.headline, abstract=parsed.text)
+    blocks = (bk.summary_blocks(paper) + bk.shared_blocks(paper, "U1") + [bk.home_saved_block(paper)])
+    text = json.dumps([b.to_dict() for b in blocks])
+    assert "CoVoGAN" in text and "CoVoGAN: CoVoGAN" not in text and "CoVoGAN*: CoVoGAN" not in text
+    assert "CoVoGAN: CoVoGAN" not in bk.digest_text(type("Pick", (), {"exploration": False})(), paper)

@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.parse import clean_text, extract_numbers, extract_urls, parse_abstract, split_sentences
+from store.parse import (
+    clean_text, extract_numbers, extract_urls, headline_problems, parse_abstract, split_sentences,
+)
 
 COMMAND = re.compile(r"\\[A-Za-z]")
 STOP_ENDINGS = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "that", "which"}
@@ -111,6 +113,39 @@ def test_abstracts_without_a_name_get_a_subject_headline(marker, topic):
     p = parse_abstract(seed(marker))
     assert topic in p.short_name.lower()
     assert len(p.short_name.split()) <= 6
+
+
+@pytest.mark.parametrize("raw", SEED, ids=[f"seed{i:02d}" for i in range(len(SEED))])
+def test_every_seed_headline_reads_like_a_title(raw):
+    p = parse_abstract(raw)
+    assert headline_problems(p.headline, p.short_name) == [], p.headline
+    assert len(p.headline.split()) <= 12, p.headline
+
+
+@pytest.mark.parametrize("headline,problem", [
+    ("G-NLL: obtained using a single output sequence from greedy decoding", "verb fragment"),
+    ("TRU: leverages reasoning-based unlearning target as guidance", "verb fragment"),
+    ("Explores and validates a similar idea in our communication with LLMs", "verb fragment"),
+    ("Explores and validates a similar idea in our communication with LLMs", "dangling reference"),
+    ("NADST: can factor in potential dependencies among domains", "verb fragment"),
+    ("RobustNorm: and experimentally show that it is not only resilient", "verb fragment"),
+    ("Approach that addresses these issues", "dangling reference"),
+    ("Improving the quality of scanned documents in order", "clause fragment"),
+    ("Loss scaling: technique that works by scaling up the loss value before the start of backprop",
+     "too long"),
+])
+def test_headline_check_names_what_reads_badly(headline, problem):
+    assert problem in headline_problems(headline)
+
+
+@pytest.mark.parametrize("headline", [
+    "G-NLL: uncertainty of LLM answers from one greedy decode",
+    "Learning Actionable Representations with Goal Conditioned Policies",
+    "Skip Connections Eliminate Singularities",
+    "Supervised learning with noisy labels",
+])
+def test_headline_check_passes_titles(headline):
+    assert headline_problems(headline) == []
 
 
 def test_short_name_never_a_field_acronym_the_abstract_only_uses():
