@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from store import club as cl
 from store.errors import StoreError
+from store.text import member_tag
 
 from . import blocks as bk
 from .blocks import code, mention
@@ -212,10 +213,7 @@ def map_reply(deps: Deps, channel: str) -> Reply:
     points = cl.map_points(deps.store, channel, deps.searcher.embedder.name)
     if points is None:
         return Reply("The club has not read any papers yet, so there is nothing to map.")
-    try:
-        png = render_map(points)
-    except ImportError:
-        return Reply("The map needs matplotlib (`pip install paperclub[map]`).")
+    png = render_map(points)
     if deps.slack is None:
         return Reply(f"A map of {len(points.sessions)} sessions; pictures are uploaded to Slack, not the console.")
     deps.slack.files_upload_v2(channel=channel, content=png, filename="reading-group-map.png",
@@ -358,9 +356,12 @@ def register(app: App, deps: Deps) -> None:
         except StoreError as exc:
             ack(response_action="errors", errors={"cutoff": str(exc)[:150]})
             return
-        ack()
-        cl.set_club(store, channel, spec, by=user, now=deps.clock())
-        log.info("club set up in %s by %s: %s", channel, user, spec.describe())
+        ack()  # the modal closes now; the write waits its turn in the work pool
+
+        def job():
+            cl.set_club(store, channel, spec, by=user, now=deps.clock())
+            log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
+        deps.later(job)
 
     @app.action(bk.ACTION_NOMINATE)
     def handle_nominate_button(ack, action, body, respond):
@@ -395,16 +396,19 @@ def register(app: App, deps: Deps) -> None:
     @app.action(bk.ACTION_CLEAR_VOTES)
     def handle_clear_votes(ack, action, body, respond, client):
         ack()
-        channel = channel_of_body(body)
-        try:
-            day = date.fromisoformat((action.get("value") or "").strip())
-        except ValueError:
-            return
-        if not cl.voting_open(store, channel, day, deps.clock()):
-            return ephemeral(respond, _VOTE_ANSWERS["closed"])
-        if store.clear_votes(channel, day.isoformat(), user_of(body)):
-            _refresh(client, channel, (body.get("container") or {}).get("message_ts"), day)
-        ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")
+
+        def job():
+            channel = channel_of_body(body)
+            try:
+                day = date.fromisoformat((action.get("value") or "").strip())
+            except ValueError:
+                return ephemeral(respond, "That button belongs to an agenda I no longer know.")
+            if not cl.voting_open(store, channel, day, deps.clock()):
+                return ephemeral(respond, _VOTE_ANSWERS["closed"])
+            if store.clear_votes(channel, day.isoformat(), user_of(body)):
+                _refresh(client, channel, (body.get("container") or {}).get("message_ts"), day)
+            ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")
+        deps.later(job, respond)
 
     def _refresh(client, channel: str, ts: str | None, day: date) -> None:
         if not ts:

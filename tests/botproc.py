@@ -45,7 +45,10 @@ def bot_env(fake, db: Path, **extra: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
     env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
                PAPERCLUB_DB=str(db), PAPERCLUB_MODEL="hashing-256", LOG_LEVEL="INFO", PYTHONUNBUFFERED="1",
-               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT),
+               # Paper sources on a closed loopback port: a test's bot never reaches arXiv or OpenReview.
+               PAPERCLUB_ARXIV_API="http://127.0.0.1:9/api/query", PAPERCLUB_ARXIV_RSS="http://127.0.0.1:9/rss/",
+               PAPERCLUB_OPENREVIEW_API="http://127.0.0.1:9")
     env.update({k: v for k, v in extra.items() if v is not None})
     for key in [k for k, v in extra.items() if v is None]:
         env.pop(key, None)
