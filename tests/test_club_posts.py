@@ -27,6 +27,7 @@ def world(fake_slack, hashing_store):
     deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
     set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
              by="U0", now=MONDAY)
+    fake_slack.add_members("UANN", "UBOB", "UCY")  # the club's members are people of the workspace
     for m in ("UANN", "UBOB", "UCY"):
         hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
     return fake_slack, hashing_store, clock, deps

@@ -118,3 +118,22 @@ def test_migrate_wants_a_postgresql_target_and_an_existing_source(tmp_path):
     assert out.returncode == 1 and "--to must be a postgresql:// URL" in out.stderr
     out = paperclub("--db", str(tmp_path / "missing.db"), "migrate", "--to", "postgresql://u@127.0.0.1:1/x")
     assert out.returncode == 1 and "no database at" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_migrate_carries_the_forgotten_list_so_a_restored_member_is_forgotten_again(hashing_db, tmp_path, pg_url):
+    db = copy_db(hashing_db, tmp_path / "lab.db")
+    s = open_store(db)
+    pid = s.list_papers(limit=1)[0].id
+    s.save_paper("UGONE", pid, now=1.0)
+    s.forget_user("UGONE")
+    s.close()
+    out = paperclub("--db", str(db), "migrate", "--to", pg_url)
+    assert out.returncode == 0, out.stderr
+    pg = open_store(pg_url)
+    pg.save_paper("UGONE", pid, now=2.0)  # as a backup from before the request would bring back
+    pg.close()
+    pg = open_store(pg_url)  # start-up re-applies the forgotten list
+    try:
+        assert pg.saved_papers("UGONE") == []
+    finally:
+        pg.close()

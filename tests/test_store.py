@@ -98,3 +98,104 @@ def test_lexical_search_takes_terms_and_ranks_higher_is_better(store):
     assert store.lexical_search(['"', "AND", "NEAR("], limit=10) == []  # nothing searchable, no error
     stats = store.term_stats(["Graphs", "diffusion", "zebra", "!!"])
     assert stats == {"Graphs": ("graph", 2), "diffusion": ("diffus", 1), "zebra": ("zebra", 0), "!!": ("", 0)}
+
+
+def test_a_channel_follows_a_feed_once_and_can_unfollow_it(store):
+    first = store.add_feed("C1", "arxiv", "cs.LG", "UANN", now=10.0)
+    assert first is not None
+    assert store.add_feed("C1", "arxiv", "cs.LG", "UBOB", now=11.0) is None  # already followed
+    other = store.add_feed("C2", "arxiv", "cs.LG", None, now=12.0)
+    assert [(f["channel"], f["target"], f["added_by"], f["created_at"]) for f in store.feeds("C1")] == \
+        [("C1", "cs.LG", "UANN", 10.0)]
+    assert [f["id"] for f in store.feeds()] == [first, other]
+    assert store.remove_feed("C2", first) is None  # another channel's feed is not this one's to remove
+    assert store.remove_feed("C1", first)["target"] == "cs.LG"
+    assert store.feeds("C1") == [] and [f["id"] for f in store.feeds()] == [other]
+
+
+def test_a_source_cursor_and_its_health_survive_a_round_trip(store_url, store):
+    store.update_source("arxiv-api:cs.LG", now=100.0, cursor={"start": 200, "query": "cat:cs.LG"}, ok=True)
+    store.update_source("arxiv-api:cs.LG", now=160.0, error="HTTP 503")
+    store.update_source("arxiv-api:cs.LG", now=220.0, error="HTTP 503 again")
+    store.close()
+    reopened = open_store(store_url)
+    try:
+        state = reopened.source_state("arxiv-api:cs.LG")
+        assert state["cursor"] == {"start": 200, "query": "cat:cs.LG"}
+        assert (state["last_success"], state["last_error"], state["failing_since"]) == (100.0, "HTTP 503 again", 160.0)
+        reopened.update_source("arxiv-api:cs.LG", now=300.0, ok=True)
+        assert reopened.source_state("arxiv-api:cs.LG")["failing_since"] is None
+        assert reopened.source_state("openreview:ICLR") is None
+        assert [s["source"] for s in reopened.source_states()] == ["arxiv-api:cs.LG"]
+    finally:
+        reopened.close()
+
+
+def test_a_papers_first_announcement_per_source_is_kept(store):
+    store.write_papers([{"id": p, "short_name": p, "headline": "h", "abstract": "a", "content_hash": p}
+                        for p in ("p1", "p2")], [], now=1.0)
+    assert store.mark_announced([("p1", "rss", 50.0), ("p1", "rss", 70.0), ("p2", "api", 60.0)]) == 2
+    assert store.mark_announced([("p1", "rss", 40.0), ("p1", "api", 45.0)]) == 1
+    assert store.announced_since(46.0) == {"p1": 50.0, "p2": 60.0}
+    assert store.announced_since(0.0, ["api"]) == {"p1": 45.0, "p2": 60.0}
+    assert store.announced_since(0.0, []) == {}
+
+
+def test_a_club_vote_counts_once_and_a_member_has_only_their_limit(store):
+    store.set_club("C1", set_by="UANN", now=1.0, weekday=3, hour=16, minute=0, tz="UTC", cadence="weekly",
+                   mode="vote", active=1)
+    store.set_club("C1", set_by="UBOB", now=2.0, hour=17)
+    club = store.get_club("C1")
+    assert (club["hour"], club["weekday"], club["set_by"]) == (17, 3, "UBOB")
+    assert [c["channel"] for c in store.clubs()] == ["C1"]
+    for paper in ("p1", "p2", "p3"):
+        assert store.add_nomination("C1", "2026-12-03", paper, "UANN", now=3.0)
+    assert not store.add_nomination("C1", "2026-12-03", "p1", "UBOB", now=4.0)  # the first nominator keeps it
+    assert store.add_vote("C1", "2026-12-03", "UBOB", "p1", limit=2, now=5.0) == "added"
+    assert store.add_vote("C1", "2026-12-03", "UBOB", "p1", limit=2, now=6.0) == "already"  # a double click
+    assert store.add_vote("C1", "2026-12-03", "UBOB", "p2", limit=2, now=7.0) == "added"
+    assert store.add_vote("C1", "2026-12-03", "UBOB", "p3", limit=2, now=8.0) == "full"
+    assert [(v["user"], v["paper_id"]) for v in store.club_votes("C1", "2026-12-03")] == \
+        [("UBOB", "p1"), ("UBOB", "p2")]
+    assert store.clear_votes("C1", "2026-12-03", "UBOB") == 2
+    assert store.add_vote("C1", "2026-12-03", "UBOB", "p3", limit=2, now=9.0) == "added"
+
+
+def test_a_scheduled_club_post_is_claimed_exactly_once(store):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def claim(i):
+        return store.claim_scheduled("C1", "agenda:2026-12-03", kind="agenda", claimer=f"r{i}", now=10.0 + i)
+
+    with ThreadPoolExecutor(6) as pool:
+        wins = list(pool.map(claim, range(12)))
+    assert wins.count(True) == 1
+    winner = store.get_scheduled("C1", "agenda:2026-12-03")["claimed_by"]
+    assert winner == f"r{wins.index(True)}"
+    assert not store.take_over_scheduled("C1", "agenda:2026-12-03", old_claimer="nobody", claimer="r99", now=50.0)
+    store.fail_scheduled("C1", "agenda:2026-12-03", claimer=winner, error="slack down")
+    assert store.take_over_scheduled("C1", "agenda:2026-12-03", old_claimer=winner, claimer="r99", now=60.0)
+    assert not store.finish_scheduled("C1", "agenda:2026-12-03", claimer=winner, ts="1.2", now=61.0)  # fenced
+    assert store.finish_scheduled("C1", "agenda:2026-12-03", claimer="r99", ts="1.2", now=62.0)
+    row = store.get_scheduled("C1", "agenda:2026-12-03")
+    assert (row["status"], row["ts"], row["posted_at"], row["error"]) == ("posted", "1.2", 62.0, None)
+
+
+def test_forget_me_takes_a_member_out_of_the_club_and_a_restore_does_not_bring_them_back(store_url, store):
+    store.set_club_member("C1", "UANN", active=True, now=1.0)
+    store.set_club_member("C1", "UBOB", active=True, now=2.0)
+    store.add_club_away("C1", "UANN", "2026-12-01", "2026-12-20", now=3.0)
+    store.add_vote("C1", "2026-12-03", "UANN", "p1", limit=3, now=4.0)
+    store.put_club_session("C1", "2026-12-03", now=5.0, presenter="UANN")
+    counts = store.forget_user("UANN")
+    assert counts["club"] == 4
+    assert [m["user"] for m in store.club_members("C1")] == ["UBOB"]
+    assert store.club_aways("C1") == [] and store.club_votes("C1", "2026-12-03") == []
+    assert store.get_club_session("C1", "2026-12-03")["presenter"] is None
+    store.set_club_member("C1", "UANN", active=True, now=6.0)  # as a backup from before the request would
+    store.close()
+    reopened = open_store(store_url)  # start-up re-applies the forgotten list
+    try:
+        assert [m["user"] for m in reopened.club_members("C1")] == ["UBOB"]
+    finally:
+        reopened.close()

@@ -108,6 +108,10 @@ def copy_sqlite_to_postgres(source: SQLiteStore, target: PostgresStore) -> list[
                 raise StoreError(f"table {table}: its key {pk} is not in the PostgreSQL schema")
             plans.append((table, shared))
             _copy_table(source, conn, table, shared, pk, identity=[c for c in shared if pg_cols[c]])
+        # The forgotten list lives beside the SQLite file, in a table on PostgreSQL: carried over,
+        # so a backup restored later is still forgotten again at start-up.
+        for digest in sorted(source.forgotten_hashes()):
+            conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing", [digest])
     return [_verify(source, target, table, shared) for table, shared in plans]
 
 

@@ -29,11 +29,13 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..base import BackupResult
 from ..errors import SchemaError, StoreBusy, StoreError
 from ..paper import Paper
+from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
-    JSON_FIELDS as _JSON_FIELDS, channel_message_rows, interest_from_row, paper_from_row, paper_signal,
-    pick_without, post_from_row, utc_day,
+    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, MEMBER_COLUMNS_SQL, PICKS_SQL, SESSION_FIELDS, channel_message_rows,
+    interest_from_row, members_to_forget, paper_from_row, paper_signal, pick_without, post_from_row,
+    source_from_row, utc_day,
 )
 
 LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
@@ -156,6 +158,7 @@ class PostgresStore(ReplicaTables):
             raise StoreError(f"no database at {self.path} (no paperclub tables there)")
         if migrate:
             self.migrate()
+            self.reapply_forgotten()
 
     # -- connections -------------------------------------------------------
     @contextmanager
@@ -772,10 +775,20 @@ class PostgresStore(ReplicaTables):
         return self._rows('select paper_id, source, saved_at from saved_papers where "user" = %s '
                           "order by saved_at desc, seq desc", [user])
 
-    def forget_user(self, user: str) -> dict[str, int]:
+    def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
         """Delete a member's reactions and reading list and unlink their name from interests,
-        shares and stored picks, in one transaction; counts of what changed."""
+        shares, schedules and stored picks (their texts too), in one transaction; counts of what changed.
+
+        remember=True also puts the member's hash on the forgotten list (forgotten_members), which
+        every start-up re-applies. Unlike SQLite's file beside the database, that list lives in
+        the database: a pg_dump restore from before the request brings the member's rows back and
+        drops their entry too, unless the operator keeps the list across the restore.
+        """
         with self.transaction() as conn:
+            if remember:
+                # forgotten_at is the server's clock (a record of when, like the migrations' applied_at).
+                conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing",
+                             [member_hash(user)])
             counts = {
                 "reactions": conn.execute('delete from reactions where "user" = %s', [user]).rowcount,
                 "saved": conn.execute('delete from saved_papers where "user" = %s', [user]).rowcount,
@@ -784,6 +797,7 @@ class PostgresStore(ReplicaTables):
                 "shares": conn.execute("update message_papers set posted_by = null where posted_by = %s",
                                        [user]).rowcount,
             }
+            conn.execute("update schedules set set_by = null where set_by = %s", [user])
             picks = 0
             for channel, day, pick in conn.execute(
                     "select channel, day, pick from posts where strpos(pick, %s) > 0 for update",
@@ -792,6 +806,244 @@ class PostgresStore(ReplicaTables):
                 if scrubbed is not None:
                     picks += 1
                     conn.execute("update posts set pick = %s where channel = %s and day = %s",
-                               [scrubbed, channel, day])
+                                 [scrubbed, channel, day])
             counts["picks"] = picks
+            # The reading group: out of the rotation and the votes; history keeps the sessions, not the name.
+            club = sum(conn.execute(sql, [user]).rowcount for sql in (
+                'delete from club_members where "user" = %s', 'delete from club_votes where "user" = %s',
+                'delete from club_aways where "user" = %s',
+                'update club_nominations set "user" = null where "user" = %s',
+                "update club_sessions set presenter = null where presenter = %s",
+                "update club_sessions set nominator = null where nominator = %s"))
+            if club:  # only members of a club see the key (and the line in forget-me's answer)
+                counts["club"] = club
             return counts
+
+    # -- the forgotten-members list (made by m005; see forget_user for its restore limit) ----
+    def forgotten_hashes(self) -> set[str]:
+        """Hashes (store.text.member_hash) of every member who ran forget-me here."""
+        return {r[0] for r in self._tuples("select hash from forgotten_members")}
+
+    def reapply_forgotten(self) -> int:
+        """Forget again every listed member still named in the database (after a restore); how many."""
+        hashes = self.forgotten_hashes()
+        if not hashes:
+            return 0
+        names = {r[0] for sql in MEMBER_COLUMNS_SQL for r in self._tuples(sql)}
+        found = members_to_forget(names, [r[0] for r in self._tuples(PICKS_SQL)], hashes)
+        for user in found:
+            self.forget_user(user, remember=False)
+        return len(found)
+
+    # -- sources: cursors and health, announcements, channel feeds ---------------------
+    def source_state(self, source: str) -> dict | None:
+        rows = self._rows("select * from source_state where source = %s", [source])
+        return source_from_row(rows[0]) if rows else None
+
+    def source_states(self) -> list[dict]:
+        return [source_from_row(r) for r in self._rows("select * from source_state order by source")]
+
+    def update_source(self, source: str, *, now: float, cursor: dict | None = None,
+                      ok: bool | None = None, error: str | None = None) -> None:
+        """Set a source's cursor and/or record a success (clears the failure) or an error."""
+        with self.transaction() as conn:
+            conn.execute("insert into source_state(source, cursor, updated_at) values (%s, '{}', %s) "
+                         "on conflict do nothing", [source, now])
+            if cursor is not None:
+                conn.execute("update source_state set cursor = %s, updated_at = %s where source = %s",
+                             [json.dumps(cursor, sort_keys=True), now, source])
+            if ok:
+                conn.execute("update source_state set last_success = %s, failing_since = null, updated_at = %s "
+                             "where source = %s", [now, now, source])
+            if error is not None:
+                conn.execute("update source_state set last_error = %s, last_error_at = %s, "
+                             "failing_since = coalesce(failing_since, %s), updated_at = %s where source = %s",
+                             [error[:500], now, now, now, source])
+
+    def mark_announced(self, rows: Iterable[tuple[str, str, float]]) -> int:
+        """(paper id, source, announced at): the first announcement per source is kept."""
+        rows = list(rows)
+        if not rows:
+            return 0
+        ids, sources, times = zip(*rows)
+        with self.transaction() as conn:
+            # One statement (executemany's rowcount is not a total); DO NOTHING also keeps the
+            # first of two rows for one (paper, source) in the same batch, as SQLite's OR IGNORE.
+            return conn.execute(
+                "insert into paper_announcements(paper_id, source, announced_at) "
+                "select paper_id, source, announced_at from unnest(%s::text[], %s::text[], %s::double precision[]) "
+                "with ordinality as r(paper_id, source, announced_at, n) order by n "
+                "on conflict do nothing", [list(ids), list(sources), [float(t) for t in times]]).rowcount
+
+    def announced_since(self, since: float, sources: Iterable[str] | None = None) -> dict[str, float]:
+        """Paper id -> its earliest announcement at or after `since` (by these sources, if given)."""
+        sql, args = "select paper_id, min(announced_at) from paper_announcements where announced_at >= %s", [since]
+        if sources is not None:
+            sources = list(sources)
+            if not sources:
+                return {}
+            sql += " and source = any(%s)"
+            args.append(_storable(sources))
+        return dict(self._tuples(sql + " group by paper_id", args))
+
+    def add_feed(self, channel: str, kind: str, target: str, added_by: str | None, *, now: float) -> int | None:
+        """The new feed's id; None when the channel already follows it."""
+        with self.transaction() as conn:
+            row = conn.execute("insert into feeds(channel, kind, target, added_by, created_at) "
+                               "values (%s, %s, %s, %s, %s) on conflict do nothing returning id",
+                               [channel, kind, target, added_by, now]).fetchone()
+            return row[0] if row else None
+
+    def feeds(self, channel: str | None = None) -> list[dict]:
+        if channel is None:
+            return self._rows("select * from feeds order by id")
+        return self._rows("select * from feeds where channel = %s order by id", [channel])
+
+    def remove_feed(self, channel: str, feed_id: int) -> dict | None:
+        with self.transaction() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute("delete from feeds where channel = %s and id = %s returning *",
+                               [channel, feed_id]).fetchone()
+
+    # -- the reading group (store/club.py holds the logic) -----------------------------
+
+    @staticmethod
+    def _lock(conn, *name: str) -> None:
+        """A transaction-level advisory lock on a name (released with the transaction, never held
+        by a pooled session): writers of the same name queue, as SQLite's one writer does."""
+        conn.execute("select pg_advisory_xact_lock(hashtext(%s))", [json.dumps(name)])
+
+    def set_club(self, channel: str, *, set_by: str | None, now: float, **fields) -> None:
+        """Create or change a channel's club (fields from CLUB_FIELDS)."""
+        unknown = set(fields) - set(CLUB_FIELDS)
+        if unknown:
+            raise StoreError(f"unknown club fields {sorted(unknown)}")
+        # Column names below come only from CLUB_FIELDS (checked above).
+        with self.transaction() as conn:
+            # Two first set-ups of one channel at once: the second waits, then updates (as SQLite's
+            # single writer), instead of failing on the primary key.
+            self._lock(conn, "club", channel)
+            if conn.execute("select 1 from clubs where channel = %s", [channel]).fetchone():
+                sets = "".join(f"{k} = %s, " for k in fields)
+                conn.execute(f"update clubs set {sets}set_by = %s, updated_at = %s where channel = %s",
+                             [*fields.values(), set_by, now, channel])
+            else:
+                cols = ["channel", *fields, "set_by", "updated_at"]
+                conn.execute(f"insert into clubs({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))})",
+                             [channel, *fields.values(), set_by, now])
+
+    def get_club(self, channel: str) -> dict | None:
+        rows = self._rows("select * from clubs where channel = %s", [channel])
+        return rows[0] if rows else None
+
+    def clubs(self) -> list[dict]:
+        return self._rows("select * from clubs where active = 1 order by channel")
+
+    def set_club_member(self, channel: str, user: str, *, active: bool, now: float) -> bool:
+        """Join (active) or leave the rotation; False when nothing changed."""
+        with self.transaction() as conn:
+            return conn.execute(
+                'insert into club_members(channel, "user", active, joined_at) values (%s, %s, %s, %s) '
+                'on conflict(channel, "user") do update set active = excluded.active '
+                "where club_members.active != excluded.active", [channel, user, int(active), now]).rowcount == 1
+
+    def club_members(self, channel: str, *, active_only: bool = True) -> list[dict]:
+        sql = "select * from club_members where channel = %s" + (" and active = 1" if active_only else "")
+        return self._rows(sql + ' order by joined_at, "user"', [channel])
+
+    def add_club_away(self, channel: str, user: str, start: str, end: str, *, now: float) -> int:
+        with self.transaction() as conn:
+            return conn.execute('insert into club_aways(channel, "user", start, "end", added_at) '
+                                "values (%s, %s, %s, %s, %s) returning id",
+                                [channel, user, start, end, now]).fetchone()[0]
+
+    def club_aways(self, channel: str) -> list[dict]:
+        return self._rows("select * from club_aways where channel = %s order by start, id", [channel])
+
+    def put_club_session(self, channel: str, date: str, *, now: float, **fields) -> None:
+        """Create or update one session row (state, paper_id, presenter, thread_ts, ...)."""
+        unknown = set(fields) - set(SESSION_FIELDS)
+        if unknown:
+            raise StoreError(f"unknown session fields {sorted(unknown)}")
+        with self.transaction() as conn:
+            conn.execute("insert into club_sessions(channel, date, state, updated_at) "
+                         "values (%s, %s, 'planned', %s) on conflict do nothing", [channel, date, now])
+            if fields:  # names checked against SESSION_FIELDS above
+                sets = ", ".join(f"{k} = %s" for k in fields)
+                conn.execute(f"update club_sessions set {sets}, updated_at = %s where channel = %s and date = %s",
+                             [*fields.values(), now, channel, date])
+
+    def get_club_session(self, channel: str, date: str) -> dict | None:
+        rows = self._rows("select * from club_sessions where channel = %s and date = %s", [channel, date])
+        return rows[0] if rows else None
+
+    def club_sessions(self, channel: str) -> list[dict]:
+        return self._rows("select * from club_sessions where channel = %s order by date", [channel])
+
+    def add_nomination(self, channel: str, session: str, paper_id: str, user: str, *, now: float) -> bool:
+        """Put a paper on a session's list; False when it is already there (the first nominator keeps it)."""
+        with self.transaction() as conn:
+            return conn.execute('insert into club_nominations(channel, session, paper_id, "user", nominated_at) '
+                                "values (%s, %s, %s, %s, %s) on conflict do nothing",
+                                [channel, session, paper_id, user, now]).rowcount == 1
+
+    def nominations(self, channel: str, session: str) -> list[dict]:
+        return self._rows("select * from club_nominations where channel = %s and session = %s "
+                          "order by nominated_at, paper_id", [channel, session])
+
+    def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
+        """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
+        with self.transaction() as conn:
+            # A member's votes in a session are counted under a transaction-level advisory lock on
+            # (channel, session, user), so two clicks at once cannot both slip under the limit.
+            self._lock(conn, "club_vote", channel, session, user)
+            if conn.execute('select 1 from club_votes where channel = %s and session = %s and "user" = %s '
+                            "and paper_id = %s", [channel, session, user, paper_id]).fetchone():
+                return "already"
+            used = conn.execute('select count(*) from club_votes where channel = %s and session = %s '
+                                'and "user" = %s', [channel, session, user]).fetchone()[0]
+            if used >= limit:
+                return "full"
+            conn.execute('insert into club_votes(channel, session, "user", paper_id, voted_at) '
+                         "values (%s, %s, %s, %s, %s)", [channel, session, user, paper_id, now])
+            return "added"
+
+    def clear_votes(self, channel: str, session: str, user: str) -> int:
+        with self.transaction() as conn:
+            return conn.execute('delete from club_votes where channel = %s and session = %s and "user" = %s',
+                                [channel, session, user]).rowcount
+
+    def club_votes(self, channel: str, session: str) -> list[dict]:
+        return self._rows("select * from club_votes where channel = %s and session = %s "
+                          'order by voted_at, "user", paper_id', [channel, session])
+
+    # -- claim rows of the club's scheduled posts (bot/posting.py:post_once) ----------------
+    def claim_scheduled(self, channel: str, key: str, *, kind: str, claimer: str, now: float) -> bool:
+        """Claim (channel, key) for posting; exactly one caller ever gets True."""
+        with self.transaction() as conn:
+            return conn.execute("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at) "
+                                "values (%s, %s, %s, 'claimed', %s, %s) on conflict do nothing",
+                                [channel, key, kind, claimer, now]).rowcount == 1
+
+    def get_scheduled(self, channel: str, key: str) -> dict | None:
+        rows = self._rows("select * from scheduled_posts where channel = %s and key = %s", [channel, key])
+        return rows[0] if rows else None
+
+    def take_over_scheduled(self, channel: str, key: str, *, old_claimer: str, claimer: str, now: float) -> bool:
+        with self.transaction() as conn:
+            return conn.execute(
+                "update scheduled_posts set claimed_by = %s, claimed_at = %s, status = 'claimed' "
+                "where channel = %s and key = %s and claimed_by = %s and status in ('claimed', 'failed')",
+                [claimer, now, channel, key, old_claimer]).rowcount == 1
+
+    def finish_scheduled(self, channel: str, key: str, *, claimer: str, ts: str, now: float) -> bool:
+        with self.transaction() as conn:
+            return conn.execute(
+                "update scheduled_posts set status = 'posted', ts = %s, posted_at = %s, error = null "
+                "where channel = %s and key = %s and claimed_by = %s and status != 'posted'",
+                [ts, now, channel, key, claimer]).rowcount == 1
+
+    def fail_scheduled(self, channel: str, key: str, *, claimer: str, error: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("update scheduled_posts set status = 'failed', error = %s "
+                         "where channel = %s and key = %s and claimed_by = %s and status = 'claimed'",
+                         [error, channel, key, claimer])

@@ -1,5 +1,6 @@
 """Rows to records and back, the same for every backend: the Python half of methods whose
-SQL differs by engine (papers, posts, interests, a channel's messages, forgetting a member)."""
+SQL differs by engine (papers, posts, interests, a channel's messages, forgetting a member,
+source cursors, the club's writable fields)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +10,14 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..paper import Paper
+from ..text import member_hash
 
 JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
+MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a stored pick may hold
+# The columns set_club and put_club_session may write (the names go into SQL: checked first).
+CLUB_FIELDS = ("weekday", "hour", "minute", "tz", "cadence", "anchor", "lead_hours", "cutoff_hours",
+               "mode", "active")
+SESSION_FIELDS = ("state", "paper_id", "presenter", "nominator", "thread_ts", "agenda_ts", "votes", "tiebreak")
 
 
 def paper_from_row(row: dict) -> Paper:
@@ -77,3 +84,26 @@ def pick_without(pick: str, user: str) -> str | None:
 def paper_signal(code_urls: str | None, numbers: str | None) -> float:
     """The prior of a paper without feedback: has code (0.5), reports numbers (0.5)."""
     return 0.5 * (code_urls not in (None, "", "[]")) + 0.5 * (numbers not in (None, "", "[]"))
+
+
+def source_from_row(row: dict) -> dict:
+    """A source_state row with its cursor decoded ({} before the first page)."""
+    return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}
+
+
+# Every column that names a member, as SQL both engines run ("user" quoted for PostgreSQL).
+MEMBER_COLUMNS_SQL = tuple(f'select distinct {col} from {table}' for table, col in (
+    ("reactions", '"user"'), ("saved_papers", '"user"'), ("interests", "added_by"),
+    ("message_papers", "posted_by"), ("schedules", "set_by"), ("club_members", '"user"'),
+    ("club_votes", '"user"'), ("club_aways", '"user"'), ("club_nominations", '"user"'),
+    ("club_sessions", "presenter"), ("club_sessions", "nominator")))
+PICKS_SQL = "select pick from posts where pick is not null"
+
+
+def members_to_forget(names: set[str], picks: list[str], hashes: set[str]) -> list[str]:
+    """The member ids, among those named in the database (`names`, plus any in stored picks'
+    text), whose hash is on the forgotten list: whom reapply_forgotten forgets again."""
+    ids = {n for n in names if n}
+    for pick in picks:
+        ids.update(MEMBER_ID.findall(pick))
+    return sorted(u for u in ids if member_hash(u) in hashes)

@@ -28,12 +28,12 @@ from ..paper import Paper
 from ..text import member_hash
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
-    JSON_FIELDS as _JSON_FIELDS, channel_message_rows, interest_from_row, paper_from_row, paper_signal,
-    pick_without, post_from_row, utc_day,
+    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, MEMBER_COLUMNS_SQL, PICKS_SQL, SESSION_FIELDS, channel_message_rows,
+    interest_from_row, members_to_forget, paper_from_row, paper_signal, pick_without, post_from_row,
+    source_from_row, utc_day,
 )
 from .sqlite_migrations import migrations
 
-_MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a stored pick may hold
 
 BUSY_TIMEOUT_MS = 15_000
 CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer, then is skipped
@@ -932,14 +932,8 @@ class SQLiteStore(ReplicaTables):
         if not hashes:
             return 0
         db = self.db
-        ids: set[str] = set()
-        for sql in ("select distinct user from reactions", "select distinct user from saved_papers",
-                    "select distinct added_by from interests", "select distinct posted_by from message_papers",
-                    "select distinct set_by from schedules"):
-            ids.update(r[0] for r in db.execute(sql) if r[0])
-        for (pick,) in db.execute("select pick from posts where pick is not null"):
-            ids.update(_MEMBER_ID.findall(pick))
-        found = [u for u in ids if member_hash(u) in hashes]
+        names = {r[0] for sql in MEMBER_COLUMNS_SQL for r in db.execute(sql)}
+        found = members_to_forget(names, [r[0] for r in db.execute(PICKS_SQL)], hashes)
         for user in found:
             self.forget_user(user, remember=False)
         return len(found)
@@ -947,14 +941,10 @@ class SQLiteStore(ReplicaTables):
     # -- sources: cursors and health, announcements, channel feeds ---------------------
     def source_state(self, source: str) -> dict | None:
         row = next(self.db.query("select * from source_state where source = ?", [source]), None)
-        return self._source_row(row) if row else None
+        return source_from_row(row) if row else None
 
     def source_states(self) -> list[dict]:
-        return [self._source_row(r) for r in self.db.query("select * from source_state order by source")]
-
-    @staticmethod
-    def _source_row(row: dict) -> dict:
-        return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}
+        return [source_from_row(r) for r in self.db.query("select * from source_state order by source")]
 
     def update_source(self, source: str, *, now: float, cursor: dict | None = None,
                       ok: bool | None = None, error: str | None = None) -> None:
@@ -1015,17 +1005,15 @@ class SQLiteStore(ReplicaTables):
             return row
 
     # -- the reading group (store/club.py holds the logic) -----------------------------
-    _CLUB_FIELDS = ("weekday", "hour", "minute", "tz", "cadence", "anchor", "lead_hours", "cutoff_hours",
-                    "mode", "active")
 
     def set_club(self, channel: str, *, set_by: str | None, now: float, **fields) -> None:
-        """Create or change a channel's club (fields from _CLUB_FIELDS)."""
-        unknown = set(fields) - set(self._CLUB_FIELDS)
+        """Create or change a channel's club (fields from CLUB_FIELDS)."""
+        unknown = set(fields) - set(CLUB_FIELDS)
         if unknown:
             raise StoreError(f"unknown club fields {sorted(unknown)}")
         with self.transaction() as db:
             if list(db.query("select 1 from clubs where channel = ?", [channel])):
-                sets = ", ".join(f"{k} = ?" for k in fields)  # names checked against _CLUB_FIELDS above
+                sets = ", ".join(f"{k} = ?" for k in fields)  # names checked against CLUB_FIELDS above
                 db.execute(f"update clubs set {sets}{', ' if sets else ''}set_by = ?, updated_at = ? "
                            "where channel = ?", [*fields.values(), set_by, now, channel])
             else:
@@ -1064,8 +1052,7 @@ class SQLiteStore(ReplicaTables):
         with self.transaction() as db:
             db.execute("insert into club_sessions(channel, date, state, updated_at) values (?, ?, 'planned', ?) "
                        "on conflict do nothing", [channel, date, now])
-            unknown = set(fields) - {"state", "paper_id", "presenter", "nominator", "thread_ts", "agenda_ts",
-                                     "votes", "tiebreak"}
+            unknown = set(fields) - set(SESSION_FIELDS)
             if unknown:
                 raise StoreError(f"unknown session fields {sorted(unknown)}")
             if fields:
