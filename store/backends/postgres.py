@@ -66,6 +66,42 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
+# What a server that is still starting (or briefly full) answers: worth waiting for, unlike
+# a missing database or role, or a wrong password, which no amount of waiting fixes.
+_NOT_YET = ("starting up", "not yet accepting connections", "in recovery mode", "shutting down",
+            "too many clients", "connection slots are reserved")
+_FAILED_AT = re.compile(r'^(?:connection failed: )?(?:connection to server (?:at|on) .*? failed: )?')
+
+
+def server_address(url: str) -> str:
+    """host:port of the server a postgresql:// URL names (PostgreSQL's defaults filled in)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as e:
+        raise StoreError(f"bad PostgreSQL URL {redact(url)}: {e}") from None
+    host, port = params.get("host") or params.get("hostaddr"), params.get("port") or 5432
+    return f"{host}:{port}" if host else f"the local socket (port {port})"
+
+
+def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """None when PostgreSQL at url accepts a connection; why not, while it does not answer (yet).
+
+    A server that answers with a refusal waiting cannot fix (no such database or role, a
+    wrong password) raises StoreError instead, with the server's reason.
+    """
+    try:
+        psycopg.connect(url, connect_timeout=max(2, round(timeout))).close()
+        return None
+    except psycopg.Error as e:
+        text = str(e).strip()
+        first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+        reason = _FAILED_AT.sub("", first)
+        if "FATAL:" in text and not any(phrase in text for phrase in _NOT_YET):
+            refusal = re.sub(r"FATAL:\s*", "", reason)
+            raise StoreError(f"PostgreSQL at {server_address(url)} refused the connection: {refusal}") from None
+        return reason
+
+
 def _store_error(error: BaseException, where: str) -> StoreError:
     if isinstance(error, PoolTimeout):
         return StoreBusy(f"database {where} is busy (no free connection): {error}")
