@@ -79,9 +79,10 @@ class Relay:
 
 
 def run_bot(fake, db: str, log, **extra) -> subprocess.Popen:
-    out = open(log, "w")
-    return subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=log.parent, env=bot_env(fake, db, **extra),
-                            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    with open(log, "w") as out:
+        return subprocess.Popen([sys.executable, "-m", "bot", "run"], cwd=log.parent,
+                                env=bot_env(fake, db, **extra), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
 
 
 def test_with_no_server_run_waits_says_so_then_gives_up_in_one_line(tmp_path, fake_slack, pg_url):
