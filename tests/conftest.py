@@ -134,20 +134,27 @@ def pg_url(request, pg_database) -> str:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "both_backends: run the test's seeded database (the `backend` "
-                                       "fixture and hashing_store, seed_store, seeded_*_db) on SQLite and "
+                                       "fixture: hashing_store, seed_store, seeded_hashing_db) on SQLite and "
                                        "on PostgreSQL")
+    config.addinivalue_line("markers", "sqlite_only: the test is about SQLite's file itself (locks, "
+                                       "backups): its seeded database stays SQLite whatever the backend")
 
 
 def pytest_generate_tests(metafunc):
     """A test (or module) marked both_backends that uses `backend` runs once per backend."""
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker("both_backends"):
+    if "backend" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        metafunc.parametrize("backend", ["sqlite"], indirect=True, scope="module")
+    elif metafunc.definition.get_closest_marker("both_backends"):
         metafunc.parametrize("backend", STORE_BACKENDS, indirect=True, scope="module")
 
 
 @pytest.fixture(scope="module")
 def backend(request) -> str:
-    """The backend a test's seeded database is on: SQLite, or each of them under both_backends."""
-    return getattr(request, "param", "sqlite")
+    """The backend a test's seeded database is on: SQLite (PAPERCLUB_TEST_BACKEND=postgresql
+    moves every unmarked test to PostgreSQL), or each of them under both_backends."""
+    return getattr(request, "param", os.environ.get("PAPERCLUB_TEST_BACKEND", "sqlite"))
 
 
 def seeded_location(request, source: Path, backend: str, target: Path) -> str | Path:

@@ -150,6 +150,7 @@ def _paper_rows(start: int) -> list[dict]:
             for i in range(start, start + BATCH)]
 
 
+@pytest.mark.sqlite_only  # paperclub backup copies SQLite files (pg_dump backs up PostgreSQL)
 def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, tmp_path):
     live = Path(hashing_store.path)
     base = hashing_store.count_papers()
@@ -221,6 +222,7 @@ def test_backup_of_a_missing_database_creates_nothing(tmp_path):
     assert not (tmp_path / "nope.db").exists() and not (tmp_path / "b.db").exists()
 
 
+@pytest.mark.sqlite_only
 def test_backup_never_overwrites_the_live_database(hashing_store):
     with pytest.raises(StoreError, match="live database"):
         backup_database(hashing_store.path, hashing_store.path, force=True)
