@@ -25,10 +25,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def via_port(url: str, port: int) -> str:
-    """The same database URL, reached at 127.0.0.1:port instead."""
+def via_port(url: str, port: int, password: str | None = None) -> str:
+    """The same database URL, reached at 127.0.0.1:port instead (with a password, if given)."""
     parts = urlsplit(url)
-    user = f"{parts.username}@" if parts.username else ""
+    user = f"{parts.username}{':' + password if password else ''}@" if parts.username else ""
     return urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{port}"))
 
 
@@ -88,13 +88,13 @@ def run_bot(fake, db: str, log, **extra) -> subprocess.Popen:
 def test_with_no_server_run_waits_says_so_then_gives_up_in_one_line(tmp_path, fake_slack, pg_url):
     port = free_port()  # nothing listens there
     log = tmp_path / "bot.log"
-    proc = run_bot(fake_slack, via_port(pg_url, port), log, PAPERCLUB_DB_WAIT_SECONDS="3")
+    proc = run_bot(fake_slack, via_port(pg_url, port, password="SECRETPGPASS"), log, PAPERCLUB_DB_WAIT_SECONDS="3")
     assert proc.wait(120) != 0
     out = log.read_text()
     assert f"waiting for PostgreSQL at 127.0.0.1:{port} ..." in out and "Connection refused" in out
     assert f"PostgreSQL at 127.0.0.1:{port} did not answer within 3 s" in out
     assert "PAPERCLUB_DB_WAIT_SECONDS" in out
-    assert "Traceback" not in out
+    assert "Traceback" not in out and "SECRETPGPASS" not in out
     assert "connected to Slack" not in out
 
 
