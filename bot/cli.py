@@ -502,6 +502,9 @@ def health(c: Ctx, max_age):
 @pass_ctx
 def run(c: Ctx, load_samples):
     """Start the bot (Socket Mode); with no Slack tokens, the local console."""
+    from .runner import wait_for_database
+
+    wait_for_database(c.settings.db, c.settings.db_wait_seconds)  # a database container still starting
     if os.path.isfile(str(c.settings.db)):
         c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
     if not c.settings.has_slack_tokens:

@@ -39,6 +39,33 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+DB_WAIT_NOTE_SECONDS = 5.0  # how often the wait for the database says it is still waiting
+DB_RETRY_SECONDS = 1.0
+
+
+def wait_for_database(url: str, timeout: float) -> None:
+    """Return once the database server at url answers (at once for SQLite), logging while it
+    does not; StartupError when it has not answered within timeout seconds."""
+    from store import database_address, database_unreachable
+
+    address = database_address(url)  # (imports the driver: not part of the wait)
+    started, next_note = time.monotonic(), 0.0
+    reason = database_unreachable(url)  # a refusal waiting cannot fix raises StoreError here
+    while reason is not None:
+        waited = time.monotonic() - started
+        if waited >= timeout:
+            raise StartupError(f"PostgreSQL at {address} did not answer within {timeout:.0f} s "
+                               f"({reason}): is the server running, and is PAPERCLUB_DB right? "
+                               "PAPERCLUB_DB_WAIT_SECONDS sets how long to wait.")
+        if waited >= next_note:
+            log.info("waiting for PostgreSQL at %s ... (%.0f s): %s", address, waited, reason)
+            next_note = waited + DB_WAIT_NOTE_SECONDS
+        time.sleep(min(DB_RETRY_SECONDS, timeout - waited))
+        reason = database_unreachable(url)
+    if next_note:  # it had to wait
+        log.info("PostgreSQL at %s answered after %.0f s", address, time.monotonic() - started)
+
+
 def write_heartbeat(store: Store, now: float | None = None) -> None:
     """Record that this process is alive and connected (`paperclub health` reads it)."""
     from .health import write_heartbeat as write

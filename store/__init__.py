@@ -42,7 +42,7 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
-    "open_store", "Store", "BackupResult", "Paper", "PostStatus",
+    "open_store", "database_unreachable", "database_address", "Store", "BackupResult", "Paper", "PostStatus",
     "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery",
     *_WHERE,
 ]
@@ -112,3 +112,27 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     from .backends.sqlite import SQLiteStore
 
     return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
+
+
+def database_unreachable(url: str | Path) -> str | None:
+    """Why the database server at url does not answer (yet), or None when it does.
+
+    Always None for SQLite (a file needs no server). A PostgreSQL server that answers
+    with a refusal waiting cannot fix (no such database, role or password) raises StoreError.
+    """
+    text = str(url)
+    if not text.startswith(("postgresql://", "postgres://")):
+        return None
+    from .backends.postgres import unreachable_reason
+
+    return unreachable_reason(text)
+
+
+def database_address(url: str | Path) -> str:
+    """Where the database lives, for a person: host:port for PostgreSQL, the path for SQLite."""
+    text = str(url)
+    if not text.startswith(("postgresql://", "postgres://")):
+        return text.removeprefix(_SQLITE_PREFIX)
+    from .backends.postgres import server_address
+
+    return server_address(text)

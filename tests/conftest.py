@@ -132,6 +132,55 @@ def pg_url(request, pg_database) -> str:
     drop_pg_schema(pg_database, schema)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "both_backends: run the test's seeded database (the `backend` "
+                                       "fixture: hashing_store, seed_store, seeded_hashing_db) on SQLite and "
+                                       "on PostgreSQL")
+    config.addinivalue_line("markers", "sqlite_only: the test is about SQLite's file itself (locks, "
+                                       "backups): its seeded database stays SQLite whatever the backend")
+
+
+def pytest_generate_tests(metafunc):
+    """A test (or module) marked both_backends that uses `backend` runs once per backend."""
+    if "backend" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("sqlite_only"):
+        metafunc.parametrize("backend", ["sqlite"], indirect=True, scope="module")
+    elif metafunc.definition.get_closest_marker("both_backends"):
+        metafunc.parametrize("backend", STORE_BACKENDS, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def backend(request) -> str:
+    """The backend a test's seeded database is on: SQLite (PAPERCLUB_TEST_BACKEND=postgresql
+    moves every unmarked test to PostgreSQL), or each of them under both_backends."""
+    return getattr(request, "param", os.environ.get("PAPERCLUB_TEST_BACKEND", "sqlite"))
+
+
+def seeded_location(request, source: Path, backend: str, target: Path) -> str | Path:
+    """A private, writable copy of a seeded SQLite database on `backend`, dropped after the
+    requesting test (or module): a file copy for SQLite; for PostgreSQL, a fresh schema of this
+    run's test database filled by `paperclub migrate`'s verified copy (store.migrate_store)."""
+    if backend == "sqlite":
+        return copy_db(source, target)
+    from store import migrate_store
+
+    database = request.getfixturevalue("pg_database")
+    schema = f"s{os.getpid()}_{abs(hash((request.node.nodeid, str(target)))) % 10**10}"
+    url = pg_schema_url(database, schema)
+    request.addfinalizer(lambda: drop_pg_schema(database, schema))
+    bad = [copy.table for copy in migrate_store(str(source), url) if not copy.ok]
+    assert not bad, f"the seed did not copy into PostgreSQL: {bad}"
+    return url
+
+
+@pytest.fixture
+def seeded_hashing_db(request, hashing_db, backend, tmp_path) -> str | Path:
+    """Where a private copy of the hashing seed lives (a path or a postgresql:// URL), for a
+    bot process (tests/botproc.py) or a test that opens the store itself."""
+    return seeded_location(request, hashing_db, backend, tmp_path / "hashing.db")
+
+
 @pytest.fixture
 def store(store_url):
     """A fresh, migrated, empty Store (open_store, so every backend runs the same tests)."""
@@ -143,21 +192,21 @@ def store(store_url):
 
 
 @pytest.fixture
-def seed_store(seed_db, tmp_path):
-    """A private, writable copy of the real-model seed store."""
+def seed_store(request, seed_db, backend, tmp_path):
+    """A private, writable copy of the real-model seed store (on each backend under both_backends)."""
     from store import open_store
 
-    store = open_store(copy_db(seed_db, tmp_path / "seed.db"))
+    store = open_store(seeded_location(request, seed_db, backend, tmp_path / "seed.db"))
     yield store
     store.close()
 
 
 @pytest.fixture
-def hashing_store(hashing_db, tmp_path):
-    """A private, writable copy of the HashingEmbedder seed store."""
+def hashing_store(request, hashing_db, backend, tmp_path):
+    """A private, writable copy of the HashingEmbedder seed store (on each backend under both_backends)."""
     from store import open_store
 
-    store = open_store(copy_db(hashing_db, tmp_path / "hashing.db"))
+    store = open_store(seeded_location(request, hashing_db, backend, tmp_path / "hashing.db"))
     yield store
     store.close()
 

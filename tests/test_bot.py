@@ -23,7 +23,8 @@ from bot.wiring import command_table
 from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings
 from store import Paper
 
-pytestmark = pytest.mark.slow  # the real model decides which paper a query finds
+# The real model decides which paper a query finds; the store is a SQLite file, then PostgreSQL.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 GENE = "Gene expression prediction"
 WORDS = "Humans invent new words"
@@ -32,11 +33,11 @@ TVG = "Temporal Video Grounding (TVG)"
 
 
 @pytest.fixture(scope="module")
-def module_store(seed_db, tmp_path_factory):
-    from conftest import copy_db
+def module_store(request, seed_db, backend, tmp_path_factory):
+    from conftest import seeded_location
     from store import open_store
 
-    store = open_store(copy_db(seed_db, tmp_path_factory.mktemp("bot") / "bot.db"))
+    store = open_store(seeded_location(request, seed_db, backend, tmp_path_factory.mktemp("bot") / "bot.db"))
     yield store
     store.close()
 

@@ -15,6 +15,9 @@ from conftest import Clock, dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 from store.club import ClubSpec, set_club
 
+# Each test runs on both store backends: a SQLite file, then PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 CH = "C1"
 ADMIN = "UADMIN"
 THU = 3

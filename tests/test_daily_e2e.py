@@ -33,6 +33,9 @@ from bot.posting import EVENT_TYPE, post_daily
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
 from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
 
+# Every test on a seeded store runs on each backend: a SQLite file, then PostgreSQL.
+pytestmark = pytest.mark.both_backends
+
 CH = "C1"
 NY = ZoneInfo("America/New_York")
 UTC = timezone.utc
@@ -356,13 +359,12 @@ def test_save_button_acks_before_it_reads_or_writes(deps, fake_slack, hashing_st
     assert reply["response_type"] == "ephemeral" and paper.short_name in reply["text"]
 
 
-def test_paperclub_pick_is_a_dry_run_with_reasons(hashing_db, tmp_path, fake_slack):
+def test_paperclub_pick_is_a_dry_run_with_reasons(seeded_hashing_db, fake_slack):
     from bot.cli import cli
-    from conftest import copy_db
     from store import open_store
     from store import HashingEmbedder
 
-    db = copy_db(hashing_db, tmp_path / "pick.db")
+    db = seeded_hashing_db
     store = open_store(db)
     vec = HashingEmbedder().encode(["video understanding"])[0]
     store.add_interest(CH, "video understanding", "UALICE", model="hashing-256", vector=vec, now=time.time())
@@ -387,11 +389,9 @@ def _env(fake, db: Path) -> dict:
     return env
 
 
-def test_two_processes_on_one_database_post_once(hashing_db, tmp_path, fake_slack):
-    from conftest import copy_db
-
+def test_two_processes_on_one_database_post_once(seeded_hashing_db, tmp_path, fake_slack):
     fake = fake_slack
-    db = copy_db(hashing_db, tmp_path / "race.db")
+    db = seeded_hashing_db
     fake.delay("chat.postMessage", 1.5, times=1)  # the winner is still posting when the other looks
     args = [sys.executable, "-m", "bot", "pick", "--channel", CH, "--date", "2024-06-03", "--post"]
     procs = [subprocess.Popen(args, cwd=tmp_path, env=_env(fake, db), stdout=subprocess.PIPE,
@@ -410,12 +410,12 @@ def _start_bot(fake, db: Path, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
-def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(hashing_db, tmp_path, fake_slack):
-    from conftest import copy_db
+def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(seeded_hashing_db, tmp_path,
+                                                                               fake_slack):
     from store import open_store
 
     fake = fake_slack
-    db = copy_db(hashing_db, tmp_path / "bot.db")
+    db = seeded_hashing_db
     store = open_store(db)
     now = datetime.now(UTC)
     due = now - timedelta(minutes=2)  # the post was due two minutes ago: start-up catches it up

@@ -150,6 +150,7 @@ def _paper_rows(start: int) -> list[dict]:
             for i in range(start, start + BATCH)]
 
 
+@pytest.mark.sqlite_only  # paperclub backup copies SQLite files (pg_dump backs up PostgreSQL)
 def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, tmp_path):
     live = Path(hashing_store.path)
     base = hashing_store.count_papers()
@@ -221,6 +222,7 @@ def test_backup_of_a_missing_database_creates_nothing(tmp_path):
     assert not (tmp_path / "nope.db").exists() and not (tmp_path / "b.db").exists()
 
 
+@pytest.mark.sqlite_only
 def test_backup_never_overwrites_the_live_database(hashing_store):
     with pytest.raises(StoreError, match="live database"):
         backup_database(hashing_store.path, hashing_store.path, force=True)
@@ -308,6 +310,45 @@ def test_compose_keeps_data_restarts_and_allows_a_clean_stop():
     assert volume.split(":")[0] in yaml.safe_load((DEPLOY / "compose.yaml").read_text())["volumes"]
     grace = float(service["stop_grace_period"].rstrip("s"))
     assert grace >= runner.DRAIN_SECONDS + 10  # drain plus closing the socket, with room to spare
+
+
+def compose_services(profiles: set[str] = frozenset()) -> dict:
+    """The services `docker compose --profile P ...` enables: those with no profile or one of P."""
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    return {name: s for name, s in services.items() if not s.get("profiles") or set(s["profiles"]) & profiles}
+
+
+def test_compose_default_is_one_bot_on_sqlite():
+    assert list(compose_services()) == ["bot"]
+    assert not compose_services()["bot"]["environment"]["PAPERCLUB_DB"].startswith("postgres")
+
+
+def test_compose_postgres_profile_runs_two_replicas_on_a_healthy_postgresql():
+    from store import database_address
+
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose_services({"postgres"})
+    db, bots = services["postgres"], services["bot-pg"]
+    assert re.fullmatch(r"postgres:1[56](\.\d+)*", db["image"])
+    data = next(v for v in db["volumes"] if v.endswith(":/var/lib/postgresql/data"))
+    assert data.split(":")[0] in compose["volumes"]  # a named volume: the store outlives the container
+    check = db["healthcheck"]["test"]
+    assert check[0] == "CMD" and check[1] == "pg_isready"
+    assert f"--username={db['environment']['POSTGRES_USER']}" in check
+    url = bots["environment"]["PAPERCLUB_DB"]
+    assert url == (f"postgresql://{db['environment']['POSTGRES_USER']}@postgres:5432/"
+                   f"{db['environment']['POSTGRES_DB']}")
+    assert database_address(url) == "postgres:5432"
+    assert bots["deploy"]["replicas"] == 2
+    assert bots["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "PAPERCLUB_REPLICA_ID" not in bots["environment"]  # one value would be shared by both replicas
+    assert "volumes" not in bots  # nothing on a per-host volume: the replicas share only the database
+    single = services["bot"]
+    for key in ("build", "image", "env_file", "restart", "init", "stop_grace_period"):
+        assert bots[key] == single[key], key
+    # Without naming bot-pg, the profile would also start the SQLite bot beside the replicas.
+    readme = (ROOT / "README.md").read_text()
+    assert "docker compose -f deploy/compose.yaml --profile postgres up -d --build bot-pg" in readme
 
 
 # -- the Slack manifest ---------------------------------------------------------------------

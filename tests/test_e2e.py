@@ -19,7 +19,8 @@ import pytest
 from bot import blocks as bk
 from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db
 
-pytestmark = pytest.mark.slow
+# The bot process runs on each store backend: a SQLite file, then PostgreSQL.
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
 
 START_TIMEOUT = 120  # cold torch import + model load on a busy 2-core box
 GENE = "Gene expression prediction"
@@ -48,11 +49,12 @@ def _env(fake, db: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def bot(seed_db, tmp_path_factory):
+def bot(request, seed_db, backend, tmp_path_factory):
+    from conftest import seeded_location
     from fake_slack import start_fake_slack
 
     tmp = tmp_path_factory.mktemp("e2e")
-    db = copy_db(seed_db, tmp / "bot.db")
+    db = seeded_location(request, seed_db, backend, tmp / "bot.db")
     log = tmp / "bot.log"
     fake = start_fake_slack()
     with open(log, "w") as out:

@@ -412,6 +412,7 @@ def in_thread(fn, *args):
     return t, out
 
 
+@pytest.mark.sqlite_only  # SQLite's file lock; PostgreSQL's row locks: test_store.py
 def test_a_database_locked_for_seconds_delays_writes_but_loses_none(env):
     from bot.blocks import ACTION_SAVE
 

@@ -25,7 +25,7 @@ from conftest import dispatch_command, text_of, APP_TOKEN, Clock, make_deps, mak
 from fake_slack import BOT_USER_ID, stop_socket_mode
 from store import pick_for_channel
 
-pytestmark = pytest.mark.slow  # the real model
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends]  # the real model; each store backend
 
 CH = "C1"
 UTC = timezone.utc

@@ -15,6 +15,24 @@ def test_the_backend_satisfies_the_store_protocol(store):
     assert missing == []
 
 
+def test_every_store_method_takes_the_protocols_arguments(store):
+    # Names alone are not enough: a keyword the bot passes (claimed_at=...) that one backend
+    # lacks fails only on that backend, only when that code path runs.
+    import inspect
+
+    differ = []
+    for name in (n for n in dir(Store) if not n.startswith("_") and callable(getattr(Store, n))):
+        want = inspect.signature(getattr(Store, name)).parameters
+        have = inspect.signature(inspect.unwrap(getattr(type(store), name))).parameters
+        for param in want.values():
+            if param.name == "self":
+                continue
+            got = have.get(param.name)
+            if got is None or got.kind != param.kind or got.default != param.default:
+                differ.append(f"{name}({param})")
+    assert differ == []
+
+
 def test_open_store_takes_a_path_or_a_sqlite_url(tmp_path):
     by_url = open_store(f"sqlite:///{tmp_path / 'a.db'}")
     by_url.set_meta("k", "v")
@@ -83,6 +101,37 @@ def test_post_times_come_from_the_callers_clock(store):
     row = store.get_post("C1", "2024-06-03")
     assert (row["claimed_at"], row["posted_at"], row["status"]) == (1_000.0, 1_005.0, PostStatus.POSTED)
     assert store.paper_rows(["p1"])["p1"]["created_at"] == 100.0
+
+
+def test_a_daily_post_is_retaken_by_one_caller_and_finished_only_by_the_claim_held(store):
+    from concurrent.futures import ThreadPoolExecutor
+
+    day = "2024-06-03"
+    assert store.claim_post("C1", day, claimer="a", paper_id=None, pick=None, now=100.0)
+    store.fail_post("C1", day, claimer="a", error="slack down", claimed_at=99.0)  # not the claim held
+    assert store.get_post("C1", day)["status"] == PostStatus.CLAIMED
+    store.fail_post("C1", day, claimer="a", error="slack down", claimed_at=100.0)
+    row = store.get_post("C1", day)
+    assert (row["status"], row["error"]) == (PostStatus.FAILED, "slack down")
+
+    def take(i):  # every caller read the same row; one re-claims it
+        return store.take_over_post("C1", day, status=row["status"], old_claimer=row["claimed_by"],
+                                    claimed_at=row["claimed_at"], claimer=f"r{i}", now=100.0)
+
+    with ThreadPoolExecutor(6) as pool:
+        taken = list(pool.map(take, range(12)))
+    won = [at for at in taken if at is not None]
+    assert len(won) == 1 and won[0] > 100.0  # a new claimed_at, even on the same clock reading
+    winner = f"r{taken.index(won[0])}"
+    after = store.get_post("C1", day)
+    assert (after["status"], after["claimed_by"], after["claimed_at"]) == (PostStatus.CLAIMED, winner, won[0])
+    assert after["attempts"] == 1
+    assert not store.finish_post("C1", day, claimer="a", ts="1.1", now=101.0)  # the old claimer is fenced off
+    assert not store.finish_post("C1", day, claimer=winner, ts="1.1", now=101.0, claimed_at=100.0)
+    assert store.finish_post("C1", day, claimer=winner, ts="1.1", now=101.0, claimed_at=won[0])
+    assert store.take_over_post("C1", day, status=PostStatus.POSTED, old_claimer=winner, claimed_at=won[0],
+                                claimer="late", now=200.0) is None  # a posted day stays posted
+    assert store.get_post("C1", day)["ts"] == "1.1"
 
 
 def test_lexical_search_takes_terms_and_ranks_higher_is_better(store):

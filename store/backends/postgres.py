@@ -66,6 +66,42 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
+# What a server that is still starting (or briefly full) answers: worth waiting for, unlike
+# a missing database or role, or a wrong password, which no amount of waiting fixes.
+_NOT_YET = ("starting up", "not yet accepting connections", "in recovery mode", "shutting down",
+            "too many clients", "connection slots are reserved")
+_FAILED_AT = re.compile(r'^(?:connection failed: )?(?:connection to server (?:at|on) .*? failed: )?')
+
+
+def server_address(url: str) -> str:
+    """host:port of the server a postgresql:// URL names (PostgreSQL's defaults filled in)."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as e:
+        raise StoreError(f"bad PostgreSQL URL {redact(url)}: {e}") from None
+    host, port = params.get("host") or params.get("hostaddr"), params.get("port") or 5432
+    return f"{host}:{port}" if host else f"the local socket (port {port})"
+
+
+def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
+    """None when PostgreSQL at url accepts a connection; why not, while it does not answer (yet).
+
+    A server that answers with a refusal waiting cannot fix (no such database or role, a
+    wrong password) raises StoreError instead, with the server's reason.
+    """
+    try:
+        psycopg.connect(url, connect_timeout=max(2, round(timeout))).close()
+        return None
+    except psycopg.Error as e:
+        text = str(e).strip()
+        first = next((line.strip() for line in text.splitlines() if line.strip()), type(e).__name__)
+        reason = _FAILED_AT.sub("", first)
+        if "FATAL:" in text and not any(phrase in text for phrase in _NOT_YET):
+            refusal = re.sub(r"FATAL:\s*", "", reason)
+            raise StoreError(f"PostgreSQL at {server_address(url)} refused the connection: {refusal}") from None
+        return reason
+
+
 def _store_error(error: BaseException, where: str) -> StoreError:
     if isinstance(error, PoolTimeout):
         return StoreBusy(f"database {where} is busy (no free connection): {error}")
@@ -618,33 +654,52 @@ class PostgresStore(ReplicaTables):
                  claimer, now])
             return cur.rowcount == 1
 
-    def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
-                       now: float) -> bool:
-        """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
+    def take_over_post(self, channel: str, day: str, *, status: str, old_claimer: str | None,
+                       claimed_at: float | None, claimer: str, now: float) -> float | None:
+        """Re-claim an unfinished row by compare-and-swap; the new claimed_at for one caller only, else None.
+
+        The row must still hold exactly the status, claimer and claimed_at the caller read:
+        a retry by the same claimer re-claims too, so two processes can never both think
+        they hold the day. The new claimed_at always differs from the old one.
+        """
+        new_at = now if claimed_at is None or now > claimed_at else claimed_at + 0.001
         with self.transaction() as conn:
-            return conn.execute(
-                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed' "
-                "where channel = %s and day = %s and claimed_by = %s and status in ('claimed', 'failed')",
-                [claimer, now, channel, day, old_claimer]).rowcount == 1
+            # One statement: READ COMMITTED re-checks the WHERE after waiting on a concurrent
+            # update of the row, so of two callers that read the same row only one matches.
+            row = conn.execute(
+                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed', "
+                "attempts = coalesce(attempts, 0) + 1 "
+                "where channel = %s and day = %s and status = %s and status in ('claimed', 'failed') "
+                "and claimed_by is not distinct from %s and claimed_at is not distinct from %s "
+                "returning claimed_at",
+                [claimer, new_at, channel, day, status, old_claimer, claimed_at]).fetchone()
+            return float(row[0]) if row else None
 
     def get_post(self, channel: str, day: str) -> dict | None:
         rows = self._rows("select * from posts where channel = %s and day = %s", [channel, day])
         return self._post(rows[0]) if rows else None
 
-    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str, now: float) -> bool:
-        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
+    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
+                    now: float, claimed_at: float | None = None) -> bool:
+        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours.
+
+        With `claimed_at`, only the claim made at that moment counts as ours.
+        """
         with self.transaction() as conn:
             return conn.execute(
                 "update posts set status = 'posted', ts = %s, posted_at = %s, error = null "
-                "where channel = %s and day = %s and claimed_by = %s and status != 'posted'",
-                [ts, now, channel, day, claimer]).rowcount == 1
+                "where channel = %s and day = %s and claimed_by = %s and status != 'posted' "
+                "and (%s::float8 is null or claimed_at = %s)",
+                [ts, now, channel, day, claimer, claimed_at, claimed_at]).rowcount == 1
 
-    def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
-        """Give up for now: a later start-up (or `paperclub pick --post`) may take it over."""
+    def fail_post(self, channel: str, day: str, *, claimer: str, error: str,
+                  claimed_at: float | None = None) -> None:
+        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
         with self.transaction() as conn:
             conn.execute("update posts set status = 'failed', error = %s "
-                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed'",
-                         [error, channel, day, claimer])
+                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed' "
+                         "and (%s::float8 is null or claimed_at = %s)",
+                         [error, channel, day, claimer, claimed_at, claimed_at])
 
     def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
         with self.transaction() as conn:
