@@ -107,6 +107,8 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
         return PostgresStore(text, migrate=migrate, must_exist=must_exist)
     if text.startswith(_SQLITE_PREFIX):
         text = text[len(_SQLITE_PREFIX):] or ":memory:"
+    elif text.startswith(("postgresql:", "postgres:")):  # a URL that went through Path() lost a slash
+        raise StoreError("a PostgreSQL URL starts postgresql:// (this one has lost a slash), not a file name")
     elif "://" in text:
         raise StoreError(f"unknown database URL {text!r}: use a file path, sqlite:///path or postgresql://...")
     from .backends.sqlite import SQLiteStore

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,15 @@ def test_an_unreachable_postgresql_is_one_clear_store_error_without_the_password
     with pytest.raises(StoreError, match="cannot reach PostgreSQL at postgresql://bot:\\*\\*\\*@127.0.0.1:1/db") as e:
         open_store("postgresql://bot:hunter2@127.0.0.1:1/db")
     assert "hunter2" not in str(e.value)
+
+
+def test_a_postgresql_url_mangled_into_a_path_is_refused_not_made_a_sqlite_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mangled = Path("postgresql://bot:hunter2@127.0.0.1:5432/db")  # Path() folds the '//' to '/'
+    with pytest.raises(StoreError, match="lost a slash") as e:
+        open_store(mangled)
+    assert "hunter2" not in str(e.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_must_exist_never_creates_a_database(tmp_path):
