@@ -537,6 +537,7 @@ ACTION_VOTE = "club_vote"  # value: "<session date>|<paper id>"
 ACTION_CLEAR_VOTES = "club_clear_votes"  # value: session date
 ACTION_SWAP_ACCEPT = "club_swap_accept"  # value: "<session date>|<from>|<to>"
 ACTION_SWAP_DECLINE = "club_swap_decline"
+ACTION_CLUB_CHOOSE = "club_choose"  # value: "<session date>|<paper id>"; only the session's presenter may press it
 CLUB_SETUP_VIEW = "club_setup_view"  # callback id of the setup modal (private_metadata: channel)
 AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the agenda
 
@@ -601,20 +602,35 @@ def club_setup_view(channel: str, current: dict | None) -> dict:
 
 
 def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, note: str | None,
-                  cutoff_label: str, closed: bool = False) -> list[Block]:
-    """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place."""
+                  cutoff_label: str, closed: bool = False, chooser: str | None = None,
+                  chosen: str | None = None) -> list[Block]:
+    """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place.
+
+    In a club where the presenter chooses, `chooser` is that presenter: each candidate has a Choose
+    button instead (only they may press it) and `chosen` marks their choice so far."""
     blocks: list[Block] = [header(f"Reading group, {day_label}: what shall we read?")]
+    if chooser:
+        blocks.append(section(f"{mention(chooser)} presents this session and chooses the paper"
+                              f"{'' if closed else ' by ' + esc(cutoff_label)}."))
     if note:
         blocks.append(context(note))
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
-        by = f" · nominated by {mention(nominator)}" if nominator else ""
-        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}\n" \
-               f"*{votes}* vote{'s' if votes != 1 else ''}{by}"
+        by = f"nominated by {mention(nominator)}" if nominator else ""
+        if chooser:
+            tail = " · ".join(x for x in (":white_check_mark: *chosen*" if paper.id == chosen else "", by) if x)
+        else:
+            tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
+        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}" + (f"\n{tail}" if tail else "")
         sec = section(text, block_id=f"{AGENDA_BLOCK}{n}-{paper.id}"[:255])
         if not closed:
-            sec.accessory = ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000])
+            sec.accessory = (ButtonElement(text="Choose", action_id=ACTION_CLUB_CHOOSE,
+                                           value=f"{session}|{paper.id}"[:2000]) if chooser else
+                             ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000]))
         blocks.append(sec)
-    if not closed:
+    if chooser:
+        blocks.append(context("The choice is closed." if closed else
+                              "Only the presenter's click counts; everyone else can still nominate until then."))
+    elif not closed:
         blocks.append(ActionsBlock(elements=[ButtonElement(text="Clear my votes", action_id=ACTION_CLEAR_VOTES,
                                                            value=session)]))
         blocks.append(context(f"Approval voting: up to 3 papers each, changeable until {esc(cutoff_label)}."))
@@ -649,6 +665,32 @@ def session_thread_blocks(paper, *, presenter: str | None, tldr: str | None, poi
     if questions:
         blocks.append(section("*To discuss*\n" + "\n".join(f"{i}. {esc(q)}" for i, q in enumerate(questions, 1))))
     blocks.append(context("Reply in this thread; a recap follows after the session."))
+    return blocks
+
+
+OUTLINE = (("problem", "Problem", "What gap or question does the paper take on, and why does it matter?"),
+           ("approach", "Approach", "What do the authors do, and what is new about it?"),
+           ("results", "Results", "What do the experiments show, against which baselines?"))
+
+
+def presenter_dm_blocks(paper, *, channel: str, when: str, tldr: str | None, points: dict | None,
+                        questions: Sequence[str]) -> list[Block]:
+    """The presenter's DM: the session, the paper's summary, and a suggested outline
+    (problem, approach, results from the key points; questions for the group)."""
+    pts = points or {}
+    blocks: list[Block] = [header(f"You present {paper.short_name}"),
+                           section(f"You present at the reading group in <#{esc(channel)}> on {esc(when)}.\n"
+                                   f"{_name_line(paper)}\n{esc(cut_sentences(after_name(paper), 300))}"),
+                           context(f"id `{esc(paper.id)}`", paper_links(paper))]
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    lines = ["*A suggested outline*"]
+    for n, (key, label, prompt) in enumerate(OUTLINE, 1):
+        lines.append(f"{n}. *{label}*: {esc(cut_words(pts[key], 400)) if pts.get(key) else '_' + prompt + '_'}")
+    lines.append(f"{len(OUTLINE) + 1}. *Questions* for the group:")
+    lines += [f"   • {esc(q)}" for q in questions] or ["   • _What would you ask the authors?_"]
+    blocks.append(section("\n".join(lines)))
+    blocks.append(context("The group sees the TL;DR, key points and these questions in the session thread."))
     return blocks
 
 

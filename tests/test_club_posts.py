@@ -28,6 +28,7 @@ def world(fake_slack, hashing_store):
     set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
              by="U0", now=MONDAY)
     fake_slack.add_members("UANN", "UBOB", "UCY")  # the club's members are people of the workspace
+    fake_slack.add_channel(CH)  # and its channel a channel of it (the presenter's DM links it)
     for m in ("UANN", "UBOB", "UCY"):
         hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
     return fake_slack, hashing_store, clock, deps
@@ -137,3 +138,78 @@ def test_the_scheduler_runs_the_club_tick(world):
     again = deps.scheduler.club_tick_now()
     assert [(step, r.status) for step, _, r in again] == [("agenda", "already")]
     assert len(scheduled(fake)["agenda"]) == 1
+
+
+def presenter_dms(fake, user):
+    return [m for m in fake.dm_messages(user)
+            if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
+
+
+def test_the_presenter_gets_one_dm_with_the_summary_and_an_outline(world):
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    session = store.get_club_session(CH, "2026-12-03")
+    presenter, paper = session["presenter"], store.get_paper(session["paper_id"])
+    [dm] = presenter_dms(fake, presenter)
+    body = text_of(dm)
+    assert "You present" in body and f"<#{CH}>" in body
+    name = paper.short_name.replace("&", "&amp;")
+    assert name in body
+    for part in ("A suggested outline", "Problem", "Approach", "Results", "Questions"):
+        assert part in body
+    assert body.count("?") >= 3  # the discussion questions
+    assert all(presenter_dms(fake, u) == [] for u in ("UANN", "UBOB", "UCY") if u != presenter)
+    # Later ticks until the session (the winner step stays due) and the rest of the cycle send no second DM,
+    # and do not open the DM again.
+    opened = len(fake.calls("conversations.open"))
+    for at in (MOMENTS["winner"] + timedelta(minutes=2), MOMENTS["reminder"] + timedelta(minutes=1),
+               MOMENTS["thread"] + timedelta(minutes=1)):
+        tick(deps, at)
+    assert len(presenter_dms(fake, presenter)) == 1
+    assert len(fake.calls("conversations.open")) == opened
+
+
+@pytest.mark.parametrize("fault", ["open", "post"])
+def test_a_failing_dm_does_not_hold_up_the_announcement_and_is_sent_later_once(world, fault):
+    from fake_slack import _chat_post_message
+
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    if fault == "open":
+        fake.fail("conversations.open", error="user_not_found", times=1)
+    else:  # posts to the channel go through; the post to the DM fails
+        fake.respond_with("chat.postMessage", lambda p: {"ok": False, "error": "channel_not_found"}
+                          if str(p.get("channel", "")).startswith("D") else {"ok": True, **_chat_post_message(fake, p)})
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
+    presenter = store.get_club_session(CH, "2026-12-03")["presenter"]
+    assert presenter_dms(fake, presenter) == []
+    fake._overrides.clear()
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=2))  # the next tick: the DM, not the announcement
+    assert [r.status for step, _, r in results if step == "winner"] == ["already"]
+    assert len(presenter_dms(fake, presenter)) == 1 and len(scheduled(fake)["winner"]) == 1
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=3))
+    assert len(presenter_dms(fake, presenter)) == 1
+
+
+def test_a_crash_after_slack_accepted_the_dm_is_recovered_not_resent(world):
+    fake, store, clock, deps = world
+    import os
+    import socket
+
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    at = MOMENTS["winner"] + timedelta(minutes=1)
+    from store.club import decide
+
+    presenter = decide(store, CH, SESSION.date(), at)["presenter"]
+    dead = f"{socket.gethostname()}:{2**22 + 9}:deadbeef"
+    assert not os.path.exists(f"/proc/{2**22 + 9}")
+    key = f"presenter:2026-12-03:{presenter}"
+    assert store.claim_scheduled(CH, key, kind="presenter_dm", claimer=dead, now=at.timestamp())
+    dm = deps.slack.conversations_open(users=presenter)["channel"]["id"]
+    fake.add_message(dm, "You present", user="UBOT", bot_id="B1",
+                     metadata={"event_type": SCHEDULED_EVENT, "event_payload": {"kind": "presenter_dm", "key": key}})
+    tick(deps, at)
+    assert len(presenter_dms(fake, presenter)) == 1
+    assert store.get_scheduled(CH, key)["status"] == "posted"
