@@ -46,6 +46,7 @@ HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App
 
 # Slack's limits (see shared/slack-protocol.md section 5).
 MAX_MESSAGE_BLOCKS = 50
+MAX_ACTION_ELEMENTS = 25  # an actions block holds at most this many elements
 MAX_VIEW_BLOCKS = 100
 SECTION_TEXT = 3000
 FIELD_TEXT = 2000
@@ -247,7 +248,7 @@ def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
                                      style="primary"))
     if nominate:
         buttons.append(nominate_button(paper))
-    return ActionsBlock(elements=buttons, block_id=block_id)
+    return ActionsBlock(elements=buttons[:MAX_ACTION_ELEMENTS], block_id=block_id)
 
 
 def after_name(paper) -> str:
@@ -358,7 +359,7 @@ def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block
         context(f":pushpin: shared by <@{esc(user_id)}>"),
         section(text, block_id=f"{SHARED_BLOCK}{paper.id}"[:255]),
         context(f"id `{esc(paper.id)}`", paper_links(paper)),
-        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]),
+        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True),
     ]
 
 
@@ -396,11 +397,18 @@ def fallback_text(text: str) -> str:
 
 
 # -- the paper of the day ----------------------------------------------------------------------
-def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
-    """Summary / More like this / Save for a paper in the digest."""
+def save_buttons(paper, *, block_id: str) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate: a paper card outside search (digest, unfurl)."""
     buttons = paper_buttons(paper, share=False, block_id=block_id)
     buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    buttons.elements.append(nominate_button(paper))
+    buttons.elements = buttons.elements[:MAX_ACTION_ELEMENTS]
     return buttons
+
+
+def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate for a paper in the digest."""
+    return save_buttons(paper, block_id=block_id)
 
 
 def explanation(pick_or_choice) -> str:
@@ -494,7 +502,8 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
             f"{esc(cut_words(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
-        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255]))
+        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
+                                    nominate=True))
     return blocks
 
 
@@ -523,10 +532,10 @@ def overview_blocks(ov) -> list[Block]:
 
 # -- link unfurls (bot/unfurl.py) ------------------------------------------------------------------
 def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
-    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this / Save."""
+    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this /
+    Save / Nominate."""
     text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 600))])
-    buttons = paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
-    buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    buttons = save_buttons(paper, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
     return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
 
 

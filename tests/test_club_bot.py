@@ -230,3 +230,35 @@ def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
     assert struct.unpack(">II", png[16:24]) == MAP_SIZE
     assert upload["channel"] == CH
+
+
+def test_nominate_on_the_paper_of_the_day_and_an_unfurl_card(world):
+    from bot.posting import post_daily
+
+    app, fake, store, clock, deps = world
+    post_daily(deps.slack, store, deps.searcher, CH, MONDAY, feedback=deps.feedback, sleep=lambda s: None)
+    [daily] = [m for m in fake.messages(CH) if m.get("blocks") and not m.get("thread_ts")]
+    buttons = [e for b in daily["blocks"] if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"] == bk.ACTION_NOMINATE]
+    assert len(buttons) == 3  # the paper of the day and both runners-up
+    # A channel with no reading group says so, and how to get one.
+    nope = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    assert "no reading group" in text_of(nope[0]) and nope[0]["response_type"] == "ephemeral"
+    assert "set one up" in text_of(nope[0])
+    _club(store)
+    first = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    assert "Nominated" in text_of(first[0]) and "2026-12-03" in text_of(first[0])
+    assert first[0]["response_type"] == "ephemeral" and first[0].get("replace_original") is False
+    again = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UBOB", message_ts=daily["ts"])
+    assert "already nominated" in text_of(again[0])
+    noms = store.nominations(CH, DAY.isoformat())
+    assert [(n["paper_id"], n["user"]) for n in noms] == [(buttons[0]["value"], "UANN")]  # the first nominator
+    # The card under a pasted link carries the button too, and it does the same.
+    paper = store.get_paper(buttons[1]["value"])
+    card = [b.to_dict() for b in bk.unfurl_blocks(paper)]
+    [value] = [e["value"] for b in card if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"] == bk.ACTION_NOMINATE]
+    assert "Nominated" in text_of(click(app, fake, bk.ACTION_NOMINATE, value, user="UCY")[0])
+    assert len(store.nominations(CH, DAY.isoformat())) == 2
+    assert all(len(b["elements"]) <= bk.MAX_ACTION_ELEMENTS
+               for m in fake.messages(CH) for b in m.get("blocks") or [] if b["type"] == "actions")
