@@ -612,6 +612,9 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
                 text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
         result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
                                bk.club_note_blocks("The reading group has chosen", text)]})
+        if paper is not None:  # reactions on the announcement, and on the agenda from now on, are about it
+            _about(store, channel, result.ts, paper.id, now)
+            _about(store, channel, agenda_ts, paper.id, now)
         if paper is not None and session.get("presenter") and result.status != "busy":
             dm_presenter(deps, client, channel, day, now, budget=min(budget, DM_BUDGET), sleep=sleep)
         return result
@@ -622,8 +625,10 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     if step == "reminder":
         who = mention(session["presenter"]) if session.get("presenter") else "nobody yet"
         text = f"Reading group at {start:%H:%M}: *{bk.esc(paper.short_name)}*, presented by {who}."
-        return once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                             bk.club_note_blocks("Reading group soon", text)]})
+        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
+                               bk.club_note_blocks("Reading group soon", text)]})
+        _about(store, channel, result.ts, paper.id, now)
+        return result
     if step == "thread":
         def build():
             from .commands import paper_summary
@@ -639,6 +644,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         result = once(build)
         if result.ts:
             store.put_club_session(channel, day.isoformat(), thread_ts=result.ts, now=now.timestamp())
+        _about(store, channel, result.ts, paper.id, now)
         return result
     if step == "recap":
         thread = session.get("thread_ts")
@@ -651,8 +657,18 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
                       thread_ts=thread)
         if result.ts:
             store.put_club_session(channel, day.isoformat(), state="held", now=now.timestamp())
+        _about(store, channel, result.ts, paper.id, now)
         return result
     return None
+
+
+CLUB_KIND = "club"  # message_papers.kind of the club's posts about one paper
+
+
+def _about(store, channel: str, ts: str | None, paper_id: str, now: datetime) -> None:
+    """Remember that a club post is about `paper_id`: reactions on it are feedback like a daily post's."""
+    if ts:
+        store.record_message_paper(channel, ts, paper_id, kind=CLUB_KIND, now=now.timestamp())
 
 
 DM_BUDGET = 30.0  # seconds of retries for the presenter's DM; a later tick tries again

@@ -213,3 +213,59 @@ def test_a_crash_after_slack_accepted_the_dm_is_recovered_not_resent(world):
     tick(deps, at)
     assert len(presenter_dms(fake, presenter)) == 1
     assert store.get_scheduled(CH, key)["status"] == "posted"
+
+
+def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
+    from slack_bolt import BoltRequest
+
+    from bot.app import create_app
+    from bot.picks import make_pick
+    from store import feedback as fb
+
+    fake, store, clock, deps = world
+    for step in ("agenda", "winner", "reminder", "thread"):
+        tick(deps, MOMENTS[step] + timedelta(minutes=1))
+    posts = scheduled(fake)
+    paper_id = store.get_club_session(CH, "2026-12-03")["paper_id"]
+    day_after = (SESSION + timedelta(days=1)).date()
+    before = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    app = create_app(deps, process_before_response=True)
+
+    def react(user, emoji, ts, event_id):
+        at = SESSION + timedelta(minutes=30)
+        body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
+                "event_time": int(at.timestamp()),
+                "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+                "event": {"type": "reaction_added", "user": user, "reaction": emoji, "item_user": "UBOT",
+                          "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{at.timestamp():.6f}"}}
+        assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+    react("UANN", "fire", posts["thread"][0]["ts"], "EvClub1")
+    react("UANN", "fire", posts["thread"][0]["ts"], "EvClub1")  # Slack delivers an event again
+    react("UBOB", "heart", posts["reminder"][0]["ts"], "EvClub2")
+    react("UCY", "+1", posts["agenda"][0]["ts"], "EvClub3")  # the agenda is about the winner once it is known
+    rows = store.reactions(channel=CH)
+    assert sorted((r["user"], r["base"], r["paper_id"]) for r in rows) == [
+        ("UANN", "fire", paper_id), ("UBOB", "heart", paper_id), ("UCY", "+1", paper_id)]
+    reacted = fb.feedback_for_day(store, CH, day_after, weights=deps.feedback.weights)
+    assert set(reacted[paper_id].by_member) == {"UANN", "UBOB", "UCY"}
+    assert all(w > 0 for w in reacted[paper_id].by_member.values())
+    # The same reaction at the same time on a paper of the day (another channel's) weighs the same.
+    from bot.posting import post_daily
+
+    fake.add_channel("C2")
+    daily = post_daily(deps.slack, store, deps.searcher, "C2", SESSION, feedback=deps.feedback, sleep=lambda s: None)
+    assert daily.status == "posted"
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvDaily1",
+            "event_time": int((SESSION + timedelta(minutes=30)).timestamp()),
+            "event": {"type": "reaction_added", "user": "UANN", "reaction": "fire", "item_user": "UBOT",
+                      "item": {"type": "message", "channel": "C2", "ts": daily.ts},
+                      "event_ts": f"{(SESSION + timedelta(minutes=30)).timestamp():.6f}"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    control = fb.feedback_for_day(store, "C2", day_after, weights=deps.feedback.weights)
+    assert control[daily.paper_id].by_member["UANN"] == reacted[paper_id].by_member["UANN"]
+    # And it moves the next pick, which says why.
+    after = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    assert after.paper_id != before.paper_id and after.paper_id != paper_id  # never a paper read already
+    name = store.get_paper(paper_id).short_name
+    assert f"close to *{name}*" in (after.choice.feedback_why or "")
