@@ -530,8 +530,6 @@ def due_steps(spec: cl.ClubSpec, now: datetime, *, skipped=(), grace: timedelta 
     out = []
     for start in cl.session_starts(spec, now - timedelta(days=14), skipped=skipped, count=4):
         for step, at in _moments(spec, start).items():
-            if step == "agenda" and spec.mode != cl.VOTE:
-                continue
             if now - grace < at <= now or (step == "winner" and at <= now < start):
                 out.append((at, step, start))
     return [(step, start) for at, step, start in sorted(out, key=lambda x: x[0])]

@@ -3,6 +3,7 @@ votes from several members (a double click, a click after the cutoff), the agend
 and a swap offered, accepted and declined."""
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -262,3 +263,78 @@ def test_nominate_on_the_paper_of_the_day_and_an_unfurl_card(world):
     assert len(store.nominations(CH, DAY.isoformat())) == 2
     assert all(len(b["elements"]) <= bk.MAX_ACTION_ELEMENTS
                for m in fake.messages(CH) for b in m.get("blocks") or [] if b["type"] == "actions")
+
+
+def _presenter_club(store, fake):
+    from store.club import PRESENTER_CHOOSES
+
+    set_club(store, CH, ClubSpec(THU, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24,
+                                 mode=PRESENTER_CHOOSES), by=ADMIN, now=MONDAY)
+    for m in ("UANN", "UBOB", "UCY"):
+        store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
+
+
+def _tick(deps, at):
+    from bot.club import club_tick
+
+    deps.clock.now = at
+    return club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
+
+
+AGENDA_AT = datetime(2026, 12, 1, 16, 1, tzinfo=timezone.utc)  # nominations closed 48 h before
+CUTOFF_AT = datetime(2026, 12, 2, 16, 1, tzinfo=timezone.utc)
+
+
+def test_the_presenter_chooses_among_the_nominations_and_only_they_may(world):
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    papers = list(store.iter_papers())[:2]
+    for user, paper in zip(("UBOB", "UCY"), papers):
+        assert "Nominated" in text_of(dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH))
+    _tick(deps, AGENDA_AT)
+    [agenda] = [m for m in fake.messages(CH) if "what shall we read" in text_of(m)]
+    presenter = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert presenter == "UANN"  # fewest turns, then the member id: the presenter is known when nominations close
+    assert f"<@{presenter}> presents this session and chooses the paper" in text_of(agenda)
+    actions = [b["accessory"]["action_id"] for b in agenda["blocks"] if b.get("accessory")]
+    assert actions == [bk.ACTION_CLUB_CHOOSE] * 2 and bk.ACTION_VOTE not in text_of(agenda)
+    value = lambda p: f"{DAY.isoformat()}|{p.id}"  # noqa: E731
+    # Someone else presses Choose: a polite no, and nothing changes.
+    refused = click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[0]), user="UBOB", message_ts=agenda["ts"])
+    assert "<@UANN> chooses the paper" in text_of(refused[0]) and refused[0]["response_type"] == "ephemeral"
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] is None
+    assert "no vote" in text_of(click(app, fake, bk.ACTION_VOTE, value(papers[0]), user="UBOB",
+                                      message_ts=agenda["ts"])[0])
+    # The presenter chooses, then changes their mind before the cutoff; the agenda shows it in place.
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN",
+                                        message_ts=agenda["ts"])[0])
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[0]), user="UANN",
+                                        message_ts=agenda["ts"])[0])
+    updated = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    chosen = [b for b in updated["blocks"] if "*chosen*" in json.dumps(b)]
+    assert len(chosen) == 1 and chosen[0]["block_id"].endswith(papers[0].id)
+    # After the cutoff the choice is closed and announced, and the presenter gets their DM about it.
+    clock.now = CUTOFF_AT
+    late = click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN", message_ts=agenda["ts"])
+    assert "closed" in text_of(late[0])
+    _tick(deps, CUTOFF_AT)
+    [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
+    assert bk.esc(papers[0].short_name) in text_of(winner) and "who chose it" in text_of(winner)
+    [dm] = fake.dm_messages("UANN")
+    assert bk.esc(papers[0].short_name) in text_of(dm) and "A suggested outline" in text_of(dm)
+    closed = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    assert "The choice is closed" in text_of(closed) and bk.ACTION_CLUB_CHOOSE not in text_of(closed)
+
+
+def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_post_says_so(world):
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    papers = list(store.iter_papers())[:2]
+    for n, (user, paper) in enumerate(zip(("UBOB", "UCY"), papers)):
+        clock.now = MONDAY + timedelta(minutes=n)
+        dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)
+    [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
+    assert bk.esc(papers[0].short_name) in text_of(winner)
+    assert "did not choose by the cutoff" in text_of(winner) and "<@UANN>" in text_of(winner)
