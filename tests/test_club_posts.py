@@ -269,3 +269,46 @@ def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
     assert after.paper_id != before.paper_id and after.paper_id != paper_id  # never a paper read already
     name = store.get_paper(paper_id).short_name
     assert f"close to *{name}*" in (after.choice.feedback_why or "")
+
+
+def _questions_from(body: dict, *, bad: bool = False) -> str:
+    """The fake model's answer to the questions prompt: three questions in the abstract's own words
+    (bad: the second states a figure the abstract does not have); a TL;DR prompt gets its default."""
+    import re
+
+    from fake_llm import restate
+
+    if "discussion questions" not in body["messages"][0]["content"]:
+        return restate(body)
+    abstract = re.search(r"<abstract>(.*?)</abstract>", body["messages"][-1]["content"], re.S).group(1)
+    words = re.findall(r"[A-Za-z]{4,}", abstract)
+    qs = [f"Why does the paper claim {' '.join(words[i:i + 6])}?" for i in (0, 8, 16)]
+    if bad:
+        qs[1] = "Does the method really gain 93.7 points on every benchmark?"
+    return "\n".join(f"{n}. {q}" for n, q in enumerate(qs, 1))
+
+
+@pytest.mark.parametrize("grounded", [True, False])
+def test_discussion_questions_come_from_the_llm_when_grounded_else_extractive(world, grounded):
+    from fake_llm import FakeLLM
+
+    from store.club import discussion_questions
+
+    fake, store, clock, _ = world
+    with FakeLLM() as llm:
+        llm.reply = lambda body: _questions_from(body, bad=not grounded)
+        settings = make_settings(slack_api_url=fake.api_url, llm_url=llm.url, llm_model="fake-model")
+        deps = make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=clock)
+        for step in ("agenda", "winner", "reminder", "thread"):
+            tick(deps, MOMENTS[step] + timedelta(minutes=1))
+        asked = [r for r in llm.requests if "discussion questions" in r["body"]["messages"][0]["content"]]
+    assert asked, "the model was asked for the questions"
+    thread = text_of(scheduled(fake)["thread"][0])
+    paper = store.get_paper(store.get_club_session(CH, "2026-12-03")["paper_id"])
+    extractive = discussion_questions(paper.abstract)
+    if grounded:
+        assert "Why does the paper claim" in thread and "Assumptions: the paper says" not in thread
+        assert thread.count("Why does the paper claim") == 3
+    else:  # one ungrounded question: all three fall back to the extractive ones
+        assert "93.7" not in thread and "Why does the paper claim" not in thread
+        assert "Assumptions: the paper says" in thread and len(extractive) == 3
