@@ -180,7 +180,23 @@ def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
     assert "Reading group" in home and "Thu 3 Dec at 17:00" in home
     assert f"*Your votes:* {paper.short_name}" in home or "Your votes:* " + paper.short_name.replace("&", "&amp;") in home
     # Three members, nobody has presented: UANN (first by id) on 3 Dec, UBOB on 10 Dec.
-    assert "*You next present:* Thu 10 Dec" in home
+    assert "*You next present:* Thu 10 Dec" in home and "*Presenter:* _not chosen yet_" in home
+
+    def home_of(user, n):
+        fake.add_members(user)
+        dispatch(app, {**body, "event_id": f"EvHOME{n}", "event": {**body["event"], "user": user}})
+        return text_of(fake.home_view(user))
+
+    # A member who votes but is not in the rotation sees the session and their votes, and how to join.
+    store.add_vote(CH, DAY.isoformat(), "UDAN", paper.id, limit=3, now=clock.now.timestamp())
+    dan = home_of("UDAN", 10)
+    assert "Thu 3 Dec at 17:00" in dan and "not in the rotation" in dan and "club join" in dan
+    assert "Reading group" not in home_of("UEVE", 11)  # neither member nor voter: no club section
+    # Once the presenter is chosen, Home names them, and tells them it is their turn.
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=clock.now.timestamp())
+    ann = home_of("UANN", 12)
+    assert "*Presenter:* <@UANN>" in ann and "*You next present:* _this session_" in ann
+    assert "*You next present:* Thu 10 Dec" in home_of("UBOB", 13)
 
 
 def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
