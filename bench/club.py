@@ -82,6 +82,7 @@ def main() -> None:
     ctx = ClubContext(store, Searcher(store, embedder), None, lambda: clock_now[0])
     faults = Counter()
     choices = Counter()
+    chose: dict[str, str] = {}  # session date -> the paper its presenter chose last
     repeat_blocked = 0
     with start_fake_slack() as fake:
         client = WebClient(token="xoxb-bench", base_url=fake.api_url)
@@ -113,7 +114,11 @@ def main() -> None:
                     if args.mode == "presenter" and presenter and cands and rng.random() < 0.8:
                         for m in rng.sample(members, 2):  # others' clicks are refused
                             choose_paper(store, ch, s.date(), m, rng.choice(cands), vote_at)
-                        choices[choose_paper(store, ch, s.date(), presenter, rng.choice(cands), vote_at)] += 1
+                        pick = rng.choice(cands)
+                        answer = choose_paper(store, ch, s.date(), presenter, pick, vote_at)
+                        choices[answer] += 1
+                        if answer in ("chosen", "already"):
+                            chose[s.date().isoformat()] = pick
                     for m in members:
                         for pid in rng.sample(cands, k=min(len(cands), rng.randint(1, 3))):
                             cast_vote(store, ch, s.date(), m, pid, vote_at)
@@ -181,8 +186,10 @@ def main() -> None:
     print(f"repeats of a read paper: {repeats} (nominations of read papers refused: {repeat_blocked})")
     print(f"faults injected on scheduled posts: {dict(faults)}")
     if args.mode == "presenter":
-        print(f"presenter choices: {dict(choices)}; sessions decided by the tie-break (no choice): "
-              f"{sum(1 for r in rows if r['paper_id'] and r['tiebreak'])}")
+        print(f"presenter choices: {dict(choices)} (a presenter drawn among the others clicks twice: 'already'); "
+              f"sessions whose presenter did not choose: {sum(1 for r in rows if r['date'] not in chose)}, "
+              f"whose paper is not the presenter's last choice: "
+              f"{sum(1 for r in rows if r['date'] in chose and r['paper_id'] != chose[r['date']])}")
     dms = sum(1 for k in expected if k.startswith("presenter:"))
     print(f"scheduled posts expected {len(expected)} (of them presenter DMs {dms}): duplicate {dup} / missing {missing}")
     print(f"posts with an unexpected key: {sum(1 for k in keys if k not in set(expected))}")

@@ -665,7 +665,8 @@ CLUB_KIND = "club"  # message_papers.kind of the club's posts about one paper
 
 def _about(store, channel: str, ts: str | None, paper_id: str, now: datetime) -> None:
     """Remember that a club post is about `paper_id`: reactions on it are feedback like a daily post's."""
-    if ts:
+    # The winner step runs every tick until the session: read first, write only once.
+    if ts and store.paper_for_message(channel, ts) is None:
         store.record_message_paper(channel, ts, paper_id, kind=CLUB_KIND, now=now.timestamp())
 
 
