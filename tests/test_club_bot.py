@@ -139,7 +139,8 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
 def test_swap_offered_declined_and_accepted(world):
     app, fake, store, clock, deps = world
     _club(store)
-    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", now=MONDAY.timestamp())
+    paper = next(iter(store.iter_papers()))
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=MONDAY.timestamp())
     fake.add_members("UBOB")  # a member of the workspace: the offer means to name them
     offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
     assert offer["response_type"] == "in_channel" and "<@UBOB>" in text_of(offer)
@@ -149,8 +150,11 @@ def test_swap_offered_declined_and_accepted(world):
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
     click(app, fake, bk.ACTION_SWAP_DECLINE, value, user="UBOB", ephemeral=True)
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"  # nothing changes on a no
+    assert fake.dm_messages("UBOB") == []
     click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    [dm] = fake.dm_messages("UBOB")  # the new presenter gets the paper and the outline
+    assert "A suggested outline" in text_of(dm) and bk.esc(paper.short_name) in text_of(dm)
     stale = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
     assert "expired" in text_of(stale[0])
 
