@@ -174,7 +174,8 @@ def main() -> None:
     missing = sum(1 for k in expected if keys[k] == 0)
     counts = {m: presented.get(m, 0) for m in members}
     steady_counts = [counts[m] for m in steady]
-    print(f"club bench ({args.mode} mode): {args.members} members, {len(sessions)} weekly sessions, away {args.away:.0%} per "
+    print(f"club bench ({args.mode} mode): {args.members} members, {len(sessions)} weekly sessions, "
+          f"away {args.away:.0%} per "
           f"member-week, {len(ids)} papers, seed {args.seed}")
     print("presenter counts:", json.dumps(counts))
     print("away weeks:      ", json.dumps({m: len(w) for m, w in away_weeks.items()}))
@@ -191,7 +192,8 @@ def main() -> None:
               f"whose paper is not the presenter's last choice: "
               f"{sum(1 for r in rows if r['date'] in chose and r['paper_id'] != chose[r['date']])}")
     dms = sum(1 for k in expected if k.startswith("presenter:"))
-    print(f"scheduled posts expected {len(expected)} (of them presenter DMs {dms}): duplicate {dup} / missing {missing}")
+    print(f"scheduled posts expected {len(expected)} (of them presenter DMs {dms}): "
+          f"duplicate {dup} / missing {missing}")
     print(f"posts with an unexpected key: {sum(1 for k in keys if k not in set(expected))}")
 
 

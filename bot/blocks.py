@@ -629,7 +629,9 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
             tail = " · ".join(x for x in (":white_check_mark: *chosen*" if paper.id == chosen else "", by) if x)
         else:
             tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
-        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}" + (f"\n{tail}" if tail else "")
+        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}"
+        if tail:
+            text += f"\n{tail}"
         sec = section(text, block_id=f"{AGENDA_BLOCK}{n}-{paper.id}"[:255])
         if not closed:
             sec.accessory = (ButtonElement(text="Choose", action_id=ACTION_CLUB_CHOOSE,

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from slack_sdk.errors import SlackApiError
+
 from store import club as cl
 from store.errors import StoreError
 from store.text import member_tag
@@ -671,6 +673,8 @@ def _about(store, channel: str, ts: str | None, paper_id: str, now: datetime) ->
 
 
 DM_BUDGET = 30.0  # seconds of retries for the presenter's DM; a later tick tries again
+NO_DM = "no DM:"  # the error a claim row records for a member who can never be DMed
+NO_DM_ERRORS = {"user_not_found", "cannot_dm_bot", "user_disabled", "user_not_visible"}
 
 
 def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, budget: float = DM_BUDGET,
@@ -695,7 +699,20 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
         row = store.get_scheduled(channel, key)
         if row and row["status"] == "posted":
             return posting.PostResult("already", now.date(), ts=row["ts"])
-        dm = client.conversations_open(users=presenter)["channel"]["id"]
+        if row and row["status"] == "failed" and (row.get("error") or "").startswith(NO_DM):
+            return posting.PostResult("failed", now.date(), detail=row["error"])  # said once, not every minute
+        try:
+            dm = client.conversations_open(users=presenter)["channel"]["id"]
+        except SlackApiError as exc:
+            if exc.response.get("error") not in NO_DM_ERRORS:
+                raise
+            # This member can never be DMed (deactivated, a bot, unknown): record it, stop asking.
+            why = f"{NO_DM} {exc.response.get('error')}"
+            if store.claim_scheduled(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
+                                     now=now.timestamp()):
+                store.fail_scheduled(channel, key, claimer=posting.PROCESS_CLAIMER, error=why)
+            log.warning("cannot DM the presenter %s for %s on %s: %s", member_tag(presenter), channel, day, why)
+            return posting.PostResult("failed", now.date(), detail=why)
         spec = _spec(deps, channel)
         start = next((s for s in cl.session_starts(spec, now - timedelta(days=15), count=6) if s.date() == day), None)
 

@@ -177,7 +177,7 @@ def test_a_failing_dm_does_not_hold_up_the_announcement_and_is_sent_later_once(w
     fake, store, clock, deps = world
     tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
     if fault == "open":
-        fake.fail("conversations.open", error="user_not_found", times=1)
+        fake.fail("conversations.open", error="internal_error", times=1)
     else:  # posts to the channel go through; the post to the DM fails
         fake.respond_with("chat.postMessage", lambda p: {"ok": False, "error": "channel_not_found"}
                           if str(p.get("channel", "")).startswith("D") else {"ok": True, **_chat_post_message(fake, p)})
@@ -312,3 +312,18 @@ def test_discussion_questions_come_from_the_llm_when_grounded_else_extractive(wo
     else:  # one ungrounded question: all three fall back to the extractive ones
         assert "93.7" not in thread and "Why does the paper claim" not in thread
         assert "Assumptions: the paper says" in thread and len(extractive) == 3
+
+
+def test_a_presenter_who_cannot_be_dmed_is_recorded_once_and_not_asked_about_every_minute(world):
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    fake.fail("conversations.open", error="user_disabled", times=None)  # a deactivated member
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
+    session = store.get_club_session(CH, "2026-12-03")
+    row = store.get_scheduled(CH, f"presenter:2026-12-03:{session['presenter']}")
+    assert row["status"] == "failed" and "user_disabled" in row["error"]
+    for minute in range(2, 6):  # the winner step stays due until the session: no new attempts
+        tick(deps, MOMENTS["winner"] + timedelta(minutes=minute))
+    assert len(fake.calls("conversations.open")) == 1
+    assert len(scheduled(fake)["winner"]) == 1
