@@ -72,7 +72,10 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
             lines.append(f"*Next session:* {bk.esc(_label(start))}")
             lines.append(f"*Paper:* {bk.esc(paper.short_name) if paper else '_not chosen yet_'}")
             lines.append(f"*Presenter:* {mention(row['presenter']) if row.get('presenter') else '_not chosen yet_'}")
-            lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
+            if spec.mode == cl.PRESENTER_CHOOSES:
+                lines.append(f"*Nominations:* {len(noms)} · the presenter chooses among them")
+            else:
+                lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
     lines.append(f"*Members:* {', '.join(mention(m) for m in members) if members else '_nobody yet_'}")
     cmd = deps.command
     footer = " · ".join(code(f"{cmd} {c}") for c in (

@@ -311,6 +311,7 @@ def test_the_presenter_chooses_among_the_nominations_and_only_they_may(world):
     papers = list(store.iter_papers())[:2]
     for user, paper in zip(("UBOB", "UCY"), papers):
         assert "Nominated" in text_of(dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH))
+    assert "the presenter chooses among them" in text_of(dispatch_command(app, fake, "club", user="UBOB", channel=CH))
     _tick(deps, AGENDA_AT)
     [agenda] = [m for m in fake.messages(CH) if "what shall we read" in text_of(m)]
     presenter = store.get_club_session(CH, DAY.isoformat())["presenter"]
