@@ -5,7 +5,10 @@ scheduled-post path (bot.club.club_tick -> bot.posting.post_once) against the fa
 injected clock, and injects faults on the scheduled posts: 429s, 500s, and a crash right after
 Slack accepted a post (the claim left to a dead process with no ts recorded).
 
-    PYTHONPATH=$PWD python bench/club.py [--weeks 52] [--members 10] [--seed 17]
+    PYTHONPATH=$PWD python bench/club.py [--weeks 52] [--members 10] [--seed 17] [--mode vote|presenter]
+
+The presenter's DM (one per session, to whoever presents) is counted with the channel's posts; in
+--mode presenter the presenter chooses among the nominations (most weeks) instead of a vote.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from store import HashingEmbedder, Searcher, ingest_paths, open_store  # noqa: E402
-from store.club import ClubError, ClubSpec, cast_vote, nominate, set_club  # noqa: E402
+from store.club import ClubError, ClubSpec, cast_vote, choose_paper, nominate, set_club  # noqa: E402
 
 EVAL = Path("/work/shared/eval/iclr2024.jsonl")
 DEAD = f"{socket.gethostname()}:{2**22 + 11}:deadbeef"  # a pid no process has: a killed poster
@@ -38,6 +41,7 @@ def main() -> None:
     ap.add_argument("--away", type=float, default=0.10)
     ap.add_argument("--fault-rate", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--mode", choices=["vote", "presenter"], default="vote")
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
@@ -57,8 +61,8 @@ def main() -> None:
     ch = "CBENCH"
     members = [f"U{i:02d}" for i in range(args.members)]
     start = datetime(2026, 1, 5, 8, tzinfo=timezone.utc)  # a Monday; sessions on Thursdays 17:00 Berlin
-    spec = set_club(store, ch, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24), by=members[0],
-                    now=start)
+    spec = set_club(store, ch, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24, mode=args.mode),
+                    by=members[0], now=start)
     for m in members:
         store.set_club_member(ch, m, active=True, now=start.timestamp())
 
@@ -77,6 +81,8 @@ def main() -> None:
     clock_now = [start]
     ctx = ClubContext(store, Searcher(store, embedder), None, lambda: clock_now[0])
     faults = Counter()
+    choices = Counter()
+    chose: dict[str, str] = {}  # session date -> the paper its presenter chose last
     repeat_blocked = 0
     with start_fake_slack() as fake:
         client = WebClient(token="xoxb-bench", base_url=fake.api_url)
@@ -104,6 +110,15 @@ def main() -> None:
                 if step == "winner":  # votes arrive between the agenda and the cutoff
                     vote_at = moments["agenda"] + timedelta(hours=2)
                     cands = [n["paper_id"] for n in store.nominations(ch, s.date().isoformat())]
+                    presenter = (store.get_club_session(ch, s.date().isoformat()) or {}).get("presenter")
+                    if args.mode == "presenter" and presenter and cands and rng.random() < 0.8:
+                        for m in rng.sample(members, 2):  # others' clicks are refused
+                            choose_paper(store, ch, s.date(), m, rng.choice(cands), vote_at)
+                        pick = rng.choice(cands)
+                        answer = choose_paper(store, ch, s.date(), presenter, pick, vote_at)
+                        choices[answer] += 1
+                        if answer in ("chosen", "already"):
+                            chose[s.date().isoformat()] = pick
                     for m in members:
                         for pid in rng.sample(cands, k=min(len(cands), rng.randint(1, 3))):
                             cast_vote(store, ch, s.date(), m, pid, vote_at)
@@ -118,6 +133,9 @@ def main() -> None:
                 tick(at)
                 if fault == "crash":  # Slack took it, the process died before recording the ts
                     key = f"{step}:{s.date().isoformat()}"
+                    if step == "winner":  # the presenter's DM went out in the same tick: lose its ts too
+                        row = store.get_club_session(ch, s.date().isoformat()) or {}
+                        key = f"presenter:{s.date().isoformat()}:{row.get('presenter')}"
                     store.db.execute("update scheduled_posts set status = 'claimed', ts = null, claimed_by = ? "
                                      "where channel = ? and key = ?", [DEAD, ch, key])
                     store.db.conn.commit()
@@ -130,7 +148,7 @@ def main() -> None:
                 tick(at + timedelta(minutes=1))  # the next minute's tick (and a restart) must not re-post
                 tick(at + timedelta(minutes=2))
         keys = Counter()
-        for m in fake.messages(ch):
+        for m in fake.messages():  # the channel's and the presenters' DMs
             meta = m.get("metadata") or {}
             if meta.get("event_type") == SCHEDULED_EVENT:
                 keys[meta["event_payload"]["key"]] += 1
@@ -151,11 +169,13 @@ def main() -> None:
 
     steady = [m for m in members if longest_streak(away_weeks[m]) <= 2]
     expected = [f"{step}:{s.date().isoformat()}" for s in sessions for step in STEPS]
+    expected += [f"presenter:{r['date']}:{r['presenter']}" for r in rows if r["presenter"] and r["paper_id"]]
     dup = sum(1 for k in expected if keys[k] > 1)
     missing = sum(1 for k in expected if keys[k] == 0)
     counts = {m: presented.get(m, 0) for m in members}
     steady_counts = [counts[m] for m in steady]
-    print(f"club bench: {args.members} members, {len(sessions)} weekly sessions, away {args.away:.0%} per "
+    print(f"club bench ({args.mode} mode): {args.members} members, {len(sessions)} weekly sessions, "
+          f"away {args.away:.0%} per "
           f"member-week, {len(ids)} papers, seed {args.seed}")
     print("presenter counts:", json.dumps(counts))
     print("away weeks:      ", json.dumps({m: len(w) for m, w in away_weeks.items()}))
@@ -166,7 +186,15 @@ def main() -> None:
     print(f"sessions with no paper: {sum(1 for r in rows if not r['paper_id'])}")
     print(f"repeats of a read paper: {repeats} (nominations of read papers refused: {repeat_blocked})")
     print(f"faults injected on scheduled posts: {dict(faults)}")
-    print(f"scheduled posts expected {len(expected)}: duplicate {dup} / missing {missing}")
+    if args.mode == "presenter":
+        print(f"presenter choices: {dict(choices)} (a presenter drawn among the others clicks twice: 'already'); "
+              f"sessions whose presenter did not choose: {sum(1 for r in rows if r['date'] not in chose)}, "
+              f"whose paper is not the presenter's last choice: "
+              f"{sum(1 for r in rows if r['date'] in chose and r['paper_id'] != chose[r['date']])}")
+    dms = sum(1 for k in expected if k.startswith("presenter:"))
+    print(f"scheduled posts expected {len(expected)} (of them presenter DMs {dms}): "
+          f"duplicate {dup} / missing {missing}")
+    print(f"posts with an unexpected key: {sum(1 for k in keys if k not in set(expected))}")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App
 
 # Slack's limits (see shared/slack-protocol.md section 5).
 MAX_MESSAGE_BLOCKS = 50
+MAX_ACTION_ELEMENTS = 25  # an actions block holds at most this many elements
 MAX_VIEW_BLOCKS = 100
 SECTION_TEXT = 3000
 FIELD_TEXT = 2000
@@ -247,7 +248,7 @@ def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
                                      style="primary"))
     if nominate:
         buttons.append(nominate_button(paper))
-    return ActionsBlock(elements=buttons, block_id=block_id)
+    return ActionsBlock(elements=buttons[:MAX_ACTION_ELEMENTS], block_id=block_id)
 
 
 def after_name(paper) -> str:
@@ -358,7 +359,7 @@ def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block
         context(f":pushpin: shared by <@{esc(user_id)}>"),
         section(text, block_id=f"{SHARED_BLOCK}{paper.id}"[:255]),
         context(f"id `{esc(paper.id)}`", paper_links(paper)),
-        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]),
+        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True),
     ]
 
 
@@ -396,11 +397,18 @@ def fallback_text(text: str) -> str:
 
 
 # -- the paper of the day ----------------------------------------------------------------------
-def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
-    """Summary / More like this / Save for a paper in the digest."""
+def save_buttons(paper, *, block_id: str) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate: a paper card outside search (digest, unfurl)."""
     buttons = paper_buttons(paper, share=False, block_id=block_id)
     buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    buttons.elements.append(nominate_button(paper))
+    buttons.elements = buttons.elements[:MAX_ACTION_ELEMENTS]
     return buttons
+
+
+def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate for a paper in the digest."""
+    return save_buttons(paper, block_id=block_id)
 
 
 def explanation(pick_or_choice) -> str:
@@ -494,7 +502,8 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
             f"{esc(cut_words(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
-        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255]))
+        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
+                                    nominate=True))
     return blocks
 
 
@@ -523,10 +532,10 @@ def overview_blocks(ov) -> list[Block]:
 
 # -- link unfurls (bot/unfurl.py) ------------------------------------------------------------------
 def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
-    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this / Save."""
+    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this /
+    Save / Nominate."""
     text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 600))])
-    buttons = paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
-    buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
+    buttons = save_buttons(paper, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
     return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
 
 
@@ -537,6 +546,7 @@ ACTION_VOTE = "club_vote"  # value: "<session date>|<paper id>"
 ACTION_CLEAR_VOTES = "club_clear_votes"  # value: session date
 ACTION_SWAP_ACCEPT = "club_swap_accept"  # value: "<session date>|<from>|<to>"
 ACTION_SWAP_DECLINE = "club_swap_decline"
+ACTION_CLUB_CHOOSE = "club_choose"  # value: "<session date>|<paper id>"; only the session's presenter may press it
 CLUB_SETUP_VIEW = "club_setup_view"  # callback id of the setup modal (private_metadata: channel)
 AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the agenda
 
@@ -601,20 +611,37 @@ def club_setup_view(channel: str, current: dict | None) -> dict:
 
 
 def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, note: str | None,
-                  cutoff_label: str, closed: bool = False) -> list[Block]:
-    """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place."""
+                  cutoff_label: str, closed: bool = False, chooser: str | None = None,
+                  chosen: str | None = None) -> list[Block]:
+    """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place.
+
+    In a club where the presenter chooses, `chooser` is that presenter: each candidate has a Choose
+    button instead (only they may press it) and `chosen` marks their choice so far."""
     blocks: list[Block] = [header(f"Reading group, {day_label}: what shall we read?")]
+    if chooser:
+        blocks.append(section(f"{mention(chooser)} presents this session and chooses the paper"
+                              f"{'' if closed else ' by ' + esc(cutoff_label)}."))
     if note:
         blocks.append(context(note))
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
-        by = f" · nominated by {mention(nominator)}" if nominator else ""
-        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}\n" \
-               f"*{votes}* vote{'s' if votes != 1 else ''}{by}"
+        by = f"nominated by {mention(nominator)}" if nominator else ""
+        if chooser:
+            tail = " · ".join(x for x in (":white_check_mark: *chosen*" if paper.id == chosen else "", by) if x)
+        else:
+            tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
+        text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}"
+        if tail:
+            text += f"\n{tail}"
         sec = section(text, block_id=f"{AGENDA_BLOCK}{n}-{paper.id}"[:255])
         if not closed:
-            sec.accessory = ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000])
+            sec.accessory = (ButtonElement(text="Choose", action_id=ACTION_CLUB_CHOOSE,
+                                           value=f"{session}|{paper.id}"[:2000]) if chooser else
+                             ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000]))
         blocks.append(sec)
-    if not closed:
+    if chooser:
+        blocks.append(context("The choice is closed." if closed else
+                              "Only the presenter's click counts; everyone else can still nominate until then."))
+    elif not closed:
         blocks.append(ActionsBlock(elements=[ButtonElement(text="Clear my votes", action_id=ACTION_CLEAR_VOTES,
                                                            value=session)]))
         blocks.append(context(f"Approval voting: up to 3 papers each, changeable until {esc(cutoff_label)}."))
@@ -649,6 +676,32 @@ def session_thread_blocks(paper, *, presenter: str | None, tldr: str | None, poi
     if questions:
         blocks.append(section("*To discuss*\n" + "\n".join(f"{i}. {esc(q)}" for i, q in enumerate(questions, 1))))
     blocks.append(context("Reply in this thread; a recap follows after the session."))
+    return blocks
+
+
+OUTLINE = (("problem", "Problem", "What gap or question does the paper take on, and why does it matter?"),
+           ("approach", "Approach", "What do the authors do, and what is new about it?"),
+           ("results", "Results", "What do the experiments show, against which baselines?"))
+
+
+def presenter_dm_blocks(paper, *, channel: str, when: str, tldr: str | None, points: dict | None,
+                        questions: Sequence[str]) -> list[Block]:
+    """The presenter's DM: the session, the paper's summary, and a suggested outline
+    (problem, approach, results from the key points; questions for the group)."""
+    pts = points or {}
+    blocks: list[Block] = [header(f"You present {paper.short_name}"),
+                           section(f"You present at the reading group in <#{esc(channel)}> on {esc(when)}.\n"
+                                   f"{_name_line(paper)}\n{esc(cut_sentences(after_name(paper), 300))}"),
+                           context(f"id `{esc(paper.id)}`", paper_links(paper))]
+    if tldr:
+        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
+    lines = ["*A suggested outline*"]
+    for n, (key, label, prompt) in enumerate(OUTLINE, 1):
+        lines.append(f"{n}. *{label}*: {esc(cut_words(pts[key], 400)) if pts.get(key) else '_' + prompt + '_'}")
+    lines.append(f"{len(OUTLINE) + 1}. *Questions* for the group:")
+    lines += [f"   • {esc(q)}" for q in questions] or ["   • _What would you ask the authors?_"]
+    blocks.append(section("\n".join(lines)))
+    blocks.append(context("The group sees the TL;DR, key points and these questions in the session thread."))
     return blocks
 
 

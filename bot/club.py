@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from slack_sdk.errors import SlackApiError
+
 from store import club as cl
 from store.errors import StoreError
 from store.text import member_tag
@@ -70,7 +72,10 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
             lines.append(f"*Next session:* {bk.esc(_label(start))}")
             lines.append(f"*Paper:* {bk.esc(paper.short_name) if paper else '_not chosen yet_'}")
             lines.append(f"*Presenter:* {mention(row['presenter']) if row.get('presenter') else '_not chosen yet_'}")
-            lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
+            if spec.mode == cl.PRESENTER_CHOOSES:
+                lines.append(f"*Nominations:* {len(noms)} · the presenter chooses among them")
+            else:
+                lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
     lines.append(f"*Members:* {', '.join(mention(m) for m in members) if members else '_nobody yet_'}")
     cmd = deps.command
     footer = " · ".join(code(f"{cmd} {c}") for c in (
@@ -276,9 +281,15 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
                   if n["paper_id"] in papers]
     start = [s for s in cl.session_starts(spec, deps.clock() - timedelta(days=15), count=6) if s.date() == day]
     cutoff = cl.timeline(spec, start[0]).cutoff if start else None
+    chooser = chosen = None
+    if spec.mode == cl.PRESENTER_CHOOSES:
+        row = store.get_club_session(channel, day.isoformat()) or {}
+        chooser, chosen = row.get("presenter"), row.get("paper_id")
     blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(), note=None,
-                              cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed)
-    return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: vote on the agenda"),
+                              cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
+                              chooser=chooser, chosen=chosen)
+    what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
+    return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: {what}"),
             "blocks": [b.to_dict() for b in blocks],
             "metadata": {"event_type": AGENDA_EVENT, "event_payload": {"kind": "agenda", "date": day.isoformat()}},
             "unfurl_links": False, "unfurl_media": False}
@@ -297,6 +308,12 @@ _VOTE_ANSWERS = {
     "already": "You have already voted for that paper; your vote counts once.",
     "full": f"You have used your {cl.MAX_VOTES} votes. Clear your votes to choose again.",
     "closed": "Voting for that session has closed, sorry: the winner is being announced.",
+    "unknown": "That paper is not on this session's list.",
+    "presenter": "In this reading group the presenter chooses the paper, so there is no vote.",
+}
+_CHOOSE_ANSWERS = {
+    "already": "That paper is your choice already.",
+    "closed": "The choice for that session has closed: the paper is being announced.",
     "unknown": "That paper is not on this session's list.",
 }
 
@@ -393,6 +410,33 @@ def register(app: App, deps: Deps) -> None:
             return ephemeral(respond, _VOTE_ANSWERS[result])
         _refresh(client, channel, ts, day)
 
+    @app.action(bk.ACTION_CLUB_CHOOSE)
+    def handle_choose(ack, action, body, respond, client):
+        ack()
+
+        def job():
+            day_text, _, paper_id = (action.get("value") or "").partition("|")
+            channel, user = channel_of_body(body), user_of(body)
+            ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
+            try:
+                day = date.fromisoformat(day_text)
+            except ValueError:
+                return ephemeral(respond, "That button belongs to an agenda I no longer know.")
+            result = cl.choose_paper(store, channel, day, user, paper_id, deps.clock())
+            if result == "not_presenter":
+                row = store.get_club_session(channel, day.isoformat()) or {}
+                who = mention(row["presenter"]) if row.get("presenter") else "the presenter"
+                return ephemeral(respond, f"Thanks, but in this reading group {who} chooses the paper for "
+                                          f"{day:%a %-d %b}. You can still nominate one: "
+                                          f"{code(deps.command + ' nominate <paper>')}.")
+            if result != "chosen":
+                return ephemeral(respond, _CHOOSE_ANSWERS[result])
+            _refresh(client, channel, ts, day)
+            paper = store.get_paper(paper_id)
+            ephemeral(respond, f"You chose *{bk.esc(paper.short_name) if paper else paper_id}*; you can change "
+                               "your mind until the cutoff, when it is announced.")
+        deps.later(job, respond)
+
     @app.action(bk.ACTION_CLEAR_VOTES)
     def handle_clear_votes(ack, action, body, respond, client):
         ack()
@@ -429,6 +473,7 @@ def register(app: App, deps: Deps) -> None:
         if accept:
             store.put_club_session(channel, day, presenter=to_user, now=deps.clock().timestamp())
             text = f"{mention(to_user)} presents on {day} instead of {mention(from_user)}. Thank you!"
+            deps.later(lambda: dm_presenter(deps, client, channel, date.fromisoformat(day), deps.clock()))
         else:
             text = f"{mention(to_user)} can't take {day}; {mention(from_user)} still presents."
         ts = (body.get("container") or {}).get("message_ts")
@@ -490,8 +535,6 @@ def due_steps(spec: cl.ClubSpec, now: datetime, *, skipped=(), grace: timedelta 
     out = []
     for start in cl.session_starts(spec, now - timedelta(days=14), skipped=skipped, count=4):
         for step, at in _moments(spec, start).items():
-            if step == "agenda" and spec.mode != cl.VOTE:
-                continue
             if now - grace < at <= now or (step == "winner" and at <= now < start):
                 out.append((at, step, start))
     return [(step, start) for at, step, start in sorted(out, key=lambda x: x[0])]
@@ -527,6 +570,8 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     once = lambda build, **kw: posting.post_once(client, store, channel, key, build, now, kind=step,  # noqa: E731
                                                  budget=budget, sleep=sleep, **kw)
     if step == "agenda":
+        if spec.mode == cl.PRESENTER_CHOOSES:
+            cl.assign_presenter(store, channel, day, now)
         note = None
         if not store.nominations(channel, day.isoformat()):
             for pid in cl.propose(store, deps.embedder, channel, day):
@@ -556,13 +601,26 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         who = mention(session["presenter"]) if session.get("presenter") else "nobody (everyone is away)"
         if paper is None:
             text = f"No paper was chosen for {day:%a %-d %b}. Presenter: {who}."
+        elif spec.mode == cl.PRESENTER_CHOOSES:
+            text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b}. Presenter: {who}"
+            if session.get("tiebreak") or not session.get("presenter"):
+                text += (f".\n_The presenter did not choose by the cutoff, so the candidates were tied: "
+                         f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
+            else:
+                text += ", who chose it."
         else:
             text = (f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} "
                     f"({session.get('votes') or 0} votes). Presenter: {who}.")
             if session.get("tiebreak"):
                 text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
-        return once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                             bk.club_note_blocks("The reading group has chosen", text)]})
+        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
+                               bk.club_note_blocks("The reading group has chosen", text)]})
+        if paper is not None:  # reactions on the announcement, and on the agenda from now on, are about it
+            _about(store, channel, result.ts, paper.id, now)
+            _about(store, channel, agenda_ts, paper.id, now)
+        if paper is not None and session.get("presenter") and result.status != "busy":
+            dm_presenter(deps, client, channel, day, now, budget=min(budget, DM_BUDGET), sleep=sleep)
+        return result
     session = store.get_club_session(channel, day.isoformat()) or {}
     paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
     if paper is None:
@@ -570,8 +628,10 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     if step == "reminder":
         who = mention(session["presenter"]) if session.get("presenter") else "nobody yet"
         text = f"Reading group at {start:%H:%M}: *{bk.esc(paper.short_name)}*, presented by {who}."
-        return once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                             bk.club_note_blocks("Reading group soon", text)]})
+        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
+                               bk.club_note_blocks("Reading group soon", text)]})
+        _about(store, channel, result.ts, paper.id, now)
+        return result
     if step == "thread":
         def build():
             from .commands import paper_summary
@@ -580,12 +640,14 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
             blocks = bk.session_thread_blocks(paper, presenter=session.get("presenter"),
                                               tldr=summary.tldr if summary else None,
                                               points=summary.points if summary else None,
-                                              questions=cl.discussion_questions(paper.abstract))
+                                              questions=cl.session_questions(paper.abstract, paper.title,
+                                                                             llm=deps.llm))
             return {"text": bk.fallback_text(f"Reading group: {bk.esc(paper.short_name)}"),
                     "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
         result = once(build)
         if result.ts:
             store.put_club_session(channel, day.isoformat(), thread_ts=result.ts, now=now.timestamp())
+        _about(store, channel, result.ts, paper.id, now)
         return result
     if step == "recap":
         thread = session.get("thread_ts")
@@ -598,8 +660,82 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
                       thread_ts=thread)
         if result.ts:
             store.put_club_session(channel, day.isoformat(), state="held", now=now.timestamp())
+        _about(store, channel, result.ts, paper.id, now)
         return result
     return None
+
+
+CLUB_KIND = "club"  # message_papers.kind of the club's posts about one paper
+
+
+def _about(store, channel: str, ts: str | None, paper_id: str, now: datetime) -> None:
+    """Remember that a club post is about `paper_id`: reactions on it are feedback like a daily post's."""
+    # The winner step runs every tick until the session: read first, write only once.
+    if ts and store.paper_for_message(channel, ts) is None:
+        store.record_message_paper(channel, ts, paper_id, kind=CLUB_KIND, now=now.timestamp())
+
+
+DM_BUDGET = 30.0  # seconds of retries for the presenter's DM; a later tick tries again
+NO_DM = "no DM:"  # the error a claim row records for a member who can never be DMed
+NO_DM_ERRORS = {"user_not_found", "cannot_dm_bot", "user_disabled", "user_not_visible"}
+
+
+def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, budget: float = DM_BUDGET,
+                 sleep=time.sleep):
+    """DM the session's presenter once: the paper's summary and a suggested outline.
+
+    The claim row is the club channel's (`presenter:<date>:<member>`, so a swap's new presenter gets
+    their own), the message goes to the DM. Never raises: a DM that fails is logged, and the next
+    tick tries again, without touching the announcement."""
+    from . import posting
+    from .commands import paper_summary
+
+    store = deps.store
+    try:
+        session = store.get_club_session(channel, day.isoformat()) or {}
+        presenter, paper = session.get("presenter"), None
+        if session.get("paper_id"):
+            paper = store.get_paper(session["paper_id"])
+        if not presenter or paper is None:
+            return None
+        key = f"presenter:{day.isoformat()}:{presenter}"
+        row = store.get_scheduled(channel, key)
+        if row and row["status"] == "posted":
+            return posting.PostResult("already", now.date(), ts=row["ts"])
+        if row and row["status"] == "failed" and (row.get("error") or "").startswith(NO_DM):
+            return posting.PostResult("failed", now.date(), detail=row["error"])  # said once, not every minute
+        try:
+            dm = client.conversations_open(users=presenter)["channel"]["id"]
+        except SlackApiError as exc:
+            if exc.response.get("error") not in NO_DM_ERRORS:
+                raise
+            # This member can never be DMed (deactivated, a bot, unknown): record it, stop asking.
+            why = f"{NO_DM} {exc.response.get('error')}"
+            if store.claim_scheduled(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
+                                     now=now.timestamp()):
+                store.fail_scheduled(channel, key, claimer=posting.PROCESS_CLAIMER, error=why)
+            log.warning("cannot DM the presenter %s for %s on %s: %s", member_tag(presenter), channel, day, why)
+            return posting.PostResult("failed", now.date(), detail=why)
+        spec = _spec(deps, channel)
+        start = next((s for s in cl.session_starts(spec, now - timedelta(days=15), count=6) if s.date() == day), None)
+
+        def build():
+            summary = paper_summary(store, paper, deps.llm, now=now.timestamp())
+            blocks = bk.presenter_dm_blocks(
+                paper, channel=channel, when=_label(start) if start else day.isoformat(),
+                tldr=summary.tldr if summary else None, points=summary.points if summary else None,
+                questions=cl.session_questions(paper.abstract, paper.title, llm=deps.llm))
+            return {"text": bk.fallback_text(f"You present {bk.esc(paper.short_name)} at the reading group"),
+                    "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
+        result = posting.post_once(client, store, channel, key, build, now, kind="presenter_dm", post_to=dm,
+                                   budget=budget, sleep=sleep)
+        if result.status == "failed":
+            log.warning("the presenter's DM for %s on %s failed (%s); trying again later", channel, day,
+                        result.detail)
+        return result
+    except Exception as exc:  # the DM is a courtesy: it never fails the club's posts
+        log.warning("could not DM the presenter for %s on %s: %s", channel, day, posting._describe(exc))
+        return None
 
 
 def _thread(client, channel: str, ts: str) -> list[dict]:

@@ -85,26 +85,33 @@ def home_reading(deps: Deps, user_id: str) -> list[Block]:
 
 
 def home_club(deps: Deps, user_id: str) -> list[Block]:
-    """Each reading group the member is in: the next session, their votes, when they next present."""
+    """Each reading group the member is in (or voted in): the next session, its presenter, their votes,
+    when they next present."""
     from store import club as cl
 
     blocks: list[Block] = []
     now = deps.clock()
     for row in deps.store.clubs():
         channel = row["channel"]
-        if user_id not in {m["user"] for m in deps.store.club_members(channel)}:
-            continue
         out = cl.member_outlook(deps.store, channel, user_id, now)
-        if out is None:
+        if out is None or not (out["member"] or out["votes"]):
             continue
         start = out["start"]
         papers = {p.id: p for p in deps.store.get_papers([*out["votes"], *([out["paper_id"]] if out["paper_id"] else [])])}
         name = lambda pid: bk.esc(papers[pid].short_name) if pid in papers else bk.esc(pid)  # noqa: E731
         lines = [f"*Next session:* {start:%a %-d %b} at {start:%H:%M} {bk.esc(str(start.tzinfo))}",
                  f"*Paper:* {name(out['paper_id']) if out['paper_id'] else '_not chosen yet_'}",
-                 f"*Your votes:* {', '.join(name(p) for p in out['votes']) or '_none yet_'}",
-                 f"*You next present:* {out['next_turn']:%a %-d %b}" if out["next_turn"]
-                 else "*You next present:* _not in the next few sessions_"]
+                 f"*Presenter:* {bk.mention(out['presenter']) if out['presenter'] else '_not chosen yet_'}",
+                 f"*Your votes:* {', '.join(name(p) for p in out['votes']) or '_none yet_'}"]
+        if not out["member"]:
+            lines.append(f"*You next present:* _you are not in the rotation_ "
+                         f"({code(deps.command + ' club join')} in <#{bk.esc(channel)}>)")
+        elif out["next_turn"] == start.date():
+            lines.append("*You next present:* _this session_")
+        elif out["next_turn"]:
+            lines.append(f"*You next present:* {out['next_turn']:%a %-d %b}")
+        else:
+            lines.append("*You next present:* _not in the next few sessions_")
         blocks += bk.home_club_blocks(channel, lines)
     return blocks
 

@@ -409,9 +409,13 @@ def find_scheduled_message(client: WebClient, channel: str, key: str, *, thread_
 
 def post_once(client: WebClient, store: Store, channel: str, key: str, build: Callable[[], dict], now: datetime,
               *, kind: str, thread_ts: str | None = None, claimer: str = PROCESS_CLAIMER,
-              budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep) -> PostResult:
+              budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep,
+              post_to: str | None = None) -> PostResult:
     """Post `build()` (chat.postMessage arguments) once for (channel, key), with the daily post's
-    machine: a claim row, message metadata, a channel lookup before any re-post, retries."""
+    machine: a claim row, message metadata, a channel lookup before any re-post, retries.
+
+    `post_to`: the conversation the message goes to and is looked for in, when it is not the
+    claim's channel (the presenter's DM: the claim stays with the club's channel)."""
     day = now.date()
     lock = _day_lock(channel, key)
     if not lock.acquire(blocking=False):
@@ -434,7 +438,8 @@ def post_once(client: WebClient, store: Store, channel: str, key: str, build: Ca
         poster = _posting_client(client)
         # No `oldest`: the key names one session, so the newest pages of the channel are searched
         # whatever the claim's clock said (a restored database, an injected test clock).
-        look = lambda: find_scheduled_message(poster, channel, key, thread_ts=thread_ts)  # noqa: E731
+        target = post_to or channel
+        look = lambda: find_scheduled_message(poster, target, key, thread_ts=thread_ts)  # noqa: E731
         ts, unsure = None, False
         try:
             ts = look()
@@ -445,7 +450,7 @@ def post_once(client: WebClient, store: Store, channel: str, key: str, build: Ca
         if not ts:
             try:
                 message = dict(build())
-                message.setdefault("channel", channel)
+                message["channel"] = target
                 if thread_ts:
                     message["thread_ts"] = thread_ts
                 message["metadata"] = {"event_type": SCHEDULED_EVENT, "event_payload": {"kind": kind, "key": key}}

@@ -126,7 +126,7 @@ def handle_digest(deps: Deps, call: Call) -> Reply:
             text, title=title, footer=f"{code(deps.command + ' schedule 09:30')} sets up a paper of the day."))
     lines, plain = [], []
     for t in digest.papers[:40]:
-        kind = "paper of the day" if t.kind == "daily" else "shared"
+        kind = {"daily": "paper of the day", "club": "reading group"}.get(t.kind, "shared")
         tally = fb.format_tally(t.counts, weights) or "no reactions"
         when = f"{date.fromisoformat(t.day):%a %-d %b}" if t.day else day_label(t.posted_at, zone)
         lines.append(f"• *{bk.esc(t.name)}* ({when}, {kind}): {tally}")

@@ -207,6 +207,7 @@ class FakeSlack:
         self._history: dict[str, list[dict]] = {}
         self._ephemeral: list[dict] = []
         self._views: dict[str, dict] = {}
+        self._dms: dict[str, str] = {}  # DM channel id -> the member (conversations.open)
         self._modals: list[dict] = []
         self._uploads: dict[str, dict] = {}
         self._unfurls: list[dict] = []
@@ -332,6 +333,12 @@ class FakeSlack:
         """Web API calls received so far, oldest first, optionally of one method."""
         with self._lock:
             return [c for c in self._calls if method is None or c.method == method]
+
+    def dm_messages(self, user: str) -> list[dict]:
+        """Messages in the bot's DM with `user` (opened with conversations.open), in posting order."""
+        with self._lock:
+            dm = next((d for d, u in self._dms.items() if u == user), None)
+        return self.messages(dm) if dm else []
 
     def messages(self, channel: str | None = None) -> list[dict]:
         """Messages in a channel's history (all channels if None), in posting order."""
@@ -966,6 +973,28 @@ def _conversations_info(fake: FakeSlack, params: dict) -> dict:
     return {"channel": fake._channel_info(channel)}
 
 
+def _conversations_open(fake: FakeSlack, params: dict) -> dict:
+    """A DM with one member (`users`, comma-separated ids): `{"channel": {"id": "D..."}}`, the same id
+    every time, with no_op/already_open once it exists, as Slack answers. A bot or an unknown id fails."""
+    users = [u.strip() for u in str(params.get("users") or "").split(",") if u.strip()]
+    if not users and not params.get("channel"):
+        raise _ApiError("users_list_not_supplied")
+    if params.get("channel"):
+        return {"channel": {"id": params["channel"]}, "no_op": True, "already_open": True}
+    if len(users) > 1:
+        raise _ApiError("not_implemented")  # a group DM: the bot never opens one
+    user = users[0]
+    if user == BOT_USER_ID:
+        raise _ApiError("cannot_dm_bot")
+    if not user.startswith(("U", "W")):
+        raise _ApiError("user_not_found")
+    dm = f"D{user[1:]}"
+    if dm in fake._dms:
+        return {"no_op": True, "already_open": True, "channel": {"id": dm}}
+    fake._dms[dm] = user
+    return {"channel": {"id": dm}}
+
+
 HISTORY_MAX_PAGE = 999  # conversations.history's largest limit
 
 
@@ -1095,6 +1124,7 @@ _METHODS: dict[str, Callable[[FakeSlack, dict], dict]] = {
     "conversations.replies": _conversations_replies,
     "conversations.info": _conversations_info,
     "conversations.history": _conversations_history,
+    "conversations.open": _conversations_open,
     "chat.getPermalink": _chat_get_permalink,
     "users.info": _users_info,
     "reactions.get": _reactions_get,

@@ -3,6 +3,7 @@ votes from several members (a double click, a click after the cutoff), the agend
 and a swap offered, accepted and declined."""
 from __future__ import annotations
 
+import json
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
@@ -141,7 +142,8 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
 def test_swap_offered_declined_and_accepted(world):
     app, fake, store, clock, deps = world
     _club(store)
-    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", now=MONDAY.timestamp())
+    paper = next(iter(store.iter_papers()))
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=MONDAY.timestamp())
     fake.add_members("UBOB")  # a member of the workspace: the offer means to name them
     offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
     assert offer["response_type"] == "in_channel" and "<@UBOB>" in text_of(offer)
@@ -151,8 +153,11 @@ def test_swap_offered_declined_and_accepted(world):
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
     click(app, fake, bk.ACTION_SWAP_DECLINE, value, user="UBOB", ephemeral=True)
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"  # nothing changes on a no
+    assert fake.dm_messages("UBOB") == []
     click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    [dm] = fake.dm_messages("UBOB")  # the new presenter gets the paper and the outline
+    assert "A suggested outline" in text_of(dm) and bk.esc(paper.short_name) in text_of(dm)
     stale = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
     assert "expired" in text_of(stale[0])
 
@@ -182,7 +187,23 @@ def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
     assert "Reading group" in home and "Thu 3 Dec at 17:00" in home
     assert f"*Your votes:* {paper.short_name}" in home or "Your votes:* " + paper.short_name.replace("&", "&amp;") in home
     # Three members, nobody has presented: UANN (first by id) on 3 Dec, UBOB on 10 Dec.
-    assert "*You next present:* Thu 10 Dec" in home
+    assert "*You next present:* Thu 10 Dec" in home and "*Presenter:* _not chosen yet_" in home
+
+    def home_of(user, n):
+        fake.add_members(user)
+        dispatch(app, {**body, "event_id": f"EvHOME{n}", "event": {**body["event"], "user": user}})
+        return text_of(fake.home_view(user))
+
+    # A member who votes but is not in the rotation sees the session and their votes, and how to join.
+    store.add_vote(CH, DAY.isoformat(), "UDAN", paper.id, limit=3, now=clock.now.timestamp())
+    dan = home_of("UDAN", 10)
+    assert "Thu 3 Dec at 17:00" in dan and "not in the rotation" in dan and "club join" in dan
+    assert "Reading group" not in home_of("UEVE", 11)  # neither member nor voter: no club section
+    # Once the presenter is chosen, Home names them, and tells them it is their turn.
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=clock.now.timestamp())
+    ann = home_of("UANN", 12)
+    assert "*Presenter:* <@UANN>" in ann and "*You next present:* _this session_" in ann
+    assert "*You next present:* Thu 10 Dec" in home_of("UBOB", 13)
 
 
 def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
@@ -233,3 +254,111 @@ def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
     assert struct.unpack(">II", png[16:24]) == MAP_SIZE
     assert upload["channel"] == CH
+
+
+def test_nominate_on_the_paper_of_the_day_and_an_unfurl_card(world):
+    from bot.posting import post_daily
+
+    app, fake, store, clock, deps = world
+    post_daily(deps.slack, store, deps.searcher, CH, MONDAY, feedback=deps.feedback, sleep=lambda s: None)
+    [daily] = [m for m in fake.messages(CH) if m.get("blocks") and not m.get("thread_ts")]
+    buttons = [e for b in daily["blocks"] if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"] == bk.ACTION_NOMINATE]
+    assert len(buttons) == 3  # the paper of the day and both runners-up
+    # A channel with no reading group says so, and how to get one.
+    nope = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    assert "no reading group" in text_of(nope[0]) and nope[0]["response_type"] == "ephemeral"
+    assert "set one up" in text_of(nope[0])
+    _club(store)
+    first = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    assert "Nominated" in text_of(first[0]) and "2026-12-03" in text_of(first[0])
+    assert first[0]["response_type"] == "ephemeral" and first[0].get("replace_original") is False
+    again = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UBOB", message_ts=daily["ts"])
+    assert "already nominated" in text_of(again[0])
+    noms = store.nominations(CH, DAY.isoformat())
+    assert [(n["paper_id"], n["user"]) for n in noms] == [(buttons[0]["value"], "UANN")]  # the first nominator
+    # The card under a pasted link carries the button too, and it does the same.
+    paper = store.get_paper(buttons[1]["value"])
+    card = [b.to_dict() for b in bk.unfurl_blocks(paper)]
+    [value] = [e["value"] for b in card if b["type"] == "actions" for e in b["elements"]
+               if e["action_id"] == bk.ACTION_NOMINATE]
+    assert "Nominated" in text_of(click(app, fake, bk.ACTION_NOMINATE, value, user="UCY")[0])
+    assert len(store.nominations(CH, DAY.isoformat())) == 2
+    assert all(len(b["elements"]) <= bk.MAX_ACTION_ELEMENTS
+               for m in fake.messages(CH) for b in m.get("blocks") or [] if b["type"] == "actions")
+
+
+def _presenter_club(store, fake):
+    from store.club import PRESENTER_CHOOSES
+
+    set_club(store, CH, ClubSpec(THU, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24,
+                                 mode=PRESENTER_CHOOSES), by=ADMIN, now=MONDAY)
+    for m in ("UANN", "UBOB", "UCY"):
+        store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
+
+
+def _tick(deps, at):
+    from bot.club import club_tick
+
+    deps.clock.now = at
+    return club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
+
+
+AGENDA_AT = datetime(2026, 12, 1, 16, 1, tzinfo=timezone.utc)  # nominations closed 48 h before
+CUTOFF_AT = datetime(2026, 12, 2, 16, 1, tzinfo=timezone.utc)
+
+
+def test_the_presenter_chooses_among_the_nominations_and_only_they_may(world):
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    papers = list(store.iter_papers())[:2]
+    for user, paper in zip(("UBOB", "UCY"), papers):
+        assert "Nominated" in text_of(dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH))
+    assert "the presenter chooses among them" in text_of(dispatch_command(app, fake, "club", user="UBOB", channel=CH))
+    _tick(deps, AGENDA_AT)
+    [agenda] = [m for m in fake.messages(CH) if "what shall we read" in text_of(m)]
+    presenter = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert presenter == "UANN"  # fewest turns, then the member id: the presenter is known when nominations close
+    assert f"<@{presenter}> presents this session and chooses the paper" in text_of(agenda)
+    actions = [b["accessory"]["action_id"] for b in agenda["blocks"] if b.get("accessory")]
+    assert actions == [bk.ACTION_CLUB_CHOOSE] * 2 and bk.ACTION_VOTE not in text_of(agenda)
+    value = lambda p: f"{DAY.isoformat()}|{p.id}"  # noqa: E731
+    # Someone else presses Choose: a polite no, and nothing changes.
+    refused = click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[0]), user="UBOB", message_ts=agenda["ts"])
+    assert "<@UANN> chooses the paper" in text_of(refused[0]) and refused[0]["response_type"] == "ephemeral"
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] is None
+    assert "no vote" in text_of(click(app, fake, bk.ACTION_VOTE, value(papers[0]), user="UBOB",
+                                      message_ts=agenda["ts"])[0])
+    # The presenter chooses, then changes their mind before the cutoff; the agenda shows it in place.
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN",
+                                        message_ts=agenda["ts"])[0])
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[0]), user="UANN",
+                                        message_ts=agenda["ts"])[0])
+    updated = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    chosen = [b for b in updated["blocks"] if "*chosen*" in json.dumps(b)]
+    assert len(chosen) == 1 and chosen[0]["block_id"].endswith(papers[0].id)
+    # After the cutoff the choice is closed and announced, and the presenter gets their DM about it.
+    clock.now = CUTOFF_AT
+    late = click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN", message_ts=agenda["ts"])
+    assert "closed" in text_of(late[0])
+    _tick(deps, CUTOFF_AT)
+    [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
+    assert bk.esc(papers[0].short_name) in text_of(winner) and "who chose it" in text_of(winner)
+    [dm] = fake.dm_messages("UANN")
+    assert bk.esc(papers[0].short_name) in text_of(dm) and "A suggested outline" in text_of(dm)
+    closed = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    assert "The choice is closed" in text_of(closed) and bk.ACTION_CLUB_CHOOSE not in text_of(closed)
+
+
+def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_post_says_so(world):
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    papers = list(store.iter_papers())[:2]
+    for n, (user, paper) in enumerate(zip(("UBOB", "UCY"), papers)):
+        clock.now = MONDAY + timedelta(minutes=n)
+        dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)
+    [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
+    assert bk.esc(papers[0].short_name) in text_of(winner)
+    assert "did not choose by the cutoff" in text_of(winner) and "<@UANN>" in text_of(winner)

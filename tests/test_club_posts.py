@@ -28,6 +28,7 @@ def world(fake_slack, hashing_store):
     set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
              by="U0", now=MONDAY)
     fake_slack.add_members("UANN", "UBOB", "UCY")  # the club's members are people of the workspace
+    fake_slack.add_channel(CH)  # and its channel a channel of it (the presenter's DM links it)
     for m in ("UANN", "UBOB", "UCY"):
         hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
     return fake_slack, hashing_store, clock, deps
@@ -137,3 +138,192 @@ def test_the_scheduler_runs_the_club_tick(world):
     again = deps.scheduler.club_tick_now()
     assert [(step, r.status) for step, _, r in again] == [("agenda", "already")]
     assert len(scheduled(fake)["agenda"]) == 1
+
+
+def presenter_dms(fake, user):
+    return [m for m in fake.dm_messages(user)
+            if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
+
+
+def test_the_presenter_gets_one_dm_with_the_summary_and_an_outline(world):
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    session = store.get_club_session(CH, "2026-12-03")
+    presenter, paper = session["presenter"], store.get_paper(session["paper_id"])
+    [dm] = presenter_dms(fake, presenter)
+    body = text_of(dm)
+    assert "You present" in body and f"<#{CH}>" in body
+    name = paper.short_name.replace("&", "&amp;")
+    assert name in body
+    for part in ("A suggested outline", "Problem", "Approach", "Results", "Questions"):
+        assert part in body
+    assert body.count("?") >= 3  # the discussion questions
+    assert all(presenter_dms(fake, u) == [] for u in ("UANN", "UBOB", "UCY") if u != presenter)
+    # Later ticks until the session (the winner step stays due) and the rest of the cycle send no second DM,
+    # and do not open the DM again.
+    opened = len(fake.calls("conversations.open"))
+    for at in (MOMENTS["winner"] + timedelta(minutes=2), MOMENTS["reminder"] + timedelta(minutes=1),
+               MOMENTS["thread"] + timedelta(minutes=1)):
+        tick(deps, at)
+    assert len(presenter_dms(fake, presenter)) == 1
+    assert len(fake.calls("conversations.open")) == opened
+
+
+@pytest.mark.parametrize("fault", ["open", "post"])
+def test_a_failing_dm_does_not_hold_up_the_announcement_and_is_sent_later_once(world, fault):
+    from fake_slack import _chat_post_message
+
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    if fault == "open":
+        fake.fail("conversations.open", error="internal_error", times=1)
+    else:  # posts to the channel go through; the post to the DM fails
+        fake.respond_with("chat.postMessage", lambda p: {"ok": False, "error": "channel_not_found"}
+                          if str(p.get("channel", "")).startswith("D") else {"ok": True, **_chat_post_message(fake, p)})
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
+    presenter = store.get_club_session(CH, "2026-12-03")["presenter"]
+    assert presenter_dms(fake, presenter) == []
+    fake._overrides.clear()
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=2))  # the next tick: the DM, not the announcement
+    assert [r.status for step, _, r in results if step == "winner"] == ["already"]
+    assert len(presenter_dms(fake, presenter)) == 1 and len(scheduled(fake)["winner"]) == 1
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=3))
+    assert len(presenter_dms(fake, presenter)) == 1
+
+
+def test_a_crash_after_slack_accepted_the_dm_is_recovered_not_resent(world):
+    fake, store, clock, deps = world
+    import os
+    import socket
+
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    at = MOMENTS["winner"] + timedelta(minutes=1)
+    from store.club import decide
+
+    presenter = decide(store, CH, SESSION.date(), at)["presenter"]
+    dead = f"{socket.gethostname()}:{2**22 + 9}:deadbeef"
+    assert not os.path.exists(f"/proc/{2**22 + 9}")
+    key = f"presenter:2026-12-03:{presenter}"
+    assert store.claim_scheduled(CH, key, kind="presenter_dm", claimer=dead, now=at.timestamp())
+    dm = deps.slack.conversations_open(users=presenter)["channel"]["id"]
+    fake.add_message(dm, "You present", user="UBOT", bot_id="B1",
+                     metadata={"event_type": SCHEDULED_EVENT, "event_payload": {"kind": "presenter_dm", "key": key}})
+    tick(deps, at)
+    assert len(presenter_dms(fake, presenter)) == 1
+    assert store.get_scheduled(CH, key)["status"] == "posted"
+
+
+def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
+    from slack_bolt import BoltRequest
+
+    from bot.app import create_app
+    from bot.picks import make_pick
+    from store import feedback as fb
+
+    fake, store, clock, deps = world
+    for step in ("agenda", "winner", "reminder", "thread"):
+        tick(deps, MOMENTS[step] + timedelta(minutes=1))
+    posts = scheduled(fake)
+    paper_id = store.get_club_session(CH, "2026-12-03")["paper_id"]
+    day_after = (SESSION + timedelta(days=1)).date()
+    before = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    app = create_app(deps, process_before_response=True)
+
+    def react(user, emoji, ts, event_id):
+        at = SESSION + timedelta(minutes=30)
+        body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
+                "event_time": int(at.timestamp()),
+                "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+                "event": {"type": "reaction_added", "user": user, "reaction": emoji, "item_user": "UBOT",
+                          "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{at.timestamp():.6f}"}}
+        assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+    react("UANN", "fire", posts["thread"][0]["ts"], "EvClub1")
+    react("UANN", "fire", posts["thread"][0]["ts"], "EvClub1")  # Slack delivers an event again
+    react("UBOB", "heart", posts["reminder"][0]["ts"], "EvClub2")
+    react("UCY", "+1", posts["agenda"][0]["ts"], "EvClub3")  # the agenda is about the winner once it is known
+    rows = store.reactions(channel=CH)
+    assert sorted((r["user"], r["base"], r["paper_id"]) for r in rows) == [
+        ("UANN", "fire", paper_id), ("UBOB", "heart", paper_id), ("UCY", "+1", paper_id)]
+    reacted = fb.feedback_for_day(store, CH, day_after, weights=deps.feedback.weights)
+    assert set(reacted[paper_id].by_member) == {"UANN", "UBOB", "UCY"}
+    assert all(w > 0 for w in reacted[paper_id].by_member.values())
+    # The same reaction at the same time on a paper of the day (another channel's) weighs the same.
+    from bot.posting import post_daily
+
+    fake.add_channel("C2")
+    daily = post_daily(deps.slack, store, deps.searcher, "C2", SESSION, feedback=deps.feedback, sleep=lambda s: None)
+    assert daily.status == "posted"
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvDaily1",
+            "event_time": int((SESSION + timedelta(minutes=30)).timestamp()),
+            "event": {"type": "reaction_added", "user": "UANN", "reaction": "fire", "item_user": "UBOT",
+                      "item": {"type": "message", "channel": "C2", "ts": daily.ts},
+                      "event_ts": f"{(SESSION + timedelta(minutes=30)).timestamp():.6f}"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    control = fb.feedback_for_day(store, "C2", day_after, weights=deps.feedback.weights)
+    assert control[daily.paper_id].by_member["UANN"] == reacted[paper_id].by_member["UANN"]
+    # And it moves the next pick, which says why.
+    after = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    assert after.paper_id != before.paper_id and after.paper_id != paper_id  # never a paper read already
+    name = store.get_paper(paper_id).short_name
+    assert f"close to *{name}*" in (after.choice.feedback_why or "")
+
+
+def _questions_from(body: dict, *, bad: bool = False) -> str:
+    """The fake model's answer to the questions prompt: three questions in the abstract's own words
+    (bad: the second states a figure the abstract does not have); a TL;DR prompt gets its default."""
+    import re
+
+    from fake_llm import restate
+
+    if "discussion questions" not in body["messages"][0]["content"]:
+        return restate(body)
+    abstract = re.search(r"<abstract>(.*?)</abstract>", body["messages"][-1]["content"], re.S).group(1)
+    words = re.findall(r"[A-Za-z]{4,}", abstract)
+    qs = [f"Why does the paper claim {' '.join(words[i:i + 6])}?" for i in (0, 8, 16)]
+    if bad:
+        qs[1] = "Does the method really gain 93.7 points on every benchmark?"
+    return "\n".join(f"{n}. {q}" for n, q in enumerate(qs, 1))
+
+
+@pytest.mark.parametrize("grounded", [True, False])
+def test_discussion_questions_come_from_the_llm_when_grounded_else_extractive(world, grounded):
+    from fake_llm import FakeLLM
+
+    from store.club import discussion_questions
+
+    fake, store, clock, _ = world
+    with FakeLLM() as llm:
+        llm.reply = lambda body: _questions_from(body, bad=not grounded)
+        settings = make_settings(slack_api_url=fake.api_url, llm_url=llm.url, llm_model="fake-model")
+        deps = make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=clock)
+        for step in ("agenda", "winner", "reminder", "thread"):
+            tick(deps, MOMENTS[step] + timedelta(minutes=1))
+        asked = [r for r in llm.requests if "discussion questions" in r["body"]["messages"][0]["content"]]
+    assert asked, "the model was asked for the questions"
+    thread = text_of(scheduled(fake)["thread"][0])
+    paper = store.get_paper(store.get_club_session(CH, "2026-12-03")["paper_id"])
+    extractive = discussion_questions(paper.abstract)
+    if grounded:
+        assert "Why does the paper claim" in thread and "Assumptions: the paper says" not in thread
+        assert thread.count("Why does the paper claim") == 3
+    else:  # one ungrounded question: all three fall back to the extractive ones
+        assert "93.7" not in thread and "Why does the paper claim" not in thread
+        assert "Assumptions: the paper says" in thread and len(extractive) == 3
+
+
+def test_a_presenter_who_cannot_be_dmed_is_recorded_once_and_not_asked_about_every_minute(world):
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    fake.fail("conversations.open", error="user_disabled", times=None)  # a deactivated member
+    results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
+    session = store.get_club_session(CH, "2026-12-03")
+    row = store.get_scheduled(CH, f"presenter:2026-12-03:{session['presenter']}")
+    assert row["status"] == "failed" and "user_disabled" in row["error"]
+    for minute in range(2, 6):  # the winner step stays due until the session: no new attempts
+        tick(deps, MOMENTS["winner"] + timedelta(minutes=minute))
+    assert len(fake.calls("conversations.open")) == 1
+    assert len(scheduled(fake)["winner"]) == 1

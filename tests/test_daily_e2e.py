@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
-from bot.blocks import ACTION_SAVE
+from bot.blocks import ACTION_NOMINATE, ACTION_SAVE
 from bot.deps import Feedback
 from bot.posting import EVENT_TYPE, post_daily
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
@@ -125,9 +125,9 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
     assert post["metadata"]["event_payload"]["date"] == local.date().isoformat()
     assert "Paper of the day" in text_of(post) and "video understanding" in text_of(post)
     assert "(added by <@UALICE>)" in text_of(post)
-    actions = [e["action_id"] for b in post["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert actions[:3] == ["paper_summary", "paper_similar", ACTION_SAVE]
-    assert len(actions) == 9  # the paper of the day and two runners-up, three buttons each
+    rows = [[e["action_id"] for e in b["elements"]] for b in post["blocks"] if b["type"] == "actions"]
+    # The paper of the day and two runners-up, each with Summary, More like this, Save and Nominate.
+    assert rows == [["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE]] * 3
     replies = thread_replies(fake, post["ts"])
     assert len(replies) == 1 and "Abstract" in text_of(replies[0])
 

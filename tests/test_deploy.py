@@ -357,7 +357,8 @@ METHOD_SCOPES = {
     "auth_test": set(), "views_publish": set(), "views_open": set(), "apps_connections_open": set(),
     "chat_postMessage": {"chat:write"}, "chat_postEphemeral": {"chat:write"},
     "chat_update": {"chat:write"}, "chat_delete": {"chat:write"}, "chat_getPermalink": set(),
-    "conversations_history": {"channels:history", "groups:history"},
+    "conversations_history": {"channels:history", "groups:history", "im:history"},
+    "conversations_open": {"im:write"},
     "conversations_replies": {"channels:history", "groups:history"},
     "conversations_info": {"channels:read", "groups:read"},
     "conversations_members": {"channels:read", "groups:read"},
@@ -407,7 +408,9 @@ def test_manifest_is_socket_mode_with_the_default_command(manifest):
     features, settings = manifest["features"], manifest["settings"]
     assert settings["socket_mode_enabled"] is True and settings["interactivity"]["is_enabled"] is True
     assert features["app_home"]["home_tab_enabled"] is True
-    assert features["app_home"]["messages_tab_enabled"] is False
+    # The presenter's DM shows in the Messages tab, which is read-only: nothing reads replies there.
+    assert features["app_home"]["messages_tab_enabled"] is True
+    assert features["app_home"]["messages_tab_read_only_enabled"] is True
     assert features["bot_user"]["display_name"]
     [command] = features["slash_commands"]
     assert command["command"] == make_settings().command == "/paper"

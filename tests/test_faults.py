@@ -285,6 +285,24 @@ def conversations_replies(env, kind):
     assert len(recaps) == 1 and "generalise?" in json.dumps(recaps[0]["blocks"])
 
 
+def conversations_open(env, kind):
+    """The presenter's DM: a fault opening it neither holds up the announcement nor loses the DM."""
+    from bot.club import club_tick
+
+    day = _club(env, NOW)
+    env.fake.add_channel(CH)
+    paper = a_paper(env.store)
+    env.store.add_nomination(CH, day, paper.id, "U2", now=NOW.timestamp())
+    inject(env.fake, "conversations.open", kind)
+    for minute in (1, 2):  # the cutoff's tick, then the next minute's
+        at = datetime(2024, 6, 5, 17, minute, tzinfo=UTC)
+        env.deps.clock.now = at
+        club_tick(env.deps, env.deps.slack, at, sleep=lambda s: None, budget=30)
+    announced = [m for m in env.fake.messages(CH) if "has chosen" in json.dumps(m.get("blocks"))]
+    presenter = env.store.get_club_session(CH, day)["presenter"]
+    assert len(announced) == 1 and len(env.fake.dm_messages(presenter)) == 1
+
+
 def files_upload(env, kind):
     day = _club(env, NOW)
     paper = a_paper(env.store)
@@ -301,7 +319,7 @@ SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMes
              "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish,
              "chat.unfurl": unfurl,
              "views.open": views_open, "chat.update": chat_update, "conversations.replies": conversations_replies,
-             "files.upload_v2": files_upload}
+             "files.upload_v2": files_upload, "conversations.open": conversations_open}
 
 
 def test_every_web_api_method_the_bot_uses_is_covered_here():
