@@ -1,4 +1,4 @@
-"""Text embedders: the sentence-transformers one (lazy) and a hashing one for tests."""
+"""Text embedders: the sentence-transformers one (lazy), its ONNX-for-queries variant, and a hashing one for tests."""
 from __future__ import annotations
 
 import hashlib
@@ -40,6 +40,15 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+def offline_quiet() -> None:
+    """Nothing may be fetched from a hub at run time, and loading prints no progress bars."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
 def cpu_has_amx() -> bool:
     """bf16 autocast only pays on CPUs with AMX tiles; elsewhere it is slower than fp32."""
     try:
@@ -69,12 +78,7 @@ class SentenceTransformerEmbedder:
         """Load the model now (the bot does this before connecting)."""
         with self._lock:
             if self._model is None:
-                # Nothing may be fetched from a hub at run time.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                offline_quiet()
                 from sentence_transformers import SentenceTransformer
 
                 path = resolve_model_path(self.name)
@@ -137,9 +141,76 @@ class HashingEmbedder:
         return out
 
 
-def make_embedder(model: str = DEFAULT_MODEL, *, bf16: str = "auto") -> Embedder:
-    """The embedder a model setting names; `hashing-N` is the weightless one (tests, smoke runs)."""
+class OnnxQueryEmbedder:
+    """Documents through sentence-transformers, queries through ONNX Runtime: one model, one name.
+
+    `encode` (ingest, papers) is the sentence-transformers embedder's; `encode_queries` (what
+    `Searcher.embed_query` calls) goes through the ONNX session, whose vectors match it
+    (cosine >= 0.9999, checked when the graph is exported). When ONNX cannot be had (no
+    onnxruntime, a model it cannot reproduce, a failed export) queries fall back to
+    sentence-transformers with one warning, and the bot answers as before.
+    """
+
+    def __init__(self, documents: SentenceTransformerEmbedder, queries):
+        self.documents = documents
+        self.queries = queries  # an OnnxQueryEncoder, or None once it proved unavailable
+        self.name = documents.name
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return self.documents.dim
+
+    @property
+    def query_backend(self) -> str:
+        return "onnx" if self.queries is not None else "torch"
+
+    def load(self):
+        model = self.documents.load()
+        self._query_encoder()
+        return model
+
+    def _query_encoder(self):
+        from .embed_onnx import OnnxUnavailable
+
+        with self._lock:
+            if self.queries is not None:
+                try:
+                    self.queries.load()
+                except OnnxUnavailable as e:
+                    log.warning("ONNX query encoder unavailable (%s); queries use sentence-transformers", e)
+                    self.queries = None
+            return self.queries or self.documents
+
+    def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        return self.documents.encode(texts, progress=progress)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._query_encoder().encode(texts)
+
+
+QUERY_ENCODERS = ("onnx", "torch")
+
+
+def make_embedder(model: str = DEFAULT_MODEL, *, bf16: str = "auto", query_encoder: str = "torch",
+                  onnx_dir: str | Path | None = None, onnx_threads: int = 1) -> Embedder:
+    """The embedder a model setting names; `hashing-N` is the weightless one (tests, smoke runs).
+
+    query_encoder="onnx" (with `onnx_dir`, where the exported graph is cached) encodes search
+    queries through ONNX Runtime and everything else through sentence-transformers.
+    """
     m = re.fullmatch(r"hashing(?:-(\d+))?", model.strip())
     if m:
         return HashingEmbedder(int(m.group(1) or 256), name=model.strip())
-    return SentenceTransformerEmbedder(model, bf16=bf16)
+    if query_encoder not in QUERY_ENCODERS:
+        raise ValueError(f"query encoder must be one of {', '.join(QUERY_ENCODERS)}, not {query_encoder!r}")
+    documents = SentenceTransformerEmbedder(model, bf16=bf16)
+    if query_encoder == "torch":
+        return documents
+    if onnx_dir is None:
+        raise ValueError("query_encoder='onnx' needs onnx_dir, where the exported model is kept")
+    from .embed_onnx import OnnxQueryEncoder
+
+    return OnnxQueryEmbedder(documents, OnnxQueryEncoder(resolve_model_path(model), onnx_dir, threads=onnx_threads))
