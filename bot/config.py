@@ -8,6 +8,9 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
+SOCKET_MODES = ("builtin", "websocket_client")  # bot/runner.socket_mode_handler
+
+
 def _env(name: str, **kw):
     return Field(validation_alias=AliasChoices(name), **kw)
 
@@ -29,6 +32,8 @@ class Settings(BaseSettings):
     slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
     slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")
+    # slack_sdk's Socket Mode client: "builtin" or "websocket_client" (needs the websocket-client package).
+    socket_mode: str = _env("PAPERCLUB_SOCKET_MODE", default="builtin")
     command: str = _env("PAPERCLUB_COMMAND", default="/paper")
     timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
     catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0)
@@ -58,6 +63,20 @@ class Settings(BaseSettings):
         v = v.strip().lower()
         if v not in QUERY_ENCODERS:
             raise ValueError(f"PAPERCLUB_QUERY_ENCODER must be one of {', '.join(QUERY_ENCODERS)}, not {v!r}")
+        return v
+
+    @field_validator("socket_mode")
+    @classmethod
+    def _socket_mode(cls, v: str) -> str:
+        v = v.strip().lower()
+        if v not in SOCKET_MODES:
+            raise ValueError(f"PAPERCLUB_SOCKET_MODE must be one of {', '.join(SOCKET_MODES)}, not {v!r}")
+        if v == "websocket_client":
+            try:
+                import websocket  # noqa: F401
+            except ImportError:
+                raise ValueError("PAPERCLUB_SOCKET_MODE=websocket_client needs the websocket-client package "
+                                 "(pip install websocket-client)") from None
         return v
 
     @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", mode="before")

@@ -151,13 +151,30 @@ class BatchingEmbedder:
         return self._queries.one(texts[0])
 
 
+def socket_mode_handler(app, app_token: str, adapter: str = "builtin"):
+    """Bolt's Socket Mode handler over slack_sdk's `builtin` client or the `websocket_client` one.
+
+    Both drive the same sync App. The builtin client swaps to a new socket on a `disconnect`
+    refresh only once the old one is closed, which can wait out its 3 s receive timeout;
+    bench/ack_latency.py --refreshes measures the ack delay across a refresh per adapter.
+    """
+    from .config import SOCKET_MODES
+
+    if adapter == "websocket_client":
+        from slack_bolt.adapter.socket_mode.websocket_client import SocketModeHandler
+    elif adapter == "builtin":
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+    else:
+        raise ValueError(f"Socket Mode adapter must be one of {', '.join(SOCKET_MODES)}, not {adapter!r}")
+    return SocketModeHandler(app, app_token, ping_interval=PING_SECONDS)
+
+
 def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
             stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
 
     True when all work in flight finished; False when the drain gave up on some.
     """
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackClientError
 
@@ -187,7 +204,8 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     searcher.warm()  # before connecting, so the first command is as fast as the rest
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
-    handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value(), ping_interval=PING_SECONDS)
+    handler = socket_mode_handler(app, settings.slack_app_token.get_secret_value(),
+                                  getattr(settings, "socket_mode", None) or "builtin")
     try:
         try:
             handler.connect()
