@@ -146,9 +146,12 @@ class OnnxQueryEmbedder:
 
     `encode` (ingest, papers) is the sentence-transformers embedder's; `encode_queries` (what
     `Searcher.embed_query` calls) goes through the ONNX session, whose vectors match it
-    (cosine >= 0.9999, checked when the graph is exported). When ONNX cannot be had (no
-    onnxruntime, a model it cannot reproduce, a failed export) queries fall back to
-    sentence-transformers with one warning, and the bot answers as before.
+    (cosine >= 0.9999, checked when the graph is exported).
+
+    `load()` (the bot's warm-up) opens the cached graph at once, or exports it in a background
+    thread while queries use sentence-transformers, so a first start connects as fast as
+    before. When ONNX cannot be had (no onnxruntime, a model it cannot reproduce, a failed
+    export) queries stay on sentence-transformers, with one warning.
     """
 
     def __init__(self, documents: SentenceTransformerEmbedder, queries):
@@ -156,6 +159,8 @@ class OnnxQueryEmbedder:
         self.queries = queries  # an OnnxQueryEncoder, or None once it proved unavailable
         self.name = documents.name
         self._lock = threading.Lock()
+        self._started = False
+        self._ready = threading.Event()  # set once the session is open or ONNX proved unavailable
 
     @property
     def dim(self) -> int:
@@ -163,24 +168,53 @@ class OnnxQueryEmbedder:
 
     @property
     def query_backend(self) -> str:
-        return "onnx" if self.queries is not None else "torch"
+        """What answers queries right now: "onnx", or "torch" (before the export is done, or for good)."""
+        return "onnx" if self._ready.is_set() and self.queries is not None else "torch"
 
-    def load(self):
+    def load(self, *, background: bool = True):
+        """Load the document model and open (or start exporting) the query session."""
         model = self.documents.load()
-        self._query_encoder()
+        self.prepare_queries(background=background)
         return model
 
-    def _query_encoder(self):
-        from .embed_onnx import OnnxUnavailable
-
+    def prepare_queries(self, *, background: bool = True) -> None:
+        """Open the cached ONNX graph now; without one, export it (in a thread when `background`)."""
         with self._lock:
-            if self.queries is not None:
-                try:
-                    self.queries.load()
-                except OnnxUnavailable as e:
-                    log.warning("ONNX query encoder unavailable (%s); queries use sentence-transformers", e)
-                    self.queries = None
-            return self.queries or self.documents
+            if self._started:
+                return
+            self._started = True
+        if self.queries is None:
+            self._ready.set()
+        elif background and not self.queries.is_cached():
+            log.info("exporting the ONNX query encoder in the background; until it is ready, "
+                     "queries use sentence-transformers")
+            threading.Thread(target=self._export_in_background, name="onnx-export", daemon=True).start()
+        else:
+            self._open_queries()
+
+    def wait_for_queries(self, timeout: float | None = None) -> bool:
+        """Wait until the query encoder is settled (ONNX open, or torch for good)."""
+        return self._ready.wait(timeout)
+
+    def _export_in_background(self) -> None:
+        self._open_queries(in_subprocess=True)
+
+    def _open_queries(self, *, in_subprocess: bool = False) -> None:
+        from .embed_onnx import ExportStopped, OnnxUnavailable
+
+        try:
+            self.queries.load(in_subprocess=in_subprocess)
+        except ExportStopped:
+            self.queries = None
+        except OnnxUnavailable as e:
+            log.warning("ONNX query encoder unavailable (%s); queries use sentence-transformers", e)
+            self.queries = None
+        except Exception as e:  # never let the query path take the bot down
+            log.warning("ONNX query encoder failed (%s: %s); queries use sentence-transformers",
+                        type(e).__name__, e)
+            self.queries = None
+        finally:
+            self._ready.set()
 
     def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
         return self.documents.encode(texts, progress=progress)
@@ -188,7 +222,12 @@ class OnnxQueryEmbedder:
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._query_encoder().encode(texts)
+        if not self._started and self.queries is not None and self.queries.is_cached():
+            self.prepare_queries(background=False)  # a one-shot command: the cached graph opens fast
+        queries = self.queries if self._ready.is_set() else None
+        if queries is None:
+            return self.documents.encode(texts)
+        return queries.encode(texts)
 
 
 QUERY_ENCODERS = ("onnx", "torch")

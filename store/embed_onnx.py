@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -31,12 +32,18 @@ OPSET = 17
 # The exported graph must reproduce sentence-transformers on these before it is kept.
 PROBES = ("video surprise", "a", "Diffusion models for protein structure generation. " * 40)
 MIN_COSINE = 0.9999
+EXPORT_TIMEOUT = 1800  # seconds for the child process (about 10 s of CPU; minutes on a loaded box)
+STALE_TMP_SECONDS = 600  # an export takes seconds; a temp file this old is an abandoned one
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class OnnxUnavailable(Exception):
     """ONNX Runtime, the exporter or this model's layout is not there: use the torch encoder."""
+
+
+class ExportStopped(OnnxUnavailable):
+    """The process is exiting and ended the export child: nothing is wrong."""
 
 
 def _read_json(path: Path) -> dict | list:
@@ -112,6 +119,9 @@ def export_onnx(model_dir: Path, out: Path) -> None:
     ids = torch.ones((2, 8), dtype=torch.long)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        for stale in out.parent.glob(f"{out.stem}*.tmp"):  # left by a process killed mid-export
+            if time.time() - stale.stat().st_mtime > STALE_TMP_SECONDS:
+                stale.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=out.stem, suffix=".tmp")
         os.close(fd)
         os.chmod(tmp, 0o644)  # an image built as root is read by the bot's own user
@@ -153,12 +163,24 @@ class OnnxQueryEncoder:
         self.cache_dir = Path(cache_dir)
         self.threads = threads
         self._run = None
+        self._path: Path | None = None
         self._lock = threading.Lock()
 
     def path(self) -> Path:
-        return cache_path(self.model_dir, self.cache_dir)
+        if self._path is None:  # hashing the weights takes a moment: once
+            self._path = cache_path(self.model_dir, self.cache_dir)
+        return self._path
 
-    def load(self):
+    def is_cached(self) -> bool:
+        """The exported graph is there (opening it is fast; making it takes seconds)."""
+        return self.model_dir.is_dir() and self.path().is_file()
+
+    def load(self, *, in_subprocess: bool = False):
+        """Open the session, exporting the graph first when it is not cached.
+
+        in_subprocess: export in a child process at low priority (the bot does, while it
+        answers): tracing holds the GIL for seconds, and a process must not exit while torch
+        runs in one of its threads."""
         with self._lock:
             if self._run is None:
                 if not self.model_dir.is_dir():
@@ -167,10 +189,39 @@ class OnnxQueryEncoder:
                 path = self.path()
                 if not path.is_file():
                     log.info("exporting %s to ONNX at %s (once)", self.model_dir, path)
-                    export_onnx(self.model_dir, path)
+                    if in_subprocess:
+                        self._export_in_child(path)
+                    else:
+                        export_onnx(self.model_dir, path)
                 self._run = self._open(path)
                 log.info("query encoder: ONNX Runtime (%s)", path)
         return self._run
+
+    def _export_in_child(self, path: Path) -> None:
+        import atexit
+        import subprocess
+        import sys
+
+        env = dict(os.environ)
+        here = str(Path(__file__).resolve().parent.parent)  # where `store` is importable from
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+        child = subprocess.Popen([sys.executable, "-m", "store.embed_onnx", str(self.model_dir), str(path)],
+                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        atexit.register(_stop_child, child)  # the bot stopping mid-export ends the export too
+        try:
+            _, err = child.communicate(timeout=EXPORT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise OnnxUnavailable(f"export took longer than {EXPORT_TIMEOUT} s") from None
+        finally:
+            atexit.unregister(_stop_child)
+        if getattr(child, "stopped_at_exit", False):
+            raise ExportStopped("the export was stopped with the process")
+        if child.returncode != 0:
+            last = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
+            raise OnnxUnavailable(last[0])
 
     def _open(self, path: Path):
         try:
@@ -213,3 +264,40 @@ class OnnxQueryEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return run(texts)
+
+
+def _stop_child(child) -> None:
+    if child.poll() is None:
+        child.stopped_at_exit = True
+        child.terminate()
+        try:
+            child.wait(10)
+        except Exception:
+            child.kill()
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m store.embed_onnx MODEL_DIR OUT.onnx`: the export, run by OnnxQueryEncoder in a child."""
+    import signal
+    import sys
+
+    try:
+        os.nice(19)  # the bot's replies come first
+    except (AttributeError, OSError):
+        pass
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # unwinds, so the temp file is removed
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+        export_onnx(Path(argv[0]), Path(argv[1]))
+    except OnnxUnavailable as e:
+        print(e, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))

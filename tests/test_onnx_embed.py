@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import make_settings
+from conftest import make_settings
 
 pytest.importorskip("onnxruntime")
 
@@ -36,8 +36,10 @@ def onnx_embedder(real_embedder, onnx_dir):
     embedder = make_embedder(query_encoder="onnx", onnx_dir=onnx_dir)
     assert isinstance(embedder, OnnxQueryEmbedder)
     embedder.documents = real_embedder  # the session's loaded model: documents are encoded as before
-    embedder.load()
+    embedder.load()  # as the bot's warm-up: no cached graph yet, so it is exported in the background
+    assert embedder.wait_for_queries(timeout=900)
     assert embedder.query_backend == "onnx"
+    assert len(list(onnx_dir.glob("*.onnx"))) == 1 and not list(onnx_dir.glob("*.tmp"))
     return embedder
 
 
@@ -90,6 +92,7 @@ def test_search_top_ten_is_the_same_with_either_query_encoder(seed_store, onnx_e
 
 @pytest.mark.slow
 def test_the_export_is_made_once_and_reused_by_the_next_start(onnx_embedder, onnx_dir, caplog):
+    """A later process (a one-shot `paperclub search` here) opens the cached graph: no export, no torch."""
     from store.embed import make_embedder
 
     [exported] = list(onnx_dir.glob("*.onnx"))
@@ -112,6 +115,8 @@ def test_a_cache_that_cannot_be_written_falls_back_to_torch_with_a_warning(tmp_p
     embedder = make_embedder(query_encoder="onnx", onnx_dir=blocker / "onnx")
     embedder.documents = real_embedder
     with caplog.at_level(logging.WARNING, logger="store.embed"):
+        embedder.load()
+        assert embedder.wait_for_queries(timeout=60)
         vec = embedder.encode_queries(["video surprise"])
         embedder.encode_queries(["speculative decoding"])
     assert embedder.query_backend == "torch"
@@ -135,8 +140,10 @@ def test_a_model_onnx_cannot_reproduce_falls_back_to_torch(tmp_path, real_embedd
     (model / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     embedder = OnnxQueryEmbedder(real_embedder, OnnxQueryEncoder(str(model), tmp_path / "onnx"))
     with caplog.at_level(logging.WARNING, logger="store.embed"):
-        embedder.encode_queries(["video surprise"])
+        embedder.prepare_queries(background=False)
+        vec = embedder.encode_queries(["video surprise"])
     assert embedder.query_backend == "torch"
+    assert np.array_equal(vec, real_embedder.encode(["video surprise"]))
     assert "unsupported pooling" in caplog.text
     assert not (tmp_path / "onnx").exists() or not list((tmp_path / "onnx").glob("*.onnx"))
 
@@ -145,6 +152,17 @@ def _bundled() -> str:
     from store.embed import resolve_model_path
 
     return resolve_model_path("all-MiniLM-L6-v2")
+
+
+@pytest.mark.slow
+def test_without_a_cached_graph_a_one_shot_query_uses_torch_and_exports_nothing(tmp_path, real_embedder):
+    from store.embed import make_embedder
+
+    embedder = make_embedder(query_encoder="onnx", onnx_dir=tmp_path / "onnx")
+    embedder.documents = real_embedder
+    vec = embedder.encode_queries(["video surprise"])
+    assert np.array_equal(vec, real_embedder.encode(["video surprise"]))
+    assert embedder.query_backend == "torch" and not (tmp_path / "onnx").exists()
 
 
 def test_the_torch_setting_uses_sentence_transformers_for_queries_and_exports_nothing(tmp_path):
