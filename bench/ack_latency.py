@@ -1,6 +1,8 @@
 """Ack and reply latency of the real `paperclub run` process, driven through the fake Slack.
 
     python bench/ack_latency.py [--sequential 200] [--concurrent 40] [--db FILE] [--json]
+        [--query-encoder torch,onnx] [--socket-mode builtin] [--refreshes 3]
+        [--refresh-adapters builtin,websocket_client,aiohttp,websockets]
 
 Starts the fake Slack (tests/fake_slack.py) and `python -m bot run` against it,
 with the bundled ICLR abstracts (copied from --db, or loaded with --load-samples
@@ -8,7 +10,10 @@ into a fresh file). Every command is a different `/paper search ...` so the
 query-embedding cache never helps. Measures, per command:
   ack    envelope sent -> ack received (the fake timestamps both);
   reply  envelope sent -> the reply POSTed to the response_url (polled every 1 ms).
-Prints p50/p95/p99/max for 200 sequential and 40 concurrent commands.
+Prints p50/p95/p99/max for 200 sequential and 40 concurrent commands, once per query
+encoder (PAPERCLUB_QUERY_ENCODER: torch and onnx by default, in one run, with the ratio).
+Then the Socket Mode ack delay across `disconnect` refreshes (bench/socket_refresh.py):
+the bot itself after its burst, and each slack_sdk adapter with a minimal app.
 Targets: ack p99 < 100 ms, search reply p95 < 300 ms.
 """
 from __future__ import annotations
@@ -30,7 +35,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
 from fake_slack import start_fake_slack  # noqa: E402
+from socket_refresh import ADAPTERS, ack_stats, measure_adapter, print_table, refresh_ack_delays  # noqa: E402
 
 BOT_TOKEN = "xoxb-bench-0000-BENCHBOTTOKEN"
 APP_TOKEN = "xapp-1-A1-0000-BENCHAPPTOKEN"
@@ -60,11 +68,11 @@ def queries(n: int) -> list[str]:
     return out
 
 
-def start_bot(fake, db: Path, log: Path, load_samples: bool) -> subprocess.Popen:
+def start_bot(fake, db: Path, log: Path, load_samples: bool, extra_env: dict | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLACK_", "PAPERCLUB_")) and "PROXY" not in k.upper()}
     env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
-               PAPERCLUB_DB=str(db), LOG_LEVEL="INFO", PYTHONUNBUFFERED="1")
+               PAPERCLUB_DB=str(db), LOG_LEVEL="INFO", PYTHONUNBUFFERED="1", **(extra_env or {}))
     args = [sys.executable, "-m", "bot", "run"] + (["--load-samples"] if load_samples else [])
     with open(log, "w") as out:
         proc = subprocess.Popen(args, cwd=db.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -153,27 +161,30 @@ def stats(values: list[float]) -> dict:
             "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sequential", type=int, default=200)
-    ap.add_argument("--concurrent", type=int, default=40)
-    ap.add_argument("--db", type=Path, default=None, help="a seeded database to copy (default: load samples)")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = ap.parse_args()
-
+def bench_one(args, encoder: str, texts: list[str]) -> dict:
+    """One `paperclub run` with this query encoder: sequential and concurrent commands, then refreshes."""
     tmp = Path(tempfile.mkdtemp(prefix="paperclub-bench-"))
     db = tmp / "bench.db"
     if args.db:
         shutil.copyfile(args.db, db)
+    extra = {"PAPERCLUB_QUERY_ENCODER": encoder, "PAPERCLUB_SOCKET_MODE": args.socket_mode}
+    if args.onnx_dir:
+        extra["PAPERCLUB_ONNX_DIR"] = str(args.onnx_dir)
     fake = start_fake_slack()
-    proc = start_bot(fake, db, tmp / "bot.log", load_samples=not args.db)
+    started = time.monotonic()
+    proc = start_bot(fake, db, tmp / "bot.log", load_samples=not args.db, extra_env=extra)
+    connected_s = time.monotonic() - started
     watcher = ReplyWatcher(fake)
-    texts = queries(args.sequential + args.concurrent)
+    refresh = None
     try:
         first_ack, first_reply = run_sequential(fake, watcher, [texts[0]])
         seq = run_sequential(fake, watcher, texts[1 : args.sequential])
         seq = ([*first_ack, *seq[0]], [*first_reply, *seq[1]])
         con = run_concurrent(fake, watcher, texts[args.sequential :])
+        if args.refreshes:
+            delays, lost, gap = refresh_ack_delays(fake, refreshes=args.refreshes)
+            refresh = {"adapter": f"paperclub run ({args.socket_mode})", **ack_stats(delays), "lost": lost,
+                       "gap": gap}
     finally:
         watcher.stop.set()
         proc.send_signal(signal.SIGTERM)
@@ -185,27 +196,70 @@ def main() -> None:
     log = (tmp / "bot.log").read_text(errors="replace")
     leaked = any(t in log for t in ("BENCHBOTTOKEN", "BENCHAPPTOKEN"))
     shutil.rmtree(tmp, ignore_errors=True)
-
-    result = {
+    # What the bot really used: the ONNX session, or torch after a logged fallback.
+    used = "onnx" if "query encoder: ONNX Runtime" in log else "torch"
+    return {
+        "query_encoder": encoder, "used": used, "connected_s": connected_s,
         "sequential": {"ack_ms": stats(seq[0]), "reply_ms": stats(seq[1])},
         "concurrent": {"ack_ms": stats(con[0]), "reply_ms": stats(con[1])},
         "first_command_ms": {"ack": first_ack[0] * 1000, "reply": first_reply[0] * 1000},
-        "load_average": os.getloadavg(),
-        "token_in_log": leaked,
+        "refresh": refresh, "token_in_log": leaked,
     }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sequential", type=int, default=200)
+    ap.add_argument("--concurrent", type=int, default=40)
+    ap.add_argument("--db", type=Path, default=None, help="a seeded database to copy (default: load samples)")
+    ap.add_argument("--query-encoder", default="torch,onnx",
+                    help="comma-separated PAPERCLUB_QUERY_ENCODER values, one bot run each (default: both)")
+    ap.add_argument("--onnx-dir", type=Path, default=os.environ.get("PAPERCLUB_ONNX_DIR") or None,
+                    help="PAPERCLUB_ONNX_DIR for the bot (default: its own, under the XDG cache)")
+    ap.add_argument("--socket-mode", default="builtin", help="PAPERCLUB_SOCKET_MODE for the bot runs")
+    ap.add_argument("--refreshes", type=int, default=3,
+                    help="disconnect refreshes measured per bot run and per adapter (0: none)")
+    ap.add_argument("--refresh-adapters", default=",".join(ADAPTERS),
+                    help="slack_sdk Socket Mode adapters measured across a refresh with a minimal app")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args()
+
+    encoders = [e.strip() for e in args.query_encoder.split(",") if e.strip()]
+    texts = queries(args.sequential + args.concurrent)
+    runs = []
+    for encoder in encoders:
+        runs.append(bench_one(args, encoder, texts))
+        print(f"{encoder}: done", file=sys.stderr)
+    adapters = []
+    if args.refreshes:
+        adapters = [measure_adapter(a, refreshes=args.refreshes, window=4.0, interval=0.05)
+                    for a in args.refresh_adapters.split(",") if a]
+    result = {"runs": runs, "refresh_adapters": adapters, "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps(result, indent=2))
         return
-    print(f"{'':22}{'n':>5}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}   (ms)")
-    for mode in ("sequential", "concurrent"):
-        for kind in ("ack_ms", "reply_ms"):
-            s = result[mode][kind]
-            label = f"{mode} {kind[:-3]}"
-            print(f"{label:22}{s['n']:>5}{s['p50']:>9.1f}{s['p95']:>9.1f}{s['p99']:>9.1f}{s['max']:>9.1f}")
-    print(f"first command: ack {result['first_command_ms']['ack']:.1f} ms, "
-          f"reply {result['first_command_ms']['reply']:.1f} ms")
+    print(f"{'':30}{'n':>5}{'p50':>9}{'p95':>9}{'p99':>9}{'max':>9}   (ms)")
+    for run in runs:
+        label = run["query_encoder"] + ("" if run["used"] == run["query_encoder"] else f"->{run['used']}")
+        for mode in ("sequential", "concurrent"):
+            for kind in ("ack_ms", "reply_ms"):
+                st = run[mode][kind]
+                name = f"{label} {mode} {kind[:-3]}"
+                print(f"{name:30}{st['n']:>5}{st['p50']:>9.1f}{st['p95']:>9.1f}{st['p99']:>9.1f}{st['max']:>9.1f}")
+        print(f"{label}: first command ack {run['first_command_ms']['ack']:.1f} ms, reply "
+              f"{run['first_command_ms']['reply']:.1f} ms; start to connected {run['connected_s']:.1f} s; "
+              f"token in log: {run['token_in_log']}")
+    if len(runs) == 2:
+        a, b = runs
+        ratio = b["concurrent"]["reply_ms"]["p95"] / max(a["concurrent"]["reply_ms"]["p95"], 1e-9)
+        print(f"concurrent reply p95 {b['query_encoder']}/{a['query_encoder']}: {ratio:.2f}")
+    rows = [r["refresh"] for r in runs if r["refresh"]]
+    for run, row in zip([r for r in runs if r["refresh"]], rows):
+        row["adapter"] += f" [{run['query_encoder']}]"
+    if rows or adapters:
+        print_table(rows + adapters)
     print(f"targets: ack p99 < 100 ms, search reply p95 < 300 ms; load average "
-          f"{', '.join(f'{x:.1f}' for x in result['load_average'])}; token in log: {leaked}")
+          f"{', '.join(f'{x:.1f}' for x in result['load_average'])}")
 
 
 if __name__ == "__main__":

@@ -125,27 +125,51 @@ def metrics(ranks: list[int | None]) -> dict[str, float]:
     }
 
 
-def query_vectors(embedder, texts: list[str], cache: Path | None) -> np.ndarray:
-    """Encode the queries, reusing a saved copy next to a --db store when the texts match."""
-    key = hashlib.sha1(json.dumps([embedder.name, texts]).encode()).hexdigest()[:16]
+def query_vectors(embedder, texts: list[str], cache: Path | None, encoder: str = "torch") -> np.ndarray:
+    """Encode the queries, reusing a saved copy next to a --db store when the texts match.
+
+    encoder="onnx": through the ONNX Runtime query encoder the bot uses (in chunks of 64)."""
+    key = hashlib.sha1(json.dumps([embedder.name, texts] + ([encoder] if encoder != "torch" else []))
+                       .encode()).hexdigest()[:16]
     path = cache.with_name(f"queries-{key}.npy") if cache else None
     if path and path.exists():
         return np.load(path)
-    qv = embedder.encode(texts)
+    if encoder == "onnx":
+        onnx = onnx_encoder()
+        qv = np.concatenate([onnx.encode(texts[i:i + 64]) for i in range(0, len(texts), 64)]) if texts \
+            else np.zeros((0, 384), dtype=np.float32)
+    else:
+        qv = embedder.encode(texts)
     if path:
         np.save(path, qv)
     return qv
 
 
+_ONNX = {}
+
+
+def onnx_encoder():
+    """The bundled model's ONNX query encoder, exported once into PAPERCLUB_ONNX_DIR or a temp dir."""
+    if "enc" not in _ONNX:
+        from store.embed import resolve_model_path
+        from store.embed_onnx import OnnxQueryEncoder
+
+        where = os.environ.get("PAPERCLUB_ONNX_DIR") or tempfile.mkdtemp(prefix="pc-onnx-")
+        _ONNX["enc"] = OnnxQueryEncoder(resolve_model_path("all-MiniLM-L6-v2"), where)
+        _ONNX["enc"].load()
+    return _ONNX["enc"]
+
+
 class Runs:
     """Per-query candidate lists, computed once per BM25 column weighting and reused by fusion."""
 
-    def __init__(self, searcher: Searcher, queries: list[tuple[str, str]], cache: Path | None = None):
+    def __init__(self, searcher: Searcher, queries: list[tuple[str, str]], cache: Path | None = None,
+                 encoder: str = "torch"):
         self.searcher = searcher
         self.queries = queries
         texts = [clip_query(q) for q, _ in queries]
         t = time.perf_counter()
-        qv = query_vectors(searcher.embedder, texts, cache)
+        qv = query_vectors(searcher.embedder, texts, cache, encoder)
         index = searcher.index()
         self.embed_s = time.perf_counter() - t
         self.dense = []
@@ -208,6 +232,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
                     help="PostgreSQL server for --backend postgresql (a throwaway database is made there)")
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
+    ap.add_argument("--query-encoder", choices=("torch", "onnx", "both"), default="torch",
+                    help="encode the queries with sentence-transformers, the bot's ONNX Runtime encoder, or both "
+                         "(both: the ONNX results after the torch ones, and their MRR@10 side by side)")
     ap.add_argument("--db", default=None, help="keep the SQLite store here and reuse it on the next run")
     ap.add_argument("--limit", type=int, default=None, help="only the first N records per file")
     ap.add_argument("--max-df", type=float, default=MAX_DF,
@@ -262,7 +289,7 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
     cache = Path(args.db) if args.db else None
     for name, rows in files.items():
         queries = [(q, ids[r["id"]]) for r in rows if r["id"] in ids for q in r["queries"] if q.strip()]
-        runs[name] = Runs(searcher, queries, cache)
+        runs[name] = Runs(searcher, queries, cache, "onnx" if args.query_encoder == "onnx" else "torch")
         print(f"{name}: {len(queries)} queries embedded in {runs[name].embed_s:.1f}s", file=sys.stderr)
 
     weights, fusion = COLUMN_WEIGHTS, dict(FUSION)
@@ -286,9 +313,21 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
 
     print(f"\nsettings: columns {weights}, fusion {fusion}")
     out = {}
-    for name, run in runs.items():
-        out[name] = run.score(weights, fusion)
-        table(name, out[name], len(run.queries))
+    encoders = {"torch": ["torch"], "onnx": ["onnx"], "both": ["torch", "onnx"]}[args.query_encoder]
+    for encoder in encoders:
+        for name, run in runs.items():
+            if encoder == "onnx" and args.query_encoder == "both":
+                run = Runs(searcher, run.queries, cache, encoder)
+            res = run.score(weights, fusion)
+            out[name if len(encoders) == 1 else f"{name}/{encoder}"] = res
+            table(f"{name} (queries: {encoder})", res, len(run.queries))
+    if len(encoders) == 2:
+        print("\nquery encoder torch vs onnx (MRR@10)")
+        for name in runs:
+            t, o = out[f"{name}/torch"], out[f"{name}/onnx"]
+            print("  " + name + "  " + "  ".join(f"{k} {t[k]['MRR@10']:.4f} vs {o[k]['MRR@10']:.4f} "
+                                                f"({o[k]['MRR@10'] - t[k]['MRR@10']:+.4f})"
+                                                for k in ("dense", "hybrid")))
     store.close()
     return out
 

@@ -59,7 +59,8 @@ class Ctx:
     def embedder(self):
         from store.embed import make_embedder
 
-        return make_embedder(self.settings.model, bf16=self.settings.embed_bf16)
+        s = self.settings
+        return make_embedder(s.model, bf16=s.embed_bf16, query_encoder=s.query_encoder, onnx_dir=s.onnx_cache_dir)
 
     @cached_property
     def searcher(self):
@@ -495,6 +496,24 @@ def health(c: Ctx, max_age):
         click.echo(f"unhealthy: {result.message}", err=True)
         sys.exit(1)
     click.echo(result.message)
+
+
+@cli.command("export-onnx")
+@pass_ctx
+def export_onnx(c: Ctx):
+    """Export the model's ONNX query encoder into PAPERCLUB_ONNX_DIR now (the image does this at build time)."""
+    from store.embed import OnnxQueryEmbedder
+    from store.embed_onnx import OnnxUnavailable
+
+    embedder = c.embedder
+    if not isinstance(embedder, OnnxQueryEmbedder):
+        raise click.ClickException(f"model {c.settings.model!r} with PAPERCLUB_QUERY_ENCODER="
+                                   f"{c.settings.query_encoder} has no ONNX query encoder to export.")
+    try:
+        embedder.queries.load()
+    except OnnxUnavailable as e:
+        raise click.ClickException(f"ONNX export failed: {e}") from None
+    click.echo(str(embedder.queries.path()))
 
 
 @cli.command()

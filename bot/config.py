@@ -1,10 +1,14 @@
 """The one place that reads the environment (and `.env`)."""
 from __future__ import annotations
 
+import os
 import re
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+SOCKET_MODES = ("builtin", "websocket_client")  # bot/runner.socket_mode_handler
 
 
 def _env(name: str, **kw):
@@ -23,9 +27,16 @@ class Settings(BaseSettings):
     db_wait_seconds: float = _env("PAPERCLUB_DB_WAIT_SECONDS", default=60.0, ge=0)
     model: str = _env("PAPERCLUB_MODEL", default="all-MiniLM-L6-v2")
     embed_bf16: str = _env("PAPERCLUB_EMBED_BF16", default="auto")
+    # Search queries through ONNX Runtime ("onnx", falling back to torch when it cannot) or "torch".
+    query_encoder: str = _env("PAPERCLUB_QUERY_ENCODER", default="onnx")
+    # Where the model's exported ONNX graph is kept (default: $XDG_CACHE_HOME/paperclub/onnx).
+    onnx_dir: str | None = _env("PAPERCLUB_ONNX_DIR", default=None)
+    xdg_cache_home: str | None = _env("XDG_CACHE_HOME", default=None)
     slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
     slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")
+    # slack_sdk's Socket Mode client: "builtin" or "websocket_client" (needs the websocket-client package).
+    socket_mode: str = _env("PAPERCLUB_SOCKET_MODE", default="builtin")
     command: str = _env("PAPERCLUB_COMMAND", default="/paper")
     timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
     catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0)
@@ -47,6 +58,30 @@ class Settings(BaseSettings):
     def _slash(cls, v: str) -> str:
         return v if v.endswith("/") else v + "/"
 
+    @field_validator("query_encoder")
+    @classmethod
+    def _query_encoder(cls, v: str) -> str:
+        from store.embed import QUERY_ENCODERS
+
+        v = v.strip().lower()
+        if v not in QUERY_ENCODERS:
+            raise ValueError(f"PAPERCLUB_QUERY_ENCODER must be one of {', '.join(QUERY_ENCODERS)}, not {v!r}")
+        return v
+
+    @field_validator("socket_mode")
+    @classmethod
+    def _socket_mode(cls, v: str) -> str:
+        v = v.strip().lower()
+        if v not in SOCKET_MODES:
+            raise ValueError(f"PAPERCLUB_SOCKET_MODE must be one of {', '.join(SOCKET_MODES)}, not {v!r}")
+        if v == "websocket_client":
+            try:
+                import websocket  # noqa: F401
+            except ImportError:
+                raise ValueError("PAPERCLUB_SOCKET_MODE=websocket_client needs the websocket-client package "
+                                 "(pip install websocket-client)") from None
+        return v
+
     @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", mode="before")
     @classmethod
     def _blank_is_none(cls, v):
@@ -59,6 +94,13 @@ class Settings(BaseSettings):
 
         parse_weights(v)  # a typo fails at start-up with the entry named, not silently at the first reaction
         return v
+
+    @property
+    def onnx_cache_dir(self) -> str:
+        if self.onnx_dir:
+            return self.onnx_dir
+        base = self.xdg_cache_home or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(base, "paperclub", "onnx")
 
     @property
     def has_slack_tokens(self) -> bool:

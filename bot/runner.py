@@ -95,34 +95,23 @@ def limit_torch_threads() -> None:
     torch.set_num_threads(1)
 
 
-class BatchingEmbedder:
-    """Wraps an embedder so concurrent one-query encodes share one forward pass.
+class _Coalescer:
+    """Concurrent one-text calls of `fn` share one batched call.
 
-    Whoever finds the model idle encodes every query waiting at that moment
-    (its own included); the others wait for their vectors. A lone query goes
-    straight through, so there is no timer and no added latency. Measured on
-    2 cores: one query 13-40 ms, ten together 50 ms.
+    Whoever finds `fn` idle encodes every text waiting at that moment (its own
+    included); the others wait for their vectors. A lone text goes straight
+    through, so there is no timer and no added latency.
     """
 
-    def __init__(self, inner, max_batch: int = 64):
-        self.inner = inner
-        self.name = inner.name
+    def __init__(self, fn, max_batch: int):
+        self.fn = fn
         self.max_batch = max_batch
         self._cond = threading.Condition()
         self._pending: list[dict] = []
         self._busy = False
 
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def load(self):
-        return self.inner.load() if hasattr(self.inner, "load") else None
-
-    def encode(self, texts, *, progress: bool = False):
-        if len(texts) != 1:  # batches (ingest, warm-up) need no help
-            return self.inner.encode(texts, progress=progress)
-        slot = {"text": texts[0], "done": False, "vector": None, "error": None}
+    def one(self, text: str):
+        slot = {"text": text, "done": False, "vector": None, "error": None}
         with self._cond:
             self._pending.append(slot)
             while not slot["done"]:
@@ -145,7 +134,7 @@ class BatchingEmbedder:
 
     def _encode_batch(self, batch: list[dict]) -> None:
         try:
-            vectors = self.inner.encode([s["text"] for s in batch])
+            vectors = self.fn([s["text"] for s in batch])
             for s, v in zip(batch, vectors):
                 s["vector"] = v
         except Exception as e:  # every waiter gets the failure, not just the one who ran it
@@ -155,13 +144,64 @@ class BatchingEmbedder:
             s["done"] = True
 
 
+class BatchingEmbedder:
+    """Wraps an embedder so concurrent one-query encodes share one forward pass.
+
+    Measured on 2 cores: one query 13-40 ms, ten together 50 ms. An embedder with
+    its own query path (`encode_queries`, ONNX Runtime) is batched there, apart
+    from the document encodes.
+    """
+
+    def __init__(self, inner, max_batch: int = 64):
+        self.inner = inner
+        self.name = inner.name
+        self.max_batch = max_batch
+        self._documents = _Coalescer(inner.encode, max_batch)
+        queries = getattr(inner, "encode_queries", None)
+        self._queries = _Coalescer(queries, max_batch) if queries is not None else self._documents
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def load(self):
+        return self.inner.load() if hasattr(self.inner, "load") else None
+
+    def encode(self, texts, *, progress: bool = False):
+        if len(texts) != 1:  # batches (ingest, warm-up) need no help
+            return self.inner.encode(texts, progress=progress)
+        return self._documents.one(texts[0])
+
+    def encode_queries(self, texts):
+        if len(texts) != 1:
+            return (getattr(self.inner, "encode_queries", None) or self.inner.encode)(texts)
+        return self._queries.one(texts[0])
+
+
+def socket_mode_handler(app, app_token: str, adapter: str = "builtin"):
+    """Bolt's Socket Mode handler over slack_sdk's `builtin` client or the `websocket_client` one.
+
+    Both drive the same sync App. The builtin client swaps to a new socket on a `disconnect`
+    refresh only once the old one is closed, which can wait out its 3 s receive timeout;
+    bench/ack_latency.py --refreshes measures the ack delay across a refresh per adapter.
+    """
+    from .config import SOCKET_MODES
+
+    if adapter == "websocket_client":
+        from slack_bolt.adapter.socket_mode.websocket_client import SocketModeHandler
+    elif adapter == "builtin":
+        from slack_bolt.adapter.socket_mode import SocketModeHandler
+    else:
+        raise ValueError(f"Socket Mode adapter must be one of {', '.join(SOCKET_MODES)}, not {adapter!r}")
+    return SocketModeHandler(app, app_token, ping_interval=PING_SECONDS)
+
+
 def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
             stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
 
     True when all work in flight finished; False when the drain gave up on some.
     """
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackClientError
 
@@ -191,7 +231,8 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     searcher.warm()  # before connecting, so the first command is as fast as the rest
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
-    handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value(), ping_interval=PING_SECONDS)
+    handler = socket_mode_handler(app, settings.slack_app_token.get_secret_value(),
+                                  getattr(settings, "socket_mode", None) or "builtin")
     try:
         try:
             handler.connect()

@@ -20,7 +20,7 @@ from .posts import PostStatus
 # Everything else loads on first use (PEP 562): `paperclub health` runs every minute in a
 # container and must not pay for compiling the parser's and summariser's regexes.
 _LAZY = {
-    "store.embed": ["Embedder", "make_embedder", "HashingEmbedder", "SentenceTransformerEmbedder"],
+    "store.embed": ["Embedder", "make_embedder", "HashingEmbedder", "SentenceTransformerEmbedder", "OnnxQueryEmbedder"],
     "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
                      "read_file", "bundled_sample_paths"],
     "store.search": ["Searcher", "Hit", "hits_json"],
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
         choose_presenter, club_for, decide, next_session, nominate, parse_away, propose, session_starts,
         set_club, tally, timeline,
     )
-    from .embed import Embedder, HashingEmbedder, SentenceTransformerEmbedder, make_embedder  # noqa: F401
+    from .embed import Embedder, HashingEmbedder, OnnxQueryEmbedder, SentenceTransformerEmbedder, make_embedder  # noqa: F401
     from .feedback import (  # noqa: F401
         DEFAULT_WEIGHTS, Recorded, channel_digest, forget_member, parse_weights, reading_list,
         record_reaction, replay_channel, sync_saved,

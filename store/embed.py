@@ -1,4 +1,4 @@
-"""Text embedders: the sentence-transformers one (lazy) and a hashing one for tests."""
+"""Text embedders: the sentence-transformers one (lazy), its ONNX-for-queries variant, and a hashing one for tests."""
 from __future__ import annotations
 
 import hashlib
@@ -40,6 +40,15 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+def offline_quiet() -> None:
+    """Nothing may be fetched from a hub at run time, and loading prints no progress bars."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
 def cpu_has_amx() -> bool:
     """bf16 autocast only pays on CPUs with AMX tiles; elsewhere it is slower than fp32."""
     try:
@@ -69,12 +78,7 @@ class SentenceTransformerEmbedder:
         """Load the model now (the bot does this before connecting)."""
         with self._lock:
             if self._model is None:
-                # Nothing may be fetched from a hub at run time.
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                offline_quiet()
                 from sentence_transformers import SentenceTransformer
 
                 path = resolve_model_path(self.name)
@@ -137,9 +141,115 @@ class HashingEmbedder:
         return out
 
 
-def make_embedder(model: str = DEFAULT_MODEL, *, bf16: str = "auto") -> Embedder:
-    """The embedder a model setting names; `hashing-N` is the weightless one (tests, smoke runs)."""
+class OnnxQueryEmbedder:
+    """Documents through sentence-transformers, queries through ONNX Runtime: one model, one name.
+
+    `encode` (ingest, papers) is the sentence-transformers embedder's; `encode_queries` (what
+    `Searcher.embed_query` calls) goes through the ONNX session, whose vectors match it
+    (cosine >= 0.9999, checked when the graph is exported).
+
+    `load()` (the bot's warm-up) opens the cached graph at once, or exports it in a background
+    thread while queries use sentence-transformers, so a first start connects as fast as
+    before. When ONNX cannot be had (no onnxruntime, a model it cannot reproduce, a failed
+    export) queries stay on sentence-transformers, with one warning.
+    """
+
+    def __init__(self, documents: SentenceTransformerEmbedder, queries):
+        self.documents = documents
+        self.queries = queries  # an OnnxQueryEncoder, or None once it proved unavailable
+        self.name = documents.name
+        self._lock = threading.Lock()
+        self._started = False
+        self._ready = threading.Event()  # set once the session is open or ONNX proved unavailable
+
+    @property
+    def dim(self) -> int:
+        return self.documents.dim
+
+    @property
+    def query_backend(self) -> str:
+        """What answers queries right now: "onnx", or "torch" (before the export is done, or for good)."""
+        return "onnx" if self._ready.is_set() and self.queries is not None else "torch"
+
+    def load(self, *, background: bool = True):
+        """Load the document model and open (or start exporting) the query session."""
+        model = self.documents.load()
+        self.prepare_queries(background=background)
+        return model
+
+    def prepare_queries(self, *, background: bool = True) -> None:
+        """Open the cached ONNX graph now; without one, export it (in a thread when `background`)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        if self.queries is None:
+            self._ready.set()
+        elif background and not self.queries.is_cached():
+            log.info("exporting the ONNX query encoder in the background; until it is ready, "
+                     "queries use sentence-transformers")
+            threading.Thread(target=self._export_in_background, name="onnx-export", daemon=True).start()
+        else:
+            self._open_queries()
+
+    def wait_for_queries(self, timeout: float | None = None) -> bool:
+        """Wait until the query encoder is settled (ONNX open, or torch for good)."""
+        return self._ready.wait(timeout)
+
+    def _export_in_background(self) -> None:
+        self._open_queries(in_subprocess=True)
+
+    def _open_queries(self, *, in_subprocess: bool = False) -> None:
+        from .embed_onnx import ExportStopped, OnnxUnavailable
+
+        try:
+            self.queries.load(in_subprocess=in_subprocess)
+        except ExportStopped:
+            self.queries = None
+        except OnnxUnavailable as e:
+            log.warning("ONNX query encoder unavailable (%s); queries use sentence-transformers", e)
+            self.queries = None
+        except Exception as e:  # never let the query path take the bot down
+            log.warning("ONNX query encoder failed (%s: %s); queries use sentence-transformers",
+                        type(e).__name__, e)
+            self.queries = None
+        finally:
+            self._ready.set()
+
+    def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        return self.documents.encode(texts, progress=progress)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not self._started and self.queries is not None and self.queries.is_cached():
+            self.prepare_queries(background=False)  # a one-shot command: the cached graph opens fast
+        queries = self.queries if self._ready.is_set() else None
+        if queries is None:
+            return self.documents.encode(texts)
+        return queries.encode(texts)
+
+
+QUERY_ENCODERS = ("onnx", "torch")
+
+
+def make_embedder(model: str = DEFAULT_MODEL, *, bf16: str = "auto", query_encoder: str = "torch",
+                  onnx_dir: str | Path | None = None, onnx_threads: int = 1) -> Embedder:
+    """The embedder a model setting names; `hashing-N` is the weightless one (tests, smoke runs).
+
+    query_encoder="onnx" (with `onnx_dir`, where the exported graph is cached) encodes search
+    queries through ONNX Runtime and everything else through sentence-transformers.
+    """
     m = re.fullmatch(r"hashing(?:-(\d+))?", model.strip())
     if m:
         return HashingEmbedder(int(m.group(1) or 256), name=model.strip())
-    return SentenceTransformerEmbedder(model, bf16=bf16)
+    if query_encoder not in QUERY_ENCODERS:
+        raise ValueError(f"query encoder must be one of {', '.join(QUERY_ENCODERS)}, not {query_encoder!r}")
+    documents = SentenceTransformerEmbedder(model, bf16=bf16)
+    if query_encoder == "torch":
+        return documents
+    if onnx_dir is None:
+        raise ValueError("query_encoder='onnx' needs onnx_dir, where the exported model is kept")
+    from .embed_onnx import OnnxQueryEncoder
+
+    return OnnxQueryEmbedder(documents, OnnxQueryEncoder(resolve_model_path(model), onnx_dir, threads=onnx_threads))

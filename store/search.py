@@ -251,7 +251,10 @@ class Searcher:
 
     # -- state ----------------------------------------------------------------
     def warm(self) -> None:
-        """Load the model and the vectors now (the bot does this before connecting)."""
+        """Load the model(s) and the vectors now (the bot does this before connecting)."""
+        load = getattr(self.embedder, "load", None)
+        if load is not None:  # the document encoder too, when queries have their own
+            load()
         self.embed_query("warm up")
         self.index()
 
@@ -276,7 +279,9 @@ class Searcher:
             if vec is not None:
                 self._cache.move_to_end(text)
                 return vec
-        vec = self.embedder.encode([text])[0]
+        # An embedder with a query path of its own (ONNX Runtime) is used through it.
+        encode = getattr(self.embedder, "encode_queries", None) or self.embedder.encode
+        vec = encode([text])[0]
         with self._lock:
             self._cache[text] = vec
             while len(self._cache) > QUERY_CACHE_SIZE:

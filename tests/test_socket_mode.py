@@ -1,0 +1,52 @@
+"""PAPERCLUB_SOCKET_MODE picks slack_sdk's Socket Mode client; each one answers through the fake Slack
+and survives a `disconnect` refresh."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from conftest import APP_TOKEN, BOT_TOKEN, make_settings
+
+
+def _connect(adapter: str, fake):
+    from slack_bolt import App
+    from slack_sdk import WebClient
+
+    from bot.runner import socket_mode_handler
+
+    app = App(token=BOT_TOKEN, client=WebClient(token=BOT_TOKEN, base_url=fake.api_url))
+
+    @app.command("/paper")
+    def _ack(ack):
+        ack()
+
+    handler = socket_mode_handler(app, APP_TOKEN, adapter)
+    handler.connect()
+    return handler
+
+
+@pytest.mark.parametrize("adapter", ["builtin", "websocket_client"])
+def test_each_socket_mode_client_acks_commands_before_and_after_a_refresh(adapter, fake_slack):
+    from fake_slack import stop_socket_mode
+
+    if adapter == "websocket_client":
+        pytest.importorskip("websocket", reason="websocket-client is not installed")
+    handler = _connect(adapter, fake_slack)
+    try:
+        fake_slack.wait_connected(timeout=10)
+        fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
+        before = fake_slack.connections_total
+        fake_slack.send_disconnect("refresh_requested")
+        fake_slack.wait_connected(total=before + 1, timeout=15)
+        fake_slack.wait_for(lambda: fake_slack.connections_open == 1, timeout=10)
+        fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
+        assert fake_slack.connections_total == before + 1  # one new socket, not a reconnect storm
+    finally:
+        stop_socket_mode(fake_slack, handler)
+    assert not fake_slack.protocol_errors
+
+
+def test_the_socket_mode_setting_defaults_to_builtin_and_refuses_unknown_clients():
+    assert make_settings().socket_mode == "builtin"
+    with pytest.raises(ValidationError, match="PAPERCLUB_SOCKET_MODE must be one of builtin, websocket_client"):
+        make_settings(socket_mode="aiohttp")
