@@ -20,6 +20,10 @@ class Settings(BaseSettings):
     db: str = _env("PAPERCLUB_DB", default="./paperclub.db")
     model: str = _env("PAPERCLUB_MODEL", default="all-MiniLM-L6-v2")
     embed_bf16: str = _env("PAPERCLUB_EMBED_BF16", default="auto")
+    # Dense search (store/vectors.py): exact up to this many vectors, an HNSW graph beyond; the
+    # graph is saved at this path (if set) so a restart loads it instead of building it again.
+    exact_limit: int = _env("PAPERCLUB_EXACT_LIMIT", default=200_000, gt=0)
+    index_cache: str | None = _env("PAPERCLUB_INDEX_CACHE", default=None)
     slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
     slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")

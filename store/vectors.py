@@ -337,7 +337,18 @@ class DenseIndex:
         return [(self._pids[int(rows[i])], float(scores[i])) for i in top if np.isfinite(scores[i])]
 
     # -- a saved graph, so a restart does not rebuild it ------------------------------------
-    def save(self, path: str | Path, *, version: int, model: str) -> bool:
+    def drop_unseen(self, seen: set[str]) -> int:
+        """Forget the vectors of rows whose paper is not in `seen` (a saved graph of papers the
+        store no longer holds); how many were dropped."""
+        gone = [i for i, pid in enumerate(self._pids) if self._valid[i] and pid not in seen]
+        if gone:
+            self._valid[gone] = False
+            self._count -= len(gone)
+            if self._ann is not None:
+                self._ann.remove(np.asarray(gone, dtype=np.uint64))
+        return len(gone)
+
+    def save(self, path: str | Path, *, version: int, model: str, store: str = "") -> bool:
         """Write the approximate index and its row ids (atomically); False in exact mode."""
         if self._ann is None:
             return False
@@ -346,7 +357,7 @@ class DenseIndex:
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         self._ann.save(str(tmp))
         rows = np.flatnonzero(self._valid[: self._size])
-        meta = {"version": version, "model": model, "dim": self.dim, "ids": self._pids,
+        meta = {"version": version, "model": model, "store": store, "dim": self.dim, "ids": self._pids,
                 "valid": rows.tolist()}
         side = path.with_name(path.name + ".json")
         side_tmp = side.with_name(side.name + f".{os.getpid()}.tmp")
@@ -356,16 +367,17 @@ class DenseIndex:
         return True
 
     @classmethod
-    def load(cls, path: str | Path, *, model: str, max_version: int, **kwargs) -> tuple[DenseIndex, int] | None:
+    def load(cls, path: str | Path, *, model: str, max_version: int, store: str = "",
+             **kwargs) -> tuple[DenseIndex, int] | None:
         """(index, version) from save(); None when there is none, or it is of another model or
-        of a later version than the store (a restored backup): then the caller builds anew."""
+        store, or of a later version than the store (a restored backup): then the caller builds anew."""
         from usearch.index import Index
 
         path = Path(path)
         side = path.with_name(path.name + ".json")
         try:
             meta = json.loads(side.read_text())
-            if meta["model"] != model or meta["version"] > max_version:
+            if meta["model"] != model or meta.get("store", "") != store or meta["version"] > max_version:
                 return None
             ann = Index.restore(str(path))
         except (OSError, ValueError, KeyError, RuntimeError):
@@ -395,11 +407,15 @@ def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
     if index is not None and since == version:
         return index, version
     if index is None:
-        loaded = DenseIndex.load(cache, model=model, max_version=version, **kwargs) if cache else None
+        loaded = DenseIndex.load(cache, model=model, max_version=version, store=store.path,
+                                 **kwargs) if cache else None
         if loaded is not None:
             index, saved = loaded
+            seen: set[str] = set()
             for batch in store.vector_changes(model, vectors=False):  # facets and names
                 index.apply(batch)
+                seen.update(r[0] for r in batch)
+            index.drop_unseen(seen)
             for batch in store.vector_changes(model, since=saved):
                 index.apply(batch)
             return index, version
@@ -408,7 +424,7 @@ def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
         for batch in store.vector_changes(model):
             index.apply(batch, expected=expected)
         if cache:
-            index.save(cache, version=version, model=model)
+            index.save(cache, version=version, model=model, store=store.path)
         return index, version
     for batch in store.vector_changes(model, since=since):
         index.apply(batch)
