@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -38,11 +40,47 @@ MAX_FETCH = 4_096  # the most candidates asked of the graph for a filtered query
 _GROW = 1.25
 
 
+class _ReadWriteLock:
+    """Many readers at once, or one writer: searches run side by side, a refresh alone (its
+    arrays may be reallocated and the graph resized under it)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+
+    @contextmanager
+    def read(self):
+        with self._cond:
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self):
+        with self._cond:
+            self._cond.wait_for(lambda: not self._readers)
+            yield
+
+
+def _reading(fn):
+    def call(self, *args, **kwargs):
+        with self._rw.read():
+            return fn(self, *args, **kwargs)
+    call.__doc__, call.__name__ = fn.__doc__, fn.__name__
+    return call
+
+
 class DenseIndex:
     """Vectors and facets (collection, year, short name) of every paper, updated in place.
 
     Rows are never removed: a paper whose text changed and has no current vector yet stays
     as an invalid row (skipped by search, `vector()` None) until its new vector arrives.
+    Safe to share across threads: searches read side by side, `apply` writes alone.
     """
 
     def __init__(self, *, exact_limit: int = EXACT_LIMIT, dtype: str = "f16",
@@ -56,6 +94,7 @@ class DenseIndex:
         self.expansion_add = expansion_add
         self.expansion_search = expansion_search
         self.threads = threads
+        self._rw = _ReadWriteLock()
         self._pids: list[str] = []  # row -> paper id (every paper, with or without a vector)
         self.row: dict[str, int] = {}
         self.dim = 0
@@ -72,6 +111,7 @@ class DenseIndex:
         self.names: dict[str, str] = {}  # lower-cased short name -> paper id, latest update wins
         self._name_of: dict[str, str] = {}  # paper id -> its lower-cased short name
         self.rows_loaded = 0  # rows read from the store, for tests and figures
+        self.restored_from: int | None = None  # the saved graph's version, when loaded from one
         self._picks_cache: tuple | None = None
 
     # -- size ------------------------------------------------------------------
@@ -98,6 +138,10 @@ class DenseIndex:
         straight into the approximate index."""
         if not rows:
             return
+        with self._rw.write():
+            self._apply(rows, expected)
+
+    def _apply(self, rows: Sequence[tuple], expected: int) -> None:
         self.rows_loaded += len(rows)
         self._picks_cache = None
         self._reserve(self._size + len(rows))
@@ -223,6 +267,7 @@ class DenseIndex:
         return self._order(a) > self._order(b)
 
     # -- reading -------------------------------------------------------------------
+    @_reading
     def vector(self, paper_id: str) -> np.ndarray | None:
         i = self.row.get(paper_id)
         if i is None or not self._valid[i]:
@@ -231,6 +276,7 @@ class DenseIndex:
             return np.asarray(self._ann.get(i), dtype=np.float32)
         return self._matrix[i]
 
+    @_reading
     def vectors(self, rows: np.ndarray) -> np.ndarray:
         """float32 vectors of these (valid) rows."""
         if self._ann is not None:
@@ -250,6 +296,7 @@ class DenseIndex:
         """Ids of the papers with a vector, in `matrix` order."""
         return self._picks()[0]
 
+    @_reading
     def _picks(self):
         if self._ann is not None:
             raise AttributeError("the approximate index keeps no float32 matrix")
@@ -274,6 +321,7 @@ class DenseIndex:
             mask = m if mask is None else mask & m
         return mask
 
+    @_reading
     def search(self, query: np.ndarray, k: int, *, collection: str | None = None,
                year: int | None = None, exclude: str | None = None) -> list[tuple[str, float]]:
         """(paper id, cosine) of the k nearest papers, best first."""
@@ -340,6 +388,10 @@ class DenseIndex:
     def drop_unseen(self, seen: set[str]) -> int:
         """Forget the vectors of rows whose paper is not in `seen` (a saved graph of papers the
         store no longer holds); how many were dropped."""
+        with self._rw.write():
+            return self._drop_unseen(seen)
+
+    def _drop_unseen(self, seen: set[str]) -> int:
         gone = [i for i, pid in enumerate(self._pids) if self._valid[i] and pid not in seen]
         if gone:
             self._valid[gone] = False
@@ -352,7 +404,10 @@ class DenseIndex:
         """Write the approximate index and its row ids (atomically); False in exact mode."""
         if self._ann is None:
             return False
-        path = Path(path)
+        with self._rw.read():
+            return self._save(Path(path), version, model, store)
+
+    def _save(self, path: Path, version: int, model: str, store: str) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         self._ann.save(str(tmp))
@@ -394,6 +449,7 @@ class DenseIndex:
         index._reserve(index._size)
         index._valid[np.asarray(meta["valid"], dtype=np.int64)] = True
         index._count = len(meta["valid"])
+        index.restored_from = int(meta["version"])
         return index, int(meta["version"])
 
 
