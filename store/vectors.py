@@ -42,15 +42,18 @@ _GROW = 1.25
 
 class _ReadWriteLock:
     """Many readers at once, or one writer: searches run side by side, a refresh alone (its
-    arrays may be reallocated and the graph resized under it)."""
+    arrays may be reallocated and the graph resized under it). A waiting writer goes first:
+    back-to-back searches never keep a refresh out. Not re-entrant for readers."""
 
     def __init__(self):
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._readers = 0
+        self._writers = 0  # waiting or writing
 
     @contextmanager
     def read(self):
         with self._cond:
+            self._cond.wait_for(lambda: not self._writers)
             self._readers += 1
         try:
             yield
@@ -63,8 +66,13 @@ class _ReadWriteLock:
     @contextmanager
     def write(self):
         with self._cond:
+            self._writers += 1
             self._cond.wait_for(lambda: not self._readers)
-            yield
+            try:
+                yield
+            finally:
+                self._writers -= 1
+                self._cond.notify_all()
 
 
 def _reading(fn):
@@ -279,6 +287,9 @@ class DenseIndex:
     @_reading
     def vectors(self, rows: np.ndarray) -> np.ndarray:
         """float32 vectors of these (valid) rows."""
+        return self._vectors(rows)
+
+    def _vectors(self, rows: np.ndarray) -> np.ndarray:
         if self._ann is not None:
             if not len(rows):
                 return np.zeros((0, self.dim), dtype=np.float32)
@@ -373,7 +384,7 @@ class DenseIndex:
         scores = np.empty(len(rows), dtype=np.float32)
         for start in range(0, len(rows), 50_000):
             chunk = rows[start : start + 50_000]
-            scores[start : start + len(chunk)] = self.vectors(chunk) @ query
+            scores[start : start + len(chunk)] = self._vectors(chunk) @ query
         return self._top(rows, scores, k)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:

@@ -179,3 +179,40 @@ def test_searcher_past_the_threshold_refreshes_the_graph_and_restarts_from_it(re
         assert again.find_exact("p42").id == "p00042"  # names come back with the facets
     finally:
         store.close()
+
+
+def test_searches_on_other_threads_are_answered_while_the_index_grows_into_the_graph(real_vectors):
+    """The bot searches on worker threads while a refresh applies another replica's rows,
+    crossing the threshold (the matrix becomes a graph) and resizing the graph."""
+    import threading
+
+    vectors = perturbed(real_vectors, 4000, seed=7)
+    index = DenseIndex(threads=1, exact_limit=1500)
+    rows = [(f"p{i:05d}", VENUES[i % len(VENUES)], 2025, f"n{i}", float(i), v.tobytes())
+            for i, v in enumerate(vectors)]
+    index.apply(rows[:200])
+    stop, errors, answered = threading.Event(), [], [0]
+
+    def searching(seed: int):
+        q = perturbed(real_vectors, 50, seed=seed)
+        while not stop.is_set():
+            try:
+                for v in q:
+                    hits = index.search(v, 10, collection="ICLR" if seed % 2 else None)
+                    assert hits and all(index.vector(pid) is not None for pid, _ in hits)
+                    answered[0] += 1
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+                return
+
+    workers = [threading.Thread(target=searching, args=(s,)) for s in (11, 12)]
+    for w in workers:
+        w.start()
+    for start in range(200, len(rows), 300):
+        index.apply(rows[start : start + 300])
+    stop.set()
+    for w in workers:
+        w.join()
+    assert not errors, errors[0]
+    assert index.approximate and len(index) == 4000 and answered[0] > 0
+    assert index.search(vectors[3999], 1)[0][0] == "p03999"
