@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     # Where the model's exported ONNX graph is kept (default: $XDG_CACHE_HOME/paperclub/onnx).
     onnx_dir: str | None = _env("PAPERCLUB_ONNX_DIR", default=None)
     xdg_cache_home: str | None = _env("XDG_CACHE_HOME", default=None)
+    # Dense search (store/vectors.py): exact up to this many vectors, an HNSW graph beyond; the
+    # graph is saved at this path (if set) so a restart loads it instead of building it again.
+    exact_limit: int = _env("PAPERCLUB_EXACT_LIMIT", default=200_000, gt=0)
+    index_cache: str | None = _env("PAPERCLUB_INDEX_CACHE", default=None)
     slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
     slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")

@@ -214,7 +214,8 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     if threading.current_thread() is threading.main_thread():
         _install_signal_handlers(stop)
 
-    searcher = Searcher(store, BatchingEmbedder(embedder))
+    searcher = Searcher(store, BatchingEmbedder(embedder), exact_limit=settings.exact_limit,
+                        index_cache=settings.index_cache)
     work = work_pool()
     deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),
                       later=make_later(work))

@@ -1,9 +1,9 @@
 """Hybrid search: the store's lexical (BM25) ranking and embedding cosine, fused; "more like this".
 
-Exact matches on a paper id or short name go first. The vectors live in one
-in-memory float32 matrix (a single matrix-vector product per query is fast
-enough well past 100k papers); `VectorIndex` is the seam where sqlite-vec or
-another ANN index can replace it.
+Exact matches on a paper id or short name go first. The vectors live in memory in a
+`store.vectors.DenseIndex`, refreshed from the rows changed since it was loaded: a float32
+matrix (exact search) up to `exact_limit` vectors, an HNSW graph of float16 vectors beyond.
+`VectorIndex` is the seam any other index fits.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from .ingest import source_ids
 from .paper import Paper
 from .text import BOILERPLATE
 from .text import STOPWORDS as BASE_STOPWORDS
+from .vectors import EXACT_LIMIT, DenseIndex, refresh
 
 # Fusion and BM25 settings, tuned with bench/search_quality.py on SciTLDR train
 # (2.6k OpenReview abstracts, 1992 TLDR queries) and checked on dev (1453 queries).
@@ -232,7 +233,8 @@ class Searcher:
 
     def __init__(self, store: Store, embedder: Embedder, *, fusion: dict | None = None,
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES,
-                 max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET):
+                 max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET,
+                 exact_limit: int = EXACT_LIMIT, index_cache: str | None = None):
         self.store = store
         self.embedder = embedder
         self.fusion = dict(FUSION if fusion is None else fusion)
@@ -240,7 +242,11 @@ class Searcher:
         self.candidates = candidates
         self.max_df = max_df
         self.posting_budget = posting_budget
-        self._index: VectorIndex | None = None
+        # Past exact_limit vectors, search is approximate; index_cache is where the graph is
+        # saved so a restart loads it instead of building it again (None: never saved).
+        self.exact_limit = exact_limit
+        self.index_cache = index_cache
+        self._index: DenseIndex | None = None
         self._version: int | None = None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -258,18 +264,16 @@ class Searcher:
         self.embed_query("warm up")
         self.index()
 
-    def index(self) -> VectorIndex:
-        """The vector index, reloaded when the store's papers changed since the last load."""
+    def index(self) -> DenseIndex:
+        """The vector index, brought up to date with the rows changed since it was last loaded."""
         version = self.store.papers_version()
         with self._lock:
             if self._index is None or version != self._version:
-                ids, matrix = self.store.load_vectors(self.embedder.name)
-                rows = self.store.paper_facets()
-                self._index = MatrixIndex(ids, matrix, {pid: (c, y) for pid, c, y, _ in rows})
-                # paper_facets is oldest update first: the latest update wins a shared name.
-                self._names = {(name or "").strip().lower(): pid for pid, _, _, name in rows if name}
+                self._index, self._version = refresh(
+                    self._index, self.store, self.embedder.name, self._version,
+                    cache=self.index_cache, exact_limit=self.exact_limit)
+                self._names = self._index.names  # updated in place with the index
                 self._term_df = {}
-                self._version = version
             return self._index
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -266,9 +266,12 @@ class PostgresStore(ReplicaTables):
                          "on conflict(key) do update set value = excluded.value", [key, value])
 
     @staticmethod
-    def _bump(conn, key: str) -> None:
-        conn.execute("insert into meta(key, value) values (%s, '1') "
-                     "on conflict(key) do update set value = (meta.value::bigint + 1)::text", [key])
+    def _bump(conn, key: str) -> int:
+        """The counter's next value; its row stays locked until the caller's transaction ends, so
+        rows stamped with papers_version commit in the counter's order (see vector_changes)."""
+        return int(conn.execute("insert into meta(key, value) values (%s, '1') "
+                                "on conflict(key) do update set value = (meta.value::bigint + 1)::text "
+                                "returning value", [key]).fetchone()[0])
 
     def papers_version(self) -> int:
         """Changes whenever papers or embeddings change; caches compare it."""
@@ -372,7 +375,7 @@ class PostgresStore(ReplicaTables):
         by_columns: dict[tuple[str, ...], list[list]] = {}
         for row in rows:
             row = dict(row)
-            unknown = set(row) - set(PAPER_COLUMNS)
+            unknown = set(row) - set(PAPER_COLUMNS) - {"changed"}
             if unknown:
                 raise StoreError(f"papers has no column {', '.join(sorted(unknown))}")
             for k in _JSON_FIELDS:
@@ -380,9 +383,16 @@ class PostgresStore(ReplicaTables):
                     row[k] = json.dumps(row.get(k) or [], ensure_ascii=False)
             row.setdefault("created_at", now)
             row["updated_at"] = now
+            row["changed"] = 0  # set below to this write's papers_version
             cols = tuple(row)
             by_columns.setdefault(cols, []).append([row[c] for c in cols])
         with self.transaction() as conn:
+            # The counter first: its row lock orders this write's stamp against every other writer's.
+            version = self._bump(conn, "papers_version") if rows or embeddings else 0
+            for cols, values in by_columns.items():
+                at = cols.index("changed")
+                for v in values:
+                    v[at] = version
             with conn.cursor() as cur:
                 replace = list(replace_keys_for)
                 if replace:
@@ -397,25 +407,23 @@ class PostgresStore(ReplicaTables):
                     cur.executemany("insert into paper_keys(key, paper_id) values (%s, %s) "
                                     "on conflict do nothing", list(keys))
             if embeddings:
-                self._put_embeddings(conn, embeddings)
-            if rows or embeddings:
-                self._bump(conn, "papers_version")
+                self._put_embeddings(conn, embeddings, version)
 
     # -- embeddings ----------------------------------------------------------
     @staticmethod
-    def _put_embeddings(conn, embeddings: list[dict]) -> None:
+    def _put_embeddings(conn, embeddings: list[dict], version: int) -> None:
         with conn.cursor() as cur:
             cur.executemany(
-                "insert into embeddings(paper_id, model, dim, vector, content_hash) "
-                "values (%s, %s, %s, %s, %s) on conflict(paper_id, model) do update set "
-                "dim = excluded.dim, vector = excluded.vector, content_hash = excluded.content_hash",
-                [(e["paper_id"], e["model"], int(len(e["vector"])), _blob(e["vector"]), e["content_hash"])
-                 for e in embeddings])
+                "insert into embeddings(paper_id, model, dim, vector, content_hash, changed) "
+                "values (%s, %s, %s, %s, %s, %s) on conflict(paper_id, model) do update set "
+                "dim = excluded.dim, vector = excluded.vector, content_hash = excluded.content_hash, "
+                "changed = excluded.changed",
+                [(e["paper_id"], e["model"], int(len(e["vector"])), _blob(e["vector"]), e["content_hash"],
+                  version) for e in embeddings])
 
     def put_embeddings(self, embeddings: list[dict]) -> None:
         with self.transaction() as conn:
-            self._put_embeddings(conn, embeddings)
-            self._bump(conn, "papers_version")
+            self._put_embeddings(conn, embeddings, self._bump(conn, "papers_version"))
 
     def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors for these content hashes under this model."""
@@ -443,6 +451,32 @@ class PostgresStore(ReplicaTables):
         if not blobs:
             return [], np.zeros((0, 0), dtype=np.float32)
         return ids, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+
+    def vector_changes(self, model: str, *, since: int | None = None, vectors: bool = True,
+                       batch: int = 10_000) -> Iterator[list[tuple]]:
+        """Batches of (id, collection, year, short name, updated_at, vector) for every paper (since
+        None) or those whose row or vector for this model changed after papers_version `since`.
+
+        vector is the float32 bytes of the paper's current vector, None when it has none (or its
+        text changed since it was embedded); with vectors=False, b"" stands for one. Read
+        papers_version() first: every change up to it is in the batches (later ones may be too).
+        """
+        vec = "e.vector" if vectors else "case when e.paper_id is null then null else ''::bytea end"
+        sql = (f"select p.id, coalesce(p.collection, ''), p.year, p.short_name, p.updated_at, {vec} "
+               "from papers p left join embeddings e on e.paper_id = p.id and e.model = %s "
+               "and e.content_hash = p.content_hash")
+        args: list = [model]
+        if since is not None:
+            sql += (" where p.id in (select id from papers where changed > %s union "
+                    "select paper_id from embeddings where model = %s and changed > %s)")
+            args += [since, model, since]
+        # A server-side cursor streams a million rows without holding them all in memory.
+        with self.connection() as conn, conn.transaction(), \
+                conn.cursor(name="vector_changes", binary=True) as cur:
+            cur.itersize = batch
+            cur.execute(sql + " order by p.seq", args)
+            while rows := cur.fetchmany(batch):
+                yield [(*r[:5], None if r[5] is None else bytes(r[5])) for r in rows]
 
     def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
         row = self._one("select vector from embeddings where paper_id = %s and model = %s",

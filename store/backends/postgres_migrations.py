@@ -211,6 +211,16 @@ m008_scheduled_posts = [
        )""",
 ]
 
+m009_changes = [
+    # A change counter on papers and vectors: each write stamps its rows with the papers_version it
+    # bumped to (holding the meta row's lock until commit, so stamps commit in order), and a
+    # searcher refreshes its in-memory index from the rows changed since the version it loaded.
+    "alter table papers add column changed bigint not null default 0",
+    "alter table embeddings add column changed bigint not null default 0",
+    "create index papers_changed on papers(changed)",
+    "create index embeddings_model_changed on embeddings(model, changed)",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -221,4 +231,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m006_replicas", m006_replicas),
     ("m007_club", m007_club),
     ("m008_scheduled_posts", m008_scheduled_posts),
+    ("m009_changes", m009_changes),
 ]

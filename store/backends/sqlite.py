@@ -223,11 +223,12 @@ class SQLiteStore(ReplicaTables):
                 [key, value],
             )
 
-    def _bump_version(self, db) -> None:
-        db.execute(
+    def _bump_version(self, db) -> int:
+        """The next papers_version, inside the caller's write transaction: its rows are stamped with it."""
+        return int(db.execute(
             "insert into meta(key, value) values ('papers_version', '1') "
-            "on conflict(key) do update set value = cast(value as integer) + 1"
-        )
+            "on conflict(key) do update set value = cast(value as integer) + 1 returning value"
+        ).fetchone()[0])
 
     def papers_version(self) -> int:
         """Changes whenever papers or embeddings change; caches compare it."""
@@ -335,6 +336,7 @@ class SQLiteStore(ReplicaTables):
                      embeddings: list[dict] = (), *, now: float) -> None:
         """Upsert paper rows, their identity keys and embeddings in one transaction."""
         with self.transaction() as db:
+            version = self._bump_version(db) if rows or embeddings else 0
             for pid in replace_keys_for:
                 db.execute(
                     "delete from paper_keys where paper_id = ? and (key like 'abs:%' or key like 'sent:%')",
@@ -346,31 +348,29 @@ class SQLiteStore(ReplicaTables):
                         row[k] = json.dumps(row.get(k) or [], ensure_ascii=False)
                 row.setdefault("created_at", now)
                 row["updated_at"] = now
+                row["changed"] = version
                 db["papers"].upsert(row, pk="id", alter=False)
             if keys:
                 db.conn.executemany(
                     "insert or ignore into paper_keys(key, paper_id) values (?, ?)", keys)
             if embeddings:
-                self._put_embeddings(db, embeddings)
-            if rows or embeddings:
-                self._bump_version(db)
+                self._put_embeddings(db, embeddings, version)
 
     # -- embeddings ----------------------------------------------------------
     @staticmethod
-    def _put_embeddings(db, embeddings: list[dict]) -> None:
+    def _put_embeddings(db, embeddings: list[dict], version: int) -> None:
         db.conn.executemany(
-            "insert into embeddings(paper_id, model, dim, vector, content_hash) values (?,?,?,?,?) "
-            "on conflict(paper_id, model) do update set dim = excluded.dim, "
-            "vector = excluded.vector, content_hash = excluded.content_hash",
+            "insert into embeddings(paper_id, model, dim, vector, content_hash, changed) "
+            "values (?,?,?,?,?,?) on conflict(paper_id, model) do update set dim = excluded.dim, "
+            "vector = excluded.vector, content_hash = excluded.content_hash, changed = excluded.changed",
             [(e["paper_id"], e["model"], int(len(e["vector"])),
-              np.asarray(e["vector"], dtype=np.float32).tobytes(), e["content_hash"])
+              np.asarray(e["vector"], dtype=np.float32).tobytes(), e["content_hash"], version)
              for e in embeddings],
         )
 
     def put_embeddings(self, embeddings: list[dict]) -> None:
         with self.transaction() as db:
-            self._put_embeddings(db, embeddings)
-            self._bump_version(db)
+            self._put_embeddings(db, embeddings, self._bump_version(db))
 
     def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors for these content hashes under this model."""
@@ -407,6 +407,28 @@ class SQLiteStore(ReplicaTables):
             return [], np.zeros((0, 0), dtype=np.float32)
         mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
         return ids, mat
+
+    def vector_changes(self, model: str, *, since: int | None = None, vectors: bool = True,
+                       batch: int = 10_000) -> Iterator[list[tuple]]:
+        """Batches of (id, collection, year, short name, updated_at, vector) for every paper (since
+        None) or those whose row or vector for this model changed after papers_version `since`.
+
+        vector is the float32 bytes of the paper's current vector, None when it has none (or its
+        text changed since it was embedded); with vectors=False, b"" stands for one. Read
+        papers_version() first: every change up to it is in the batches (later ones may be too).
+        """
+        vec = "e.vector" if vectors else "case when e.paper_id is null then null else x'' end"
+        sql = (f"select p.id, coalesce(p.collection, ''), p.year, p.short_name, p.updated_at, {vec} "
+               "from papers p left join embeddings e on e.paper_id = p.id and e.model = ? "
+               "and e.content_hash = p.content_hash")
+        args: list = [model]
+        if since is not None:
+            sql += (" where p.id in (select id from papers where changed > ? union "
+                    "select paper_id from embeddings where model = ? and changed > ?)")
+            args += [since, model, since]
+        cursor = self.db.execute(sql + " order by p.rowid", args)
+        while rows := cursor.fetchmany(batch):
+            yield rows
 
     def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
         row = self.db.execute(

@@ -206,3 +206,14 @@ def m008_scheduled_posts(db: sqlite_utils.Database):
          "error": str, "ts": str, "posted_at": float},
         pk=("channel", "key"), not_null={"kind", "status"},
     )
+
+
+@migrations()
+def m009_changes(db: sqlite_utils.Database):
+    """A change counter on papers and vectors: each write stamps its rows with the papers_version
+    it bumped to, so a searcher refreshes its in-memory index from the rows changed since the
+    version it loaded (store.vectors), never by reloading every vector after each ingest."""
+    db.execute("alter table papers add column changed integer not null default 0")
+    db.execute("alter table embeddings add column changed integer not null default 0")
+    db.execute("create index papers_changed on papers(changed)")
+    db.execute("create index embeddings_model_changed on embeddings(model, changed)")

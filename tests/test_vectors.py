@@ -1,0 +1,218 @@
+"""The in-memory vector index: incremental refresh across replicas, exact search below the
+threshold, the approximate (HNSW, float16) index above it, and its saved graph."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from store import HashingEmbedder, Searcher, bundled_sample_paths, ingest_paths, ingest_records, open_store
+from store.ingest import Record
+from store.search import MatrixIndex
+from store.vectors import DenseIndex, recall_at
+
+QUANTUM = ("Quantum annealing hardware solves combinatorial optimisation; we benchmark annealing "
+           "schedules on spin glass instances.")
+VENUES = ["ICLR 2026", "ICLR 2025", "NeurIPS 2025", "ICML 2025", "CVPR 2025", "ACL 2025", "COLT 2025",
+          "UAI 2025"]
+
+
+def test_a_replica_finds_another_replicas_new_paper_loading_only_the_change(store_url):
+    """Ingest through one Store object, search through another (a second replica)."""
+    embedder = HashingEmbedder()
+    writer = open_store(store_url)
+    reader = open_store(store_url)
+    try:
+        ingest_paths(writer, bundled_sample_paths(), embedder, now=time.time())
+        searcher = Searcher(reader, embedder)
+        papers = writer.count_papers()
+        assert "Quantum annealing" not in searcher.search("quantum annealing", limit=1)[0].paper.abstract
+        index = searcher.index()
+        assert index.rows_loaded == papers and len(index) == papers
+
+        ingest_records(writer, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test",
+                                       line=1)], embedder, now=time.time())
+        hit = searcher.search("quantum annealing", limit=1)[0]
+        assert "Quantum annealing" in hit.paper.abstract and hit.dense_rank == 1
+        assert searcher.search("quantum annealing", limit=1, collection="QIP")[0].paper.id == hit.paper.id
+        assert searcher.index() is index  # updated in place, not rebuilt
+        assert index.rows_loaded == papers + 1 and len(index) == papers + 1  # one row read, not all
+        assert searcher.find_exact(hit.paper.short_name).id == hit.paper.id
+
+        # A paper edited elsewhere: its row (new collection) is all that is read again.
+        moved = writer.list_papers()[3]
+        row = {k: v for k, v in writer.paper_rows([moved.id])[moved.id].items() if k != "changed"}
+        writer.write_papers([{**row, "collection": "Moved 2030"}], [], now=time.time())
+        assert searcher.search(moved.title or moved.abstract[:80], limit=3, collection="Moved 2030")[0].paper.id \
+            == moved.id
+        assert index.rows_loaded == papers + 2
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_paper_whose_text_changed_leaves_dense_search_until_re_embedded(store):
+    embedder = HashingEmbedder()
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+    searcher = Searcher(store, embedder)
+    paper = store.list_papers()[0]
+    vec = searcher.index().vector(paper.id)
+    assert vec is not None and searcher.index().search(vec, 1)[0][0] == paper.id
+    row = {k: v for k, v in store.paper_rows([paper.id])[paper.id].items() if k != "changed"}
+    store.write_papers([{**row, "content_hash": "edited-not-embedded"}], [], now=time.time())
+    assert searcher.index().vector(paper.id) is None
+    assert paper.id not in [pid for pid, _ in searcher.index().search(vec, 100)]
+
+
+# -- realistic vectors: the bundled abstracts' real embeddings, perturbed ------------------------
+@pytest.fixture(scope="module")
+def real_vectors(seed_db):
+    store = open_store(seed_db, migrate=False)
+    try:
+        from store import SentenceTransformerEmbedder
+
+        _, mat = store.load_vectors(SentenceTransformerEmbedder().name)
+    finally:
+        store.close()
+    assert len(mat) >= 30
+    return mat
+
+
+def perturbed(base: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """n unit vectors near mixtures of two real ones: clusters as dense as real abstracts'."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.integers(0, len(base), n), rng.integers(0, len(base), n)
+    mix = base[a] + rng.uniform(0.0, 0.6, (n, 1)) * base[b]
+    mix += rng.standard_normal(mix.shape).astype(np.float32) * (0.7 / np.sqrt(base.shape[1]))
+    return (mix / np.linalg.norm(mix, axis=1, keepdims=True)).astype(np.float32)
+
+
+def build(vectors: np.ndarray, **kwargs) -> DenseIndex:
+    index = DenseIndex(threads=1, **kwargs)
+    rows = [(f"p{i:05d}", VENUES[i % len(VENUES)], 2025 + i % 2, f"name {i}", float(i), v.tobytes())
+            for i, v in enumerate(vectors)]
+    for start in range(0, len(rows), 1000):
+        index.apply(rows[start : start + 1000])
+    return index
+
+
+def test_exact_below_the_threshold_matches_a_plain_matrix_product(real_vectors):
+    vectors = perturbed(real_vectors, 3000, seed=1)
+    index = build(vectors)
+    assert not index.approximate
+    plain = MatrixIndex([f"p{i:05d}" for i in range(len(vectors))], vectors,
+                        {f"p{i:05d}": (VENUES[i % len(VENUES)], 2025 + i % 2) for i in range(len(vectors))})
+    for q in perturbed(real_vectors, 20, seed=2):
+        assert index.search(q, 10) == plain.search(q, 10)
+        assert index.search(q, 10, collection="ICLR", year=2026, exclude="p00002") == \
+            plain.search(q, 10, collection="ICLR", year=2026, exclude="p00002")
+
+
+def test_approximate_index_recall_at_10_against_exact(real_vectors, tmp_path, dtype="f16"):
+    # float16 in the graph: int8 ("i8", half the memory again) fell below 0.98 on these vectors.
+    vectors = perturbed(real_vectors, 6000, seed=3)
+    queries = perturbed(real_vectors, 200, seed=4)
+    exact = build(vectors)
+    # The thresholds lowered: the graph from 1000 vectors on, filters over 300 rows over-fetched from it.
+    approx = build(vectors, exact_limit=1000, dtype=dtype, exact_subset=300)
+    assert approx.approximate and not exact.approximate and len(approx) == len(exact) == 6000
+    truth = [[p for p, _ in exact.search(q, 10)] for q in queries]
+    found = [[p for p, _ in approx.search(q, 10)] for q in queries]
+    recall = recall_at(truth, found, 10)
+    print(f"recall@10 {dtype}: {recall:.4f}")
+    assert recall >= 0.98, recall
+    # The cosines it reports are the vectors' own (float16 rounding aside).
+    top = approx.search(queries[0], 1)[0]
+    assert abs(top[1] - float(vectors[int(top[0][1:])] @ queries[0])) < (2e-3 if dtype == "f16" else 2e-2)
+
+    # Filtered searches, broad (over-fetched from the graph) and narrow (scanned exactly).
+    for coll, year in (("ICLR", None), ("COLT 2025", 2025), ("UAI", 2026), (None, 2025), ("COLT", 2026)):
+        t = [[p for p, _ in exact.search(q, 10, collection=coll, year=year)] for q in queries[:50]]
+        f = [[p for p, _ in approx.search(q, 10, collection=coll, year=year)] for q in queries[:50]]
+        assert recall_at(t, f, 10) >= 0.98, (coll, year)
+        assert all(int(p[1:]) % 2 == 1 for ids in f for p in ids) if year == 2026 else True
+        assert all(len(ids) == 10 for ids in f) if coll != "COLT" else not any(f)
+
+    # Saved and loaded again (a restart): the same answers, no rebuild.
+    path = tmp_path / "graph.usearch"
+    assert approx.save(path, version=7, model="m")
+    loaded, version = DenseIndex.load(path, model="m", max_version=7)
+    assert version == 7 and len(loaded) == len(approx) and loaded.approximate
+    assert DenseIndex.load(path, model="other", max_version=7) is None
+    assert DenseIndex.load(path, model="m", max_version=6) is None  # a store older than the graph
+
+
+def test_searcher_past_the_threshold_refreshes_the_graph_and_restarts_from_it(real_vectors, store_url, tmp_path):
+    """The whole path on a store: approximate index, a replica's change, a restart from the saved graph."""
+    dim = real_vectors.shape[1]
+    embedder = HashingEmbedder(dim=dim, name=f"hashing-{dim}")
+    store = open_store(store_url)
+    try:
+        vectors = perturbed(real_vectors, 1500, seed=5)
+        rows = [{"id": f"p{i:05d}", "collection": VENUES[i % len(VENUES)], "year": 2025, "title": f"Paper {i}",
+                 "short_name": f"P{i}", "headline": f"paper {i}", "abstract": f"abstract number {i}",
+                 "content_hash": f"h{i}"} for i in range(len(vectors))]
+        embs = [{"paper_id": r["id"], "model": embedder.name, "vector": v, "content_hash": r["content_hash"]}
+                for r, v in zip(rows, vectors)]
+        store.write_papers(rows, [], embeddings=embs, now=time.time())
+        cache = tmp_path / "index" / "graph.usearch"
+        searcher = Searcher(store, embedder, exact_limit=500, index_cache=str(cache))
+        index = searcher.index()
+        assert index.approximate and cache.exists() and len(index) == 1500
+        q = vectors[42]
+        assert index.search(q, 1)[0][0] == "p00042"
+
+        new = perturbed(real_vectors, 1, seed=6)[0]
+        store.write_papers([{**rows[0], "id": "fresh", "short_name": "FRESH", "content_hash": "hf"}], [],
+                           embeddings=[{"paper_id": "fresh", "model": embedder.name, "vector": new,
+                                        "content_hash": "hf"}], now=time.time())
+        assert searcher.index().search(new, 1)[0][0] == "fresh"
+        assert index.rows_loaded == 1501
+
+        # A restarted replica: the saved graph, every paper's facets (no vectors) and the one new vector.
+        again = Searcher(store, embedder, exact_limit=500, index_cache=str(cache))
+        restarted = again.index()
+        assert restarted.approximate and len(restarted) == 1501
+        assert restarted.rows_loaded == 1501 + 1  # facets of all, then the change since the save
+        assert restarted.search(new, 1)[0][0] == "fresh" and restarted.search(q, 1)[0][0] == "p00042"
+        assert again.find_exact("p42").id == "p00042"  # names come back with the facets
+    finally:
+        store.close()
+
+
+def test_searches_on_other_threads_are_answered_while_the_index_grows_into_the_graph(real_vectors):
+    """The bot searches on worker threads while a refresh applies another replica's rows,
+    crossing the threshold (the matrix becomes a graph) and resizing the graph."""
+    import threading
+
+    vectors = perturbed(real_vectors, 4000, seed=7)
+    index = DenseIndex(threads=1, exact_limit=1500)
+    rows = [(f"p{i:05d}", VENUES[i % len(VENUES)], 2025, f"n{i}", float(i), v.tobytes())
+            for i, v in enumerate(vectors)]
+    index.apply(rows[:200])
+    stop, errors, answered = threading.Event(), [], [0]
+
+    def searching(seed: int):
+        q = perturbed(real_vectors, 50, seed=seed)
+        while not stop.is_set():
+            try:
+                for v in q:
+                    hits = index.search(v, 10, collection="ICLR" if seed % 2 else None)
+                    assert hits and all(index.vector(pid) is not None for pid, _ in hits)
+                    answered[0] += 1
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                errors.append(e)
+                return
+
+    workers = [threading.Thread(target=searching, args=(s,)) for s in (11, 12)]
+    for w in workers:
+        w.start()
+    for start in range(200, len(rows), 300):
+        index.apply(rows[start : start + 300])
+    stop.set()
+    for w in workers:
+        w.join()
+    assert not errors, errors[0]
+    assert index.approximate and len(index) == 4000 and answered[0] > 0
+    assert index.search(vectors[3999], 1)[0][0] == "p03999"
