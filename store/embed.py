@@ -58,6 +58,11 @@ def cpu_has_amx() -> bool:
     return bool(re.search(r"\bamx_bf16\b", flags))
 
 
+def aspect_model(model: str) -> str:
+    """The model name a paper's aspect vectors are stored under (beside its own vector)."""
+    return model + "#aspects"
+
+
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 (or any sentence-transformers model), loaded on first use."""
 

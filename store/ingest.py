@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
+import numpy as np
+
 from .base import Store
-from .embed import Embedder
+from .embed import Embedder, aspect_model
 from .errors import IngestError
 from .parse import clean_text, parse_abstract
-from .text import content_hash, short_hash
+from .text import ASPECTS, aspect_texts, content_hash, short_hash
 
 MIN_ABSTRACT_CHARS = 80
 CHUNK = 256
@@ -695,6 +697,8 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder: Embedder | None, 
     keys += [(k, pid) for rec, pid in matched for k in external_ids(rec) + source_keys(rec)]
     vectors = _vectors_for(store, list(rows.values()), embedder) if embedder else []
     result.embedded += len(vectors)
+    if embedder:
+        vectors += _aspects_for(store, list(rows.values()), embedder)
     store.write_papers(list(rows.values()), keys, replace_keys_for=replace_keys, embeddings=vectors,
                        now=now)
 
@@ -714,17 +718,40 @@ def _vectors_for(store: Store, rows: list[dict], embedder: Embedder) -> list[dic
              "content_hash": r["content_hash"]} for r in rows]
 
 
+def _aspects_for(store: Store, rows: list[dict], embedder: Embedder) -> list[dict]:
+    """Each row's aspect vectors (background, method, result; store.text.aspect_texts) as one
+    flat (3 x d) vector under aspect_model(embedder.name), zeros for an absent aspect; "more
+    like this" matches papers on them. Cached by content hash like the paper vectors."""
+    model = aspect_model(embedder.name)
+    cached = store.vectors_by_hash(model, {r["content_hash"] for r in rows})
+    todo = {r["content_hash"]: aspect_texts(r["abstract"]) for r in rows if r["content_hash"] not in cached}
+    texts = list(dict.fromkeys(t for parts in todo.values() for t in parts if t))
+    if todo:
+        encoded = dict(zip(texts, embedder.encode(texts))) if texts else {}
+        for h, parts in todo.items():
+            mat = np.zeros((len(ASPECTS), embedder.dim), dtype=np.float32)
+            for i, t in enumerate(parts):
+                if t:
+                    mat[i] = encoded[t]
+            cached[h] = mat.reshape(-1)
+    return [{"paper_id": r["id"], "model": model, "vector": cached[r["content_hash"]],
+             "content_hash": r["content_hash"]} for r in rows]
+
+
 def embed_missing(store: Store, embedder: Embedder, *, result: IngestResult | None = None,
                   chunk: int = CHUNK) -> int:
-    """Encode every paper lacking a current vector for this model, one transaction per chunk."""
-    missing = store.papers_missing_embeddings(embedder.name)
+    """Encode every paper lacking a current vector (or aspect vectors) for this model, one
+    transaction per chunk; returns how many paper vectors were written."""
     done = 0
-    for start in range(0, len(missing), chunk):
-        ids = [pid for pid, _ in missing[start : start + chunk]]
-        rows = list(store.paper_rows(ids).values())
-        vectors = _vectors_for(store, rows, embedder)
-        store.put_embeddings(vectors)
-        done += len(vectors)
+    for model, make in ((embedder.name, _vectors_for), (aspect_model(embedder.name), _aspects_for)):
+        missing = store.papers_missing_embeddings(model)
+        for start in range(0, len(missing), chunk):
+            ids = [pid for pid, _ in missing[start : start + chunk]]
+            rows = list(store.paper_rows(ids).values())
+            vectors = make(store, rows, embedder)
+            store.put_embeddings(vectors)
+            if make is _vectors_for:
+                done += len(vectors)
     if result is not None:
         result.embedded += done
     return done
@@ -763,7 +790,8 @@ def reparse(store: Store, embedder: Embedder | None, *, now: float) -> IngestRes
                 rows.append(row)
             else:
                 result.unchanged += 1
-        vectors = _vectors_for(store, rows, embedder) if (embedder and rows) else []
+        vectors = (_vectors_for(store, rows, embedder) + _aspects_for(store, rows, embedder)
+                   if (embedder and rows) else [])
         store.write_papers(rows, [], embeddings=vectors, now=now)
     return result
 

@@ -124,3 +124,33 @@ def third_person(verb: str) -> str:
     if word.endswith(("s", "sh", "ch", "x", "z", "o")):
         return word + "es"
     return word + "s"
+
+
+# -- aspects ("facets" in issue 19): background, method, result ------------------------
+# An abstract says why (background), what the authors do (method) and what came of it
+# (result). "More like this" embeds each part apart, so two papers solving one problem
+# differently, or one method on two problems, still meet on the part they share.
+ASPECTS = ("background", "method", "result")
+_CONTRIBUTION = re.compile(
+    r"\b(?:we|this (?:paper|work|study)|in this (?:paper|work)|our (?:method|approach|framework|model|work))\b"
+    r"|\b(?:" + "|".join(v.replace(" ", r"\s+") for v in CONTRIBUTION_VERBS) + r")(?:s|d|ed)?\b",
+    re.IGNORECASE)
+_RESULT_CUE = re.compile(
+    r"\b(?:experiment\w*|empirical\w*|results?|outperform\w*|state[- ]of[- ]the[- ]art|achiev\w*|"
+    r"surpass\w*|benchmarks?|evaluat\w*|demonstrat\w*|show(?:s|n|ed)? that|improv\w*|extensive)\b",
+    re.IGNORECASE)
+
+
+def aspect_texts(abstract: str) -> tuple[str, str, str]:
+    """The abstract cut in three running parts: background, method, result ('' when absent).
+
+    The method starts at the first sentence where the authors speak ('we', 'this paper',
+    a contribution verb), the result at the first later sentence with a result cue
+    (experiments, outperforms, benchmarks, shows that); a one-sentence abstract is all method."""
+    sents = split_sentences(abstract)
+    n = len(sents)
+    if n <= 1:
+        return "", " ".join(sents), ""
+    start = next((i for i, s in enumerate(sents) if _CONTRIBUTION.search(s)), min(1, n - 1))
+    result = next((i for i in range(start + 1, n) if _RESULT_CUE.search(sents[i])), n)
+    return " ".join(sents[:start]), " ".join(sents[start:result]), " ".join(sents[result:])

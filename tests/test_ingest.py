@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from figures import scale
 from store import HashingEmbedder, IngestError, bundled_sample_paths, ingest_paths, open_store, read_file
 from store.ingest import MAX_FIELD_CHARS, MAX_FILE_BYTES, MAX_WHOLE_FILE_BYTES, ingest_records
+from store.text import aspect_texts
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -167,8 +168,9 @@ def test_edited_abstract_updates_its_row_and_reembeds(store, emb, tmp_path):
     before = emb.encoded
     result = ingest_paths(store, [f], emb, now=time.time())
     assert (result.added, result.updated, result.unchanged) == (0, 1, 1)
-    assert emb.encoded - before == 1  # only the edited text is re-encoded
     new = store.get_paper(old.id)
+    # only the edited paper is re-encoded: its text and its aspects (for "more like this")
+    assert emb.encoded - before == 1 + sum(1 for t in aspect_texts(new.abstract) if t)
     assert "17.5%" in new.abstract and "14.2%" not in new.abstract
     assert not np.allclose(store.get_vector(old.id, emb.name), old_vec)
     assert store.count_papers() == 2

@@ -145,6 +145,64 @@ def test_similar_to_an_moe_paper_is_the_other_moe_paper(seed):
     assert hits[0].paper.id == paper_with(seed.store, "expert homogenization")
 
 
+# Topic-mates written for this test: each pair is one research problem told in different
+# words; the singles share generic words ("graph", "diffusion", "language model") with them.
+MATES = [
+    ("We predict the three-dimensional structure of proteins from their amino acid sequence with an "
+     "equivariant graph network, and report higher accuracy on CASP targets than prior folding models.",
+     "Generating protein backbones: a denoising model places residues in 3D conditioned on the chain's "
+     "sequence; designed folds agree with AlphaFold predictions."),
+    ("Speech recognition for low-resource languages: self-supervised pretraining on untranscribed audio, "
+     "then fine-tuning with CTC on a few hours of labelled speech, lowers word error rates.",
+     "Transcribing spoken recordings made in noisy rooms is hard for ASR systems; we add a denoising "
+     "front end and report lower word error rate on far-field benchmarks."),
+    ("A quadruped robot learns to walk in simulation with reinforcement learning; domain randomization "
+     "of friction and mass lets the policy transfer to the real robot without fine-tuning.",
+     "Sim-to-real transfer for legged locomotion: we train gait controllers in a physics simulator "
+     "and deploy them on hardware over rough terrain."),
+    ("Clients train a shared model without sending their data to a server; we add differential privacy "
+     "to the aggregated updates and bound the privacy loss per round of federated learning.",
+     "Federated learning across devices with non-IID data: compressing the client updates cuts "
+     "communication while the global model still converges."),
+    ("Large language models write programs from docstrings; feeding back failing unit tests lets the "
+     "model repair its code, raising pass@1 on HumanEval.",
+     "A benchmark for program synthesis: coding tasks with hidden tests that measure whether code "
+     "models generate functionally correct solutions."),
+]
+SINGLES = [
+    "Graph neural networks predict molecular properties such as solubility from atoms and bonds.",
+    "A diffusion model for text-to-image generation that samples high-resolution pictures in four steps.",
+    "We translate between English and German with a large language model prompted with a few examples.",
+]
+
+
+@pytest.fixture(scope="module")
+def mates(tmp_path_factory, real_embedder):
+    store = open_store(tmp_path_factory.mktemp("mates") / "mates.db")
+    texts = [t for pair in MATES for t in pair] + SINGLES
+    ingest_records(store, [Record(abstract=t, source="test", line=i + 1) for i, t in enumerate(texts)],
+                   real_embedder, now=time.time())
+    return Searcher(store, real_embedder)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pair", range(len(MATES)))
+def test_more_like_this_puts_the_topic_mate_first(mates, pair):
+    a, b = (paper_with(mates.store, text[:60]) for text in MATES[pair])
+    for paper, mate in ((a, b), (b, a)):
+        hits = mates.similar(paper, limit=3)
+        assert [h.paper.id for h in hits][0] == mate, [h.paper.abstract[:50] for h in hits]
+
+
+@pytest.mark.slow
+def test_more_like_this_never_returns_the_paper_and_keeps_the_limit(mates):
+    n = mates.store.count_papers()
+    for paper in mates.store.iter_papers():
+        for limit in (0, 1, 3, n - 1, n + 5):
+            ids = [h.paper.id for h in mates.similar(paper.id, limit=limit)]
+            assert paper.id not in ids and len(ids) == len(set(ids)) == min(limit, n - 1)
+
+
 @pytest.mark.slow
 def test_resolve_words_to_best_paper(seed):
     paper, exact = seed.resolve("surprise in videos")
@@ -241,6 +299,14 @@ def test_similar_excludes_itself_and_unknown_raises(small):
     assert hits[0].paper.id == paper_with(small.store, "graph transformer")
     with pytest.raises(PaperNotFound):
         small.similar("nosuchid")
+
+
+def test_similar_limit_on_every_backend(small):
+    n = len(ABSTRACTS)
+    for paper in small.store.iter_papers():
+        for limit in (0, 1, 2, n - 1, n + 3):
+            ids = [h.paper.id for h in small.similar(paper.id, limit=limit)]
+            assert paper.id not in ids and len(ids) == len(set(ids)) == min(limit, n - 1)
 
 
 def test_resolve_on_empty_store_raises(store):
