@@ -80,8 +80,9 @@ class PickSettings:
     feedback_strength: float = 1.0  # scales the learned taste's share against the stated interest
     feedback_shrink: float = 3.0  # taste share = W / (W + shrink), W the member's summed like weights
     # The most the taste's share can reach: however many likes, the stated interest keeps the rest of
-    # the say (Rocchio keeps the query too). bench/picks.py, seed 1, days 21-60 with reactions, cap
-    # 0.5 / 0.7 / 1.0 (none): clear interests 0.812 / 0.845 / 0.832, vague 0.362 / 0.453 / 0.448.
+    # the say (Rocchio keeps the query too). bench/picks.py, days 21-60 with reactions, cap
+    # 0.5 / 0.7 / 0.8 / 1.0 (none): seed 1 clear 0.812 / 0.845 / 0.831 / 0.832, vague 0.362 / 0.453
+    # / - / 0.448; seed 2 clear - / 0.831 / - / 0.827. Small (about the seed-to-seed noise), never worse.
     feedback_max_share: float = 0.7
     feedback_dislike: float = 0.3  # the most a dislike can take off a paper's relevance
     feedback_floor: float = 0.5  # papers less similar than this to a disliked one lose nothing
