@@ -151,6 +151,50 @@ def test_one_dislike_near_an_interest_lowers_that_region_not_the_whole_interest(
     assert all(c.paper_id.startswith("f") for c in [rest.choice, *rest.runners_up])
 
 
+def test_after_likes_on_one_topic_and_dislikes_on_another_the_next_picks_move_to_the_liked_one():
+    """A member interested in two topics 👍s papers of one and 👎s papers of the other: the days after
+    serve the liked topic, and the first of them says which reaction moved it."""
+    a, b, c = axes(3)
+    ids, m = world({"a": a, "b": b, "c": c}, per=12, noise=0.05)
+    interests = [Interest(1, "topics a and b", "UALICE", unit(a + b))]
+    days = working_days(n=5)
+
+    def run(feedback):
+        history, picks = [], []
+        for day in days:
+            pick = pick_daily(CH, day, ids, m, interests, history, feedback=feedback, settings=NO_EXPLORE)
+            picks.append(pick)
+            history.append(PastPost(day, pick.paper_id, pick.choice.member))
+        return picks
+
+    plain = run(None)
+    assert {p.paper_id[0] for p in plain} == {"a", "b"}  # both halves of the interest, without reactions
+    reacted = {f"b{k}": Reacted({"UALICE": 1.0}, f"B{k}", "👍", ("UALICE",)) for k in range(3)}
+    reacted |= {f"a{k}": Reacted({"UALICE": -1.0}, f"A{k}", complaints="👎", critics=("UALICE",))
+                for k in range(3)}
+    moved = run(reacted)
+    assert all(p.paper_id.startswith("b") for p in moved), [p.paper_id for p in moved]
+    assert moved[0].choice.feedback_why and "UALICE" in moved[0].explain()
+
+
+def test_a_long_record_of_likes_moves_the_picks_without_drowning_the_stated_interest():
+    """Many 🔥 on a neighbouring topic pull the member's picks towards it, to the papers that are
+    mostly about it but still touch their interest; the interest keeps its say however long the
+    record grows (a pure neighbour-topic paper, which the interest does not touch, comes after)."""
+    a, b = axes(2)
+    ids, m = world({"a": a, "b": b, "ab": unit(a + 2 * b)}, per=16, noise=0.05)
+    interests = [Interest(1, "topic a", "UALICE", a)]
+    day = working_days(n=1)[0]
+    assert pick_daily(CH, day, ids, m, interests, [], settings=NO_EXPLORE).paper_id.startswith("a")
+    for n in (6, 12):
+        liked = {f"b{k}": Reacted({"UALICE": 2.0}, f"B{k}", "🔥", ("UALICE",)) for k in range(n)}
+        pick = pick_daily(CH, day, ids, m, interests, [], feedback=liked,
+                          settings=PickSettings(exploration_rate=0, runners_up=2))
+        assert all(c.paper_id.startswith("ab") for c in [pick.choice, *pick.runners_up]), (
+            n, [c.paper_id for c in [pick.choice, *pick.runners_up]])
+        assert pick.choice.interest.text == "topic a" and "which got 🔥 from @UALICE" in pick.explain()
+
+
 def test_exploration_is_labelled_and_comes_from_next_to_the_interests():
     a, b, c, d, e = axes(5)
     neighbour = unit(a + 0.8 * b)  # an area next to the interest that no interest covers
