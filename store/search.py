@@ -304,26 +304,27 @@ class Searcher:
                 self._cache.popitem(last=False)
         return vec
 
-    def _stats(self, words: Sequence[str]) -> None:
-        """Fill the caches for these words: their index terms and the terms' document counts."""
+    def _stats(self, words: Sequence[str], *, counts: bool = True) -> None:
+        """Fill the caches for these words: their index terms and (counts) the terms' document counts."""
         with self._lock:
             todo = [w for w in dict.fromkeys(words)
-                    if w not in self._word_term or (self._word_term[w] and self._word_term[w] not in self._term_df)]
+                    if w not in self._word_term
+                    or (counts and self._word_term[w] and self._word_term[w] not in self._term_df)]
         if not todo:
             return
-        found = self.store.term_stats(todo)
+        found = self.store.term_stats(todo, counts=counts)
         with self._lock:
             if len(self._word_term) > 200_000:
                 self._word_term.clear()
             for w in todo:
                 term, df = found.get(w, ("", 0))
                 self._word_term[w] = term
-                if term:
+                if term and counts:
                     self._term_df[term] = df
 
     def word_terms(self, words: Sequence[str]) -> dict[str, str]:
         """word -> its index term ('' when the tokenizer keeps nothing of it); cached."""
-        self._stats(words)  # terms never change with the papers: no version check needed
+        self._stats(words, counts=False)  # terms never change with the papers: no version check needed
         with self._lock:
             return {w: self._word_term.get(w, "") for w in words}
 

@@ -157,6 +157,9 @@ def test_lexical_search_takes_terms_and_ranks_higher_is_better(store):
     assert store.lexical_search(['"', "AND", "NEAR("], limit=10) == []  # nothing searchable, no error
     stats = store.term_stats(["Graphs", "diffusion", "zebra", "!!"])
     assert stats == {"Graphs": ("graph", 2), "diffusion": ("diffus", 1), "zebra": ("zebra", 0), "!!": ("", 0)}
+    # Only the terms (what explaining a hit needs): the same terms, no counting.
+    assert store.term_stats(["Graphs", "diffusion", "!!"], counts=False) == {
+        "Graphs": ("graph", 0), "diffusion": ("diffus", 0), "!!": ("", 0)}
 
 
 def test_a_channel_follows_a_feed_once_and_can_unfollow_it(store):

@@ -554,11 +554,13 @@ class PostgresStore(ReplicaTables):
             group by tf.id order by score desc, tf.id limit %(limit)s"""
         return [(pid, float(score)) for pid, score in self._tuples(sql, args)]
 
-    def term_stats(self, words: Iterable[str]) -> dict[str, tuple[str, int]]:
+    def term_stats(self, words: Iterable[str], *, counts: bool = True) -> dict[str, tuple[str, int]]:
         """word -> (the term the index keeps it under, how many papers hold it).
 
         The term is the english stemmer's lexeme ('Videos' -> 'video'), '' when the
         parser keeps nothing of the word (a stopword, punctuation; its count is then 0).
+        counts=False skips the counting (every count 0): one index probe per word saved,
+        for callers that only need the terms.
         """
         words = list(dict.fromkeys(words))
         if not words:
@@ -570,9 +572,9 @@ class PostgresStore(ReplicaTables):
                                            order by u.positions[1], u.lexeme limit 1) as term
                           from unnest(%s::text[]) as t(word))
                select w.word, coalesce(w.term, ''),
-                      case when w.term is null then 0 else
+                      case when w.term is null or not %s then 0 else
                         (select count(*) from papers p where p.tsv @@ quote_literal(w.term)::tsquery) end
-               from w""", [words])
+               from w""", [words, counts])
         out.update({word: (term, int(count)) for word, term, count in rows})
         return out
 

@@ -484,15 +484,16 @@ class SQLiteStore(ReplicaTables):
         return [tuple(r) for r in self.db.execute(
             "select id, coalesce(collection, ''), year, short_name from papers order by updated_at, rowid")]
 
-    def term_stats(self, words: Iterable[str]) -> dict[str, tuple[str, int]]:
+    def term_stats(self, words: Iterable[str], *, counts: bool = True) -> dict[str, tuple[str, int]]:
         """word -> (the term the index keeps it under, how many papers hold it).
 
         The term is lower-cased and Porter-stemmed ('Videos' -> 'video'), '' when the
-        tokenizer keeps nothing of the word (its count is then 0).
+        tokenizer keeps nothing of the word (its count is then 0). counts=False skips
+        the counting (every count 0): for callers that only need the terms.
         """
         words = list(dict.fromkeys(words))
         stems = self._stems(words)
-        counts = self._doc_counts(t for t in stems.values() if t)
+        counts = self._doc_counts(t for t in stems.values() if t) if counts else {}
         return {w: (stems.get(w, ""), counts.get(stems.get(w, ""), 0)) for w in words}
 
     def _stems(self, words: Iterable[str]) -> dict[str, str]:
