@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -30,6 +28,8 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
+
+from store.errors import StoreError
 
 from . import blocks as bk
 from . import club, home, reactions, reading, unfurl
@@ -49,7 +49,6 @@ FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.reg
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")
 WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
-SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at least once)
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
@@ -188,24 +187,66 @@ def _drop_token_unused_warning(record: logging.LogRecord) -> bool:
     return "`token` will be unused" not in record.getMessage()
 
 
-class _EventDeduper:
-    """Drop events whose event_id was already handled (retries after a slow ack)."""
+CLAIM_WAIT = 0.5  # seconds the ack waits for the database to record an envelope as handled
 
-    def __init__(self, size: int = SEEN_EVENTS):
-        self.size = size
-        self.seen: OrderedDict[str, None] = OrderedDict()
-        self.lock = threading.Lock()
+
+class EventClaims:
+    """Which Slack deliveries this replica handles: a claim row per event or envelope in the shared
+    database (store.claim_event), so a retry that reaches another replica is dropped there too.
+
+    The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server): past
+    that, or if the database fails, the delivery is handled anyway (answering twice is better
+    than never) and remembered in this process, so a retry that comes back here is still dropped.
+    """
+
+    def __init__(self, store, replica: str, clock, *, wait: float = CLAIM_WAIT, remember: int = 2000):
+        self.store, self.replica, self.clock, self.wait = store, replica, clock, wait
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="claim")
+        self._local: dict[str, None] = {}
+        self._remember = remember
+
+    def __call__(self, key: str) -> bool:
+        """True for the one delivery of `key` that should be handled."""
+        now = self.clock().timestamp()
+        future = self._pool.submit(self.store.claim_event, key, replica=self.replica, now=now)
+        try:
+            claimed = future.result(timeout=self.wait)
+        except StoreError as e:
+            log.warning("could not record %s as handled (handling it anyway): %s", key, e)
+            claimed = None
+        except TimeoutError:
+            log.warning("the database took over %.1f s to record %s as handled: handling it anyway", self.wait, key)
+            claimed = None
+        if claimed is None:  # unknown: fall back on this process's memory
+            if key in self._local:
+                return False
+            self._local[key] = None
+            while len(self._local) > self._remember:
+                self._local.pop(next(iter(self._local)))
+            return True
+        return claimed
+
+
+def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
+    """The claim key of a Socket Mode envelope Slack may deliver again (a slash command, a click, a
+    modal): its envelope id. Events are claimed by their event_id instead (_EventClaims), which
+    every retry of the event carries."""
+    if not envelope_id or type_ in (None, "events_api", "hello", "disconnect"):
+        return None
+    return f"envelope:{envelope_id}"
+
+
+class _EventClaims:
+    """Middleware: drop events whose event_id another delivery (on any replica) already claimed."""
+
+    def __init__(self, claims: EventClaims):
+        self.claims = claims
 
     def __call__(self, body, next, logger):
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id:
-            with self.lock:
-                if event_id in self.seen:
-                    logger.debug("duplicate event %s dropped", event_id)
-                    return BoltResponse(status=200, body="")  # acked, not handled twice
-                self.seen[event_id] = None
-                while len(self.seen) > self.size:
-                    self.seen.popitem(last=False)
+        if event_id and not self.claims(f"event:{event_id}"):
+            logger.debug("duplicate event %s dropped", event_id)
+            return BoltResponse(status=200, body="")  # acked, not handled twice
         return next()
 
 
@@ -259,7 +300,7 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     def send(respond, reply: Reply) -> None:
         respond(**reply.to_message(), replace_original=False)
 
-    app.middleware(_EventDeduper())
+    app.middleware(_EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock)))
     app.middleware(_retrying_respond)
 
     # -- /paper ---------------------------------------------------------------------------

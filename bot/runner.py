@@ -39,11 +39,39 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def write_heartbeat(store: Store, now: float | None = None) -> None:
+def replica_id(settings: Settings | None = None) -> str:
+    """This process among the replicas on one database: PAPERCLUB_REPLICA_ID, else host:pid."""
+    import socket
+
+    return getattr(settings, "replica_id", None) or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def write_heartbeat(store: Store, now: float | None = None, replica: str | None = None) -> None:
     """Record that this process is alive and connected (`paperclub health` reads it)."""
     from .health import write_heartbeat as write
 
-    write(store, time.time() if now is None else now)
+    write(store, time.time() if now is None else now, replica=replica)
+
+
+def make_socket_handler(app, app_token: str, deps, **kw):
+    """Bolt's Socket Mode handler, except that an envelope another replica (or this one) already
+    took is acked and dropped before Bolt sees it (slash commands, clicks, modals; events are
+    claimed by event_id in the app's middleware)."""
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+    from slack_sdk.socket_mode.response import SocketModeResponse
+
+    from .app import envelope_key
+
+    class ClaimingSocketModeHandler(SocketModeHandler):
+        def handle(self, client, req) -> None:
+            key = envelope_key(req.type, req.envelope_id)
+            if key is not None and not deps.claims(key):
+                log.info("envelope %s (%s) already handled; acked and dropped", req.envelope_id, req.type)
+                client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+                return
+            super().handle(client, req)
+
+    return ClaimingSocketModeHandler(app, app_token, **kw)
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:
@@ -134,7 +162,6 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
 
     True when all work in flight finished; False when the drain gave up on some.
     """
-    from slack_bolt.adapter.socket_mode import SocketModeHandler
     from slack_bolt.error import BoltError
     from slack_sdk.errors import SlackClientError
 
@@ -149,8 +176,9 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
 
     searcher = Searcher(store, BatchingEmbedder(embedder))
     work = work_pool()
+    replica = replica_id(settings)
     deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),
-                      later=make_later(work))
+                      later=make_later(work), replica=replica)
     daily = deps.scheduler  # started once connected
     try:  # auth.test runs here: a wrong token fails in a second, before the model loads
         app = create_app(deps)
@@ -164,19 +192,20 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     searcher.warm()  # before connecting, so the first command is as fast as the rest
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
-    handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value(), ping_interval=PING_SECONDS)
+    handler = make_socket_handler(app, settings.slack_app_token.get_secret_value(), deps,
+                                  ping_interval=PING_SECONDS)
     try:
         try:
             handler.connect()
         except (SlackClientError, OSError) as e:
             raise StartupError(redact(f"could not open the Socket Mode connection "
                                       f"(check SLACK_APP_TOKEN): {e}")) from None
-        log.info("connected to Slack (Socket Mode); answering %s", settings.command)
+        log.info("connected to Slack (Socket Mode) as replica %s; answering %s", replica, settings.command)
         daily.start()  # jobs from the schedules table, then any post missed while we were down
         while not stop.is_set():
             if handler.client.is_connected():
                 try:
-                    write_heartbeat(store)
+                    write_heartbeat(store, replica=replica)
                 except Exception as e:  # a locked or full disk must not stop the bot answering
                     log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
@@ -187,6 +216,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         log.info("closing the Slack connection")
         handler.close()
         drained = _drain(work, scheduler)
+        daily.release_lease()  # after the drain: a post in flight under the lease finishes under it
         log.info("stopped")
     return drained
 
