@@ -61,3 +61,25 @@ def test_racing_replicas_get_one_event_and_one_lease(store_url):
     finally:
         for s in replicas:
             s.close()
+
+
+def test_an_orphaned_post_is_taken_over_by_one_replica_and_only_its_claim_can_finish_it(store):
+    assert store.claim_post("C1", "2026-12-01", claimer="dead", paper_id=None, pick=None, now=100.0)
+    row = store.get_post("C1", "2026-12-01")
+    took = store.take_over_post("C1", "2026-12-01", status=row["status"], old_claimer="dead",
+                                claimed_at=row["claimed_at"], claimer="r2", now=200.0)
+    assert took == 200.0
+    # A second replica that read the same row loses the compare-and-swap.
+    assert store.take_over_post("C1", "2026-12-01", status=row["status"], old_claimer="dead",
+                                claimed_at=row["claimed_at"], claimer="r3", now=201.0) is None
+    assert not store.finish_post("C1", "2026-12-01", claimer="dead", ts="1.1", now=202.0)
+    assert not store.finish_post("C1", "2026-12-01", claimer="r2", ts="1.1", now=202.0, claimed_at=150.0)
+    store.fail_post("C1", "2026-12-01", claimer="r2", error="slack down", claimed_at=took)
+    failed = store.get_post("C1", "2026-12-01")
+    assert failed["status"] == "failed"
+    # r2 retries its own failed claim the same way, and finishes it.
+    again = store.take_over_post("C1", "2026-12-01", status="failed", old_claimer="r2",
+                                 claimed_at=failed["claimed_at"], claimer="r2", now=200.0)
+    assert again is not None and again != took
+    assert store.finish_post("C1", "2026-12-01", claimer="r2", ts="1.2", now=203.0, claimed_at=again)
+    assert store.get_post("C1", "2026-12-01")["status"] == "posted"

@@ -618,33 +618,50 @@ class PostgresStore(ReplicaTables):
                  claimer, now])
             return cur.rowcount == 1
 
-    def take_over_post(self, channel: str, day: str, *, old_claimer: str, claimer: str,
-                       now: float) -> bool:
-        """Move an unfinished claim from a dead (or stale) claimer to us; True for one caller only."""
+    def take_over_post(self, channel: str, day: str, *, status: str, old_claimer: str | None,
+                       claimed_at: float | None, claimer: str, now: float) -> float | None:
+        """Re-claim an unfinished row by compare-and-swap; the new claimed_at for one caller only, else None.
+
+        The row must still hold exactly the status, claimer and claimed_at the caller read (as
+        on SQLite): a retry by the same claimer re-claims too, so two processes can never both
+        think they hold the day. The new claimed_at always differs from the old one.
+        """
+        new_at = now if claimed_at is None or now > claimed_at else claimed_at + 0.001
         with self.transaction() as conn:
-            return conn.execute(
-                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed' "
-                "where channel = %s and day = %s and claimed_by = %s and status in ('claimed', 'failed')",
-                [claimer, now, channel, day, old_claimer]).rowcount == 1
+            row = conn.execute(
+                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed', "
+                "attempts = coalesce(attempts, 0) + 1 "
+                "where channel = %s and day = %s and status = %s and status in ('claimed', 'failed') "
+                "and claimed_by is not distinct from %s and claimed_at is not distinct from %s "
+                "returning claimed_at",
+                [claimer, new_at, channel, day, status, old_claimer, claimed_at]).fetchone()
+            return float(row[0]) if row else None
 
     def get_post(self, channel: str, day: str) -> dict | None:
         rows = self._rows("select * from posts where channel = %s and day = %s", [channel, day])
         return self._post(rows[0]) if rows else None
 
-    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str, now: float) -> bool:
-        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours."""
+    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str, now: float,
+                    claimed_at: float | None = None) -> bool:
+        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours.
+
+        With `claimed_at`, only the claim made at that moment counts as ours.
+        """
         with self.transaction() as conn:
             return conn.execute(
                 "update posts set status = 'posted', ts = %s, posted_at = %s, error = null "
-                "where channel = %s and day = %s and claimed_by = %s and status != 'posted'",
-                [ts, now, channel, day, claimer]).rowcount == 1
+                "where channel = %s and day = %s and claimed_by = %s and status != 'posted' "
+                "and (%s::double precision is null or claimed_at = %s)",
+                [ts, now, channel, day, claimer, claimed_at, claimed_at]).rowcount == 1
 
-    def fail_post(self, channel: str, day: str, *, claimer: str, error: str) -> None:
-        """Give up for now: a later start-up (or `paperclub pick --post`) may take it over."""
+    def fail_post(self, channel: str, day: str, *, claimer: str, error: str,
+                  claimed_at: float | None = None) -> None:
+        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
         with self.transaction() as conn:
             conn.execute("update posts set status = 'failed', error = %s "
-                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed'",
-                         [error, channel, day, claimer])
+                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed' "
+                         "and (%s::double precision is null or claimed_at = %s)",
+                         [error, channel, day, claimer, claimed_at, claimed_at])
 
     def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
         with self.transaction() as conn:
