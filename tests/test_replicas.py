@@ -83,3 +83,74 @@ def test_an_orphaned_post_is_taken_over_by_one_replica_and_only_its_claim_can_fi
     assert again is not None and again != took
     assert store.finish_post("C1", "2026-12-01", claimer="r2", ts="1.2", now=203.0, claimed_at=again)
     assert store.get_post("C1", "2026-12-01")["status"] == "posted"
+
+
+def test_writes_under_a_lease_are_refused_once_another_replica_holds_it(store):
+    import pytest
+
+    from store import FencedStore, Lease, LeaseLost
+
+    clock = {"now": 100.0}
+    epoch = store.acquire_lease("sweeps", holder="r1", ttl=12.0, now=100.0)
+    fenced = FencedStore(store, Lease("sweeps", "r1", epoch, 12.0), lambda: clock["now"])
+    fenced.update_source("arxiv", now=100.0, ok=True, cursor={"page": 1})
+    assert fenced.source_state("arxiv")["cursor"] == {"page": 1}  # reads pass straight through
+    clock["now"] = 110.5  # 1.5 s left on the lease: less than the margin (ttl/6), so no new write starts
+    with pytest.raises(LeaseLost):
+        fenced.update_source("arxiv", now=110.5, cursor={"page": 2})
+    # r1 stalled past its lease; r2 took it. r1's late write is fenced off, whatever r1 believes.
+    clock["now"] = 113.0
+    assert store.acquire_lease("sweeps", holder="r2", ttl=12.0, now=113.0) == epoch + 1
+    with pytest.raises(LeaseLost):
+        fenced.update_source("arxiv", now=113.0, cursor={"page": 0})
+    assert store.source_state("arxiv")["cursor"] == {"page": 1}
+    fenced.set_meta("heartbeat:r1", "113")  # a replica's own records are not the lease's
+    assert store.get_meta("heartbeat:r1") == "113"
+
+
+def test_the_catch_up_runs_on_the_lease_holder_only_and_passes_on_when_it_is_released(
+        hashing_store, fake_slack):
+    from datetime import datetime, timedelta, timezone
+
+    from conftest import Clock, make_deps, make_settings
+    from store import HashingEmbedder, Searcher
+
+    now = datetime(2026, 12, 1, 9, 5, tzinfo=timezone.utc)
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    searcher = Searcher(hashing_store, HashingEmbedder())
+    r1, r2 = (make_deps(settings, hashing_store, searcher, clock=Clock(now), replica=r).scheduler
+              for r in ("r1", "r2"))
+    for channel in ("C1", "C2"):
+        hashing_store.set_schedule(channel, hour=9, minute=0, tz="UTC", days="daily", set_by="U1",
+                                   now=(now - timedelta(days=1)).timestamp())
+    assert [r.status for r in r1.catch_up(now)] == ["posted", "posted"]
+    hashing_store.set_schedule("C3", hour=9, minute=0, tz="UTC", days="daily", set_by="U1",
+                               now=(now - timedelta(days=1)).timestamp())
+    assert r2.catch_up(now) == []  # r1 holds the lease: r2's sweep does nothing
+    assert hashing_store.get_post("C3", "2026-12-01") is None
+    assert r1.release_lease()  # SIGTERM: handed over at once, not left to expire
+    assert [r.status for r in r2.catch_up(now)] == ["posted"]
+    assert hashing_store.lease_holder("sweeps", now=now.timestamp())["holder"] == "r2"
+    posts = [m for ch in ("C1", "C2", "C3") for m in fake_slack.messages(ch)
+             if (m.get("metadata") or {}).get("event_type") == "paperclub_daily"]
+    assert len(posts) == 3
+
+
+def test_health_names_the_replica_says_whether_it_holds_the_lease_and_whether_the_database_answers(tmp_path):
+    from bot.health import check_health, write_heartbeat
+
+    path = tmp_path / "paperclub.db"
+    store = open_store(path)
+    write_heartbeat(store, 1000.0, replica="r1")
+    write_heartbeat(store, 1001.0, replica="r2")
+    store.acquire_lease("sweeps", holder="r1", ttl=15.0, now=1000.0)
+    store.close()
+    r1 = check_health(path, now=1005.0, replica="r1")
+    assert r1.ok and "replica r1, holds the sweeps lease (epoch 1), database reachable" in r1.message
+    r2 = check_health(path, now=1005.0, replica="r2")
+    assert r2.ok and "replica r2, standby (the sweeps lease is r1's)" in r2.message
+    r3 = check_health(path, now=1005.0, replica="r3")
+    assert not r3.ok and "replica r3" in r3.message and "never connected" in r3.message
+    assert "nobody holds the sweeps lease" in check_health(path, now=1100.0, replica="r1").message
+    gone = check_health("postgresql://paperclub@127.0.0.1:1/nothing", now=1005.0, replica="r1")
+    assert not gone.ok and gone.message.startswith("replica r1: database not reachable")
