@@ -197,25 +197,37 @@ class EventClaims:
     The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server): past
     that, or if the database fails, the delivery is handled anyway (answering twice is better
     than never) and remembered in this process, so a retry that comes back here is still dropped.
+    After one such wait, the next `SLOW_SECONDS` of deliveries do not wait at all (their claims
+    are still written, once the database lets them): a burst into a locked database is acked
+    at once rather than half a second apart.
     """
 
-    def __init__(self, store, replica: str, clock, *, wait: float = CLAIM_WAIT, remember: int = 2000):
+    SLOW_SECONDS = 5.0
+
+    def __init__(self, store, replica: str, clock, *, wait: float = CLAIM_WAIT, remember: int = 2000,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.store, self.replica, self.clock, self.wait = store, replica, clock, wait
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="claim")
         self._local: dict[str, None] = {}
         self._remember = remember
+        self._monotonic = monotonic
+        self._slow_until = 0.0
 
     def __call__(self, key: str) -> bool:
         """True for the one delivery of `key` that should be handled."""
         now = self.clock().timestamp()
         future = self._pool.submit(self.store.claim_event, key, replica=self.replica, now=now)
+        slow = self._monotonic() < self._slow_until
         try:
-            claimed = future.result(timeout=self.wait)
+            claimed = future.result(timeout=0.0 if slow else self.wait)
         except StoreError as e:
             log.warning("could not record %s as handled (handling it anyway): %s", key, e)
             claimed = None
         except TimeoutError:
-            log.warning("the database took over %.1f s to record %s as handled: handling it anyway", self.wait, key)
+            if not slow:
+                log.warning("the database took over %.1f s to record %s as handled: handling it (and, for "
+                            "%.0f s, every delivery) without waiting", self.wait, key, self.SLOW_SECONDS)
+                self._slow_until = self._monotonic() + self.SLOW_SECONDS
             claimed = None
         if claimed is None:  # unknown: fall back on this process's memory
             if key in self._local:
