@@ -92,7 +92,8 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
         store = open_existing(path)
     except StoreError as e:
         who = f"replica {replica}: " if replica else ""
-        return Health(False, f"{who}database not reachable: {e}")
+        what = "database not reachable: " if "://" in str(path) else ""  # a server; a file says itself
+        return Health(False, f"{who}{what}{e}")
     try:
         try:
             applied, known = store.schema_version()

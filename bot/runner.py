@@ -168,6 +168,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     from store.search import Searcher
 
     from .app import create_app, make_client, make_later, work_pool
+    from .posting import mark_alive
     from .wiring import build_deps
 
     stop = stop or threading.Event()
@@ -203,6 +204,10 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         log.info("connected to Slack (Socket Mode) as replica %s; answering %s", replica, settings.command)
         daily.start()  # jobs from the schedules table, then any post missed while we were down
         while not stop.is_set():
+            try:  # alive, connected or not: another host's replica must not take our posts over
+                mark_alive(store, time.time())
+            except Exception as e:
+                log.warning("liveness not written: %s", e)
             if handler.client.is_connected():
                 try:
                     write_heartbeat(store, replica=replica)

@@ -154,3 +154,34 @@ def test_health_names_the_replica_says_whether_it_holds_the_lease_and_whether_th
     assert "nobody holds the sweeps lease" in check_health(path, now=1100.0, replica="r1").message
     gone = check_health("postgresql://paperclub@127.0.0.1:1/nothing", now=1005.0, replica="r1")
     assert not gone.ok and gone.message.startswith("replica r1: database not reachable")
+
+
+def test_a_post_claimed_by_a_replica_on_another_host_is_taken_over_once_its_beat_stops(hashing_store, fake_slack):
+    from datetime import date, datetime, timezone
+
+    from slack_sdk import WebClient
+
+    from bot.deps import Feedback
+    from bot.picks import make_pick
+    from bot.posting import mark_alive, post_daily
+    from conftest import BOT_TOKEN
+    from store import HashingEmbedder, Searcher
+
+    now = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
+    searcher = Searcher(hashing_store, HashingEmbedder())
+    pick = make_pick(hashing_store, searcher, "C1", date(2026, 12, 1), feedback=Feedback())
+    other = "another-container:1:0badc0de"  # pid 1 of another host: its pid cannot be asked from here
+    assert hashing_store.claim_post("C1", "2026-12-01", claimer=other, paper_id=pick.paper_id,
+                                    pick=pick.to_dict(), now=now.timestamp() - 60)
+    mark_alive(hashing_store, now.timestamp() - 5, claimer=other)
+    client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
+    busy = post_daily(client, hashing_store, searcher, "C1", now, feedback=Feedback(), sleep=lambda s: None)
+    assert busy.status == "busy" and other in busy.detail  # it beats: it is still posting
+    assert fake_slack.messages("C1") == []
+    # A minute on with no beat since, that replica is gone: its claim is taken over long before
+    # the 30 minutes a claimer that never beats is given.
+    later = datetime(2026, 12, 1, 9, 1, tzinfo=timezone.utc)
+    took = post_daily(client, hashing_store, searcher, "C1", later, feedback=Feedback(), sleep=lambda s: None)
+    assert took.status == "posted" and took.paper_id == pick.paper_id
+    daily = [m for m in fake_slack.messages("C1") if (m.get("metadata") or {}).get("event_type") == "paperclub_daily"]
+    assert len(daily) == 1 and hashing_store.get_post("C1", "2026-12-01")["ts"] == daily[0]["ts"]
