@@ -111,8 +111,8 @@ class DailyService:
             for job_id, trigger in feed_triggers():
                 self.scheduler.add_job(self.poll_feeds_now, trigger, id=job_id, replace_existing=True,
                                        kwargs={"kinds": ("arxiv", "openreview") if job_id == FEEDS_JOB else ("arxiv",)})
-        # The reading group's posts: every minute, and once now (a step missed by downtime within
-        # bot.club.CLUB_GRACE goes out late rather than never).
+        # The reading group's posts: every minute, and once on taking the lease (take_over_now: a step
+        # missed by downtime within bot.club.CLUB_GRACE goes out late rather than never).
         self.scheduler.add_job(self.club_tick_now, "interval", seconds=60, id="club:tick", replace_existing=True)
 
     # -- the sweeps' lease -----------------------------------------------------------------

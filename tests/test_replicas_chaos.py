@@ -12,9 +12,9 @@ commands and reactions keep coming:
 
 What is counted comes from the fake Slack and the database: each channel's daily
 post is in Slack exactly once and its row records that message; every command got
-exactly one reply; every reaction is logged once; the lease moved to a live replica
-within its expiry (plus one renewal period) after each kill, and at once after each
-SIGTERM. Commands are paused around the instant of a kill -9 (an envelope acked by a
+exactly one reply; every reaction is logged once; after each kill the lease moved to
+a live replica within one more lease period of its expiry (measured: about one renewal
+period), and each SIGTERM released it on the way out. Commands are paused around the instant of a kill -9 (an envelope acked by a
 process that dies before replying is lost: Slack does not deliver an acked one
 again); they flow right through the rolling restart.
 """
