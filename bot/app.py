@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from slack_bolt import App, BoltResponse
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
@@ -194,49 +195,81 @@ class EventClaims:
     """Which Slack deliveries this replica handles: a claim row per event or envelope in the shared
     database (store.claim_event), so a retry that reaches another replica is dropped there too.
 
-    The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server): past
-    that, or if the database fails, the delivery is handled anyway (answering twice is better
-    than never) and remembered in this process, so a retry that comes back here is still dropped.
-    After one such wait, the next `SLOW_SECONDS` of deliveries do not wait at all (their claims
-    are still written, once the database lets them): a burst into a locked database is acked
-    at once rather than half a second apart.
+    The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server). Past
+    that, the delivery is acked at once and handled later, by `later()`, once the database has
+    said it is ours (or, if the database fails outright, handled anyway: answering twice is
+    better than never). After one such wait, the next `SLOW_SECONDS` of deliveries do not wait
+    at all: a burst into a locked database is acked at once rather than half a second apart.
     """
 
     SLOW_SECONDS = 5.0
+    LATE_WAIT = 60.0  # how long a deferred delivery waits for its claim before it is handled anyway
 
     def __init__(self, store, replica: str, clock, *, wait: float = CLAIM_WAIT, remember: int = 2000,
                  monotonic: Callable[[], float] = time.monotonic):
         self.store, self.replica, self.clock, self.wait = store, replica, clock, wait
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="claim")
         self._local: dict[str, None] = {}
+        self._granted: set[str] = set()  # deferred deliveries whose claim came through, on their way in
         self._remember = remember
         self._monotonic = monotonic
         self._slow_until = 0.0
+        self._lock = threading.Lock()
 
-    def __call__(self, key: str) -> bool:
-        """True for the one delivery of `key` that should be handled."""
-        now = self.clock().timestamp()
-        future = self._pool.submit(self.store.claim_event, key, replica=self.replica, now=now)
+    def __call__(self, key: str, later: Callable[[], None] | None = None) -> bool:
+        """True: handle this delivery of `key` now. False: drop it (another delivery has it), or, when
+        the database is slow and `later` is given, it runs `later()` once the claim is ours."""
+        with self._lock:
+            if key in self._granted:
+                self._granted.discard(key)
+                return True
+        future = self._pool.submit(self.store.claim_event, key, replica=self.replica,
+                                   now=self.clock().timestamp())
         slow = self._monotonic() < self._slow_until
         try:
-            claimed = future.result(timeout=0.0 if slow else self.wait)
+            return future.result(timeout=0.0 if slow else self.wait)
         except StoreError as e:
             log.warning("could not record %s as handled (handling it anyway): %s", key, e)
-            claimed = None
+            return self._first_here(key)
         except TimeoutError:
             if not slow:
-                log.warning("the database took over %.1f s to record %s as handled: handling it (and, for "
-                            "%.0f s, every delivery) without waiting", self.wait, key, self.SLOW_SECONDS)
+                log.warning("the database took over %.1f s to record %s as handled: acking it, and for %.0f s "
+                            "every delivery, at once, and handling each once its claim is in", self.wait, key,
+                            self.SLOW_SECONDS)
                 self._slow_until = self._monotonic() + self.SLOW_SECONDS
-            claimed = None
-        if claimed is None:  # unknown: fall back on this process's memory
+            if later is None:
+                return self._first_here(key)
+        threading.Thread(target=self._when_claimed, args=(key, future, later), name="claim-late",
+                         daemon=True).start()
+        return False
+
+    def _when_claimed(self, key: str, future, later: Callable[[], None]) -> None:
+        try:
+            ours = future.result(timeout=self.LATE_WAIT)
+        except (StoreError, TimeoutError) as e:
+            log.warning("could not record %s as handled (handling it anyway): %s", key, e or "timed out")
+            ours = self._first_here(key)
+        if not ours:
+            return
+        with self._lock:
+            self._granted.add(key)
+        try:
+            later()
+        except Exception as e:
+            log.error("a deferred delivery %s failed: %s", key, e, exc_info=True)
+        finally:
+            with self._lock:
+                self._granted.discard(key)
+
+    def _first_here(self, key: str) -> bool:
+        """The database cannot tell: handle a delivery unless this process already had it."""
+        with self._lock:
             if key in self._local:
                 return False
             self._local[key] = None
             while len(self._local) > self._remember:
                 self._local.pop(next(iter(self._local)))
             return True
-        return claimed
 
 
 def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
@@ -253,13 +286,20 @@ class _EventClaims:
 
     def __init__(self, claims: EventClaims):
         self.claims = claims
+        self.app: App | None = None  # set once built: a deferred event is dispatched through it again
 
     def __call__(self, body, next, logger):
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id and not self.claims(f"event:{event_id}"):
+        if event_id and not self.claims(f"event:{event_id}", later=self._dispatch_later(body)):
             logger.debug("duplicate event %s dropped", event_id)
             return BoltResponse(status=200, body="")  # acked, not handled twice
         return next()
+
+    def _dispatch_later(self, body: dict):
+        if self.app is None:
+            return None
+        app = self.app
+        return lambda: app.dispatch(BoltRequest(body=body, mode="socket_mode"))
 
 
 def make_later(executor: Executor | None) -> Later:
@@ -312,7 +352,9 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     def send(respond, reply: Reply) -> None:
         respond(**reply.to_message(), replace_original=False)
 
-    app.middleware(_EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock)))
+    event_claims = _EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock))
+    app.middleware(event_claims)
+    event_claims.app = app
     app.middleware(_retrying_respond)
 
     # -- /paper ---------------------------------------------------------------------------

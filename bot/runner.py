@@ -62,11 +62,15 @@ def make_socket_handler(app, app_token: str, deps, **kw):
 
     from .app import envelope_key
 
+    from slack_bolt.adapter.socket_mode.internals import run_bolt_app
+
     class ClaimingSocketModeHandler(SocketModeHandler):
         def handle(self, client, req) -> None:
             key = envelope_key(req.type, req.envelope_id)
-            if key is not None and not deps.claims(key):
-                log.info("envelope %s (%s) already handled; acked and dropped", req.envelope_id, req.type)
+            if key is not None and not deps.claims(key, later=lambda: run_bolt_app(self.app, req)):
+                # Another delivery has it, or the database is slow and it runs once the claim is in
+                # (its listener's ack then goes nowhere: this one has been sent).
+                log.info("envelope %s (%s) acked; not handled now", req.envelope_id, req.type)
                 client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
                 return
             super().handle(client, req)

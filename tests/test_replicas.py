@@ -2,6 +2,7 @@
 with an epoch fence. Runs on every backend (the store fixture); races use one Store per replica."""
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from store import open_store
@@ -185,3 +186,39 @@ def test_a_post_claimed_by_a_replica_on_another_host_is_taken_over_once_its_beat
     assert took.status == "posted" and took.paper_id == pick.paper_id
     daily = [m for m in fake_slack.messages("C1") if (m.get("metadata") or {}).get("event_type") == "paperclub_daily"]
     assert len(daily) == 1 and hashing_store.get_post("C1", "2026-12-01")["ts"] == daily[0]["ts"]
+
+
+def test_a_delivery_the_database_is_too_slow_to_claim_is_acked_now_and_handled_once_later(tmp_path):
+    import sqlite3
+    import threading
+    from datetime import datetime, timezone
+
+    from bot.app import EventClaims
+
+    path = tmp_path / "paperclub.db"
+    store = open_store(path)
+    claims = EventClaims(store, "r1", lambda: datetime(2026, 12, 1, tzinfo=timezone.utc), wait=0.2)
+    other = EventClaims(store, "r2", lambda: datetime(2026, 12, 1, tzinfo=timezone.utc), wait=0.2)
+    handled = []
+    done = threading.Event()
+    locker = sqlite3.connect(path, isolation_level=None, timeout=30)
+    locker.execute("BEGIN IMMEDIATE")  # another writer holds the file
+    try:
+        def later(who):
+            handled.append(who)
+            done.set()
+        assert claims("envelope:E1", later=lambda: later("r1")) is False  # acked, not handled yet
+        assert other("envelope:E1", later=lambda: later("r2")) is False  # Slack's duplicate, on r2
+        assert handled == []
+    finally:
+        locker.execute("COMMIT")
+        locker.close()
+    assert done.wait(20)
+    time.sleep(0.5)  # the other claim has come back too
+    assert len(handled) == 1  # once the database answers, exactly one replica handles it
+    # A redelivery afterwards, to either, is dropped (it waits for the database, which now knows).
+    assert claims("envelope:E1", later=lambda: later("again")) is False
+    assert other("envelope:E1", later=lambda: later("again")) is False
+    time.sleep(0.5)
+    assert len(handled) == 1, handled
+    store.close()
