@@ -216,18 +216,19 @@ class EventClaims:
         self._slow_until = 0.0
         self._lock = threading.Lock()
 
-    def __call__(self, key: str, later: Callable[[], None] | None = None) -> bool:
+    def __call__(self, key: str, later: Callable[[], None] | None = None, *, block: bool = False) -> bool:
         """True: handle this delivery of `key` now. False: drop it (another delivery has it), or, when
-        the database is slow and `later` is given, it runs `later()` once the claim is ours."""
+        the database is slow and `later` is given, it runs `later()` once the claim is ours.
+        block=True waits for the database however long it takes (tests dispatching inline)."""
         with self._lock:
             if key in self._granted:
                 self._granted.discard(key)
                 return True
         future = self._pool.submit(self.store.claim_event, key, replica=self.replica,
                                    now=self.clock().timestamp())
-        slow = self._monotonic() < self._slow_until
+        slow = not block and self._monotonic() < self._slow_until
         try:
-            return future.result(timeout=0.0 if slow else self.wait)
+            return future.result(timeout=None if block else 0.0 if slow else self.wait)
         except StoreError as e:
             log.warning("could not record %s as handled (handling it anyway): %s", key, e)
             return self._first_here(key)
@@ -284,13 +285,13 @@ def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
 class _EventClaims:
     """Middleware: drop events whose event_id another delivery (on any replica) already claimed."""
 
-    def __init__(self, claims: EventClaims):
-        self.claims = claims
+    def __init__(self, claims: EventClaims, *, inline: bool = False):
+        self.claims, self.inline = claims, inline
         self.app: App | None = None  # set once built: a deferred event is dispatched through it again
 
     def __call__(self, body, next, logger):
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id and not self.claims(f"event:{event_id}", later=self._dispatch_later(body)):
+        if event_id and not self.claims(f"event:{event_id}", later=self._dispatch_later(body), block=self.inline):
             logger.debug("duplicate event %s dropped", event_id)
             return BoltResponse(status=200, body="")  # acked, not handled twice
         return next()
@@ -352,7 +353,9 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     def send(respond, reply: Reply) -> None:
         respond(**reply.to_message(), replace_original=False)
 
-    event_claims = _EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock))
+    # Inline (tests): dispatch returns once the event is handled, so the claim is waited for.
+    event_claims = _EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock),
+                                inline=process_before_response)
     app.middleware(event_claims)
     event_claims.app = app
     app.middleware(_retrying_respond)
