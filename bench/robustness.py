@@ -3,8 +3,9 @@
     .venv/bin/python bench/robustness.py             # the sizes `make test` runs, the posting race at 100
     .venv/bin/python bench/robustness.py --scale 5   # 5x fuzz cases, crash trials and commands
     .venv/bin/python bench/robustness.py --only post_race --trials 100   # the posting race alone
+    .venv/bin/python bench/robustness.py --only replicas_chaos --chaos-trials 100   # replicas, kill -9, restarts
 
-It runs tests/test_{fuzz,faults,crash,post_race,load,access,secrets}.py with pytest, the
+It runs tests/test_{fuzz,faults,crash,post_race,load,access,secrets,replicas_chaos}.py with pytest, the
 sizes passed through the environment (tests/figures.py), collects the figures
 those tests record, prints them, and writes bench/out/robustness.json.
 """
@@ -20,14 +21,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
-FILES = ["fuzz", "faults", "crash", "post_race", "load", "access", "secrets"]
+FILES = ["fuzz", "faults", "crash", "post_race", "load", "access", "secrets", "replicas_chaos"]
 SIZES = {"FUZZ_CASES": 2000, "FUZZ_BUTTON_CASES": 250, "FUZZ_EVENT_CASES": 250, "CRASH_TRIALS": 20,
          "LOAD_COMMANDS": 50}
 RACE_TRIALS = 100  # M processes retrying failed and orphaned posts (tests/test_post_race.py; make test runs 8)
+CHAOS_TRIALS = 10  # three replicas on PostgreSQL, two kill -9 and a rolling restart each (make test runs 1; ~1 min each)
 
 
-def run_tests(names: list[str], scale: float, figures: Path, race_trials: int) -> tuple[int, float]:
-    env = {**os.environ, "PAPERCLUB_ROBUSTNESS_OUT": str(figures), "PAPERCLUB_RACE_TRIALS": str(race_trials)}
+def run_tests(names: list[str], scale: float, figures: Path, race_trials: int,
+              chaos_trials: int = CHAOS_TRIALS) -> tuple[int, float]:
+    env = {**os.environ, "PAPERCLUB_ROBUSTNESS_OUT": str(figures), "PAPERCLUB_RACE_TRIALS": str(race_trials),
+           "PAPERCLUB_CHAOS_TRIALS": str(chaos_trials)}
     for key, size in SIZES.items():
         env[f"PAPERCLUB_{key}"] = str(max(1, round(size * scale)))
     started = time.monotonic()
@@ -79,6 +83,30 @@ def summarise(rows: list[dict]) -> dict:
         out["load"] = {"commands": lo["commands"], "during an ingest of": lo["abstracts"],
                        "ack p50 (s)": lo["ack_p50"], "ack p99 (s)": lo["ack_p99"], "ack max (s)": lo["ack_max"],
                        "reply p99 (s)": lo["reply_p99"]}
+    chaos = by.get("replicas_chaos", [])
+    if chaos:
+        total = lambda key: sum(int(r[key]) for r in chaos)  # noqa: E731
+        expiry = sorted(d for r in chaos for d in r["handover_after_expiry"])
+        sigterm = sorted(d for r in chaos for d in r["handover_after_sigterm"])
+        out["replicas (3 on PostgreSQL; kill -9 mid-post and of the lease holder; rolling restart)"] = {
+            "trials": len(chaos), "replicas started": total("replicas_started"), "kill -9": total("kills"),
+            "SIGTERM": total("sigterms"),
+            "daily posts landed once": total("posts_landed"), "posted twice": total("posts_duplicated"),
+            "missing": total("posts_missing"), "rows matching Slack": total("rows_match"),
+            "commands": total("commands"), "replied once": total("replied_once"),
+            "answered twice": total("answered_twice"), "unanswered": total("unanswered"),
+            "interests added twice": total("interests_twice"),
+            "reactions sent": total("reactions_sent"), "reactions logged": total("reactions_logged"),
+            "envelope deliveries": total("deliveries"), "redeliveries and duplicates": total("redelivered"),
+            "lease handovers after kill -9": len(expiry),
+            "handover after the lease's expiry (s) median/max": [expiry[len(expiry) // 2], expiry[-1]] if expiry else None,
+            "lease handovers after SIGTERM": len(sigterm),
+            "released on SIGTERM": total("released_on_sigterm"),
+            "handover after the holder exited (s) max": sigterm[-1] if sigterm else None}
+        for r in chaos:
+            r["lost"] = int(r["posts_missing"]) + int(r["unanswered"]) + int(r["reactions_sent"]) - int(r["reactions_logged"])
+        last["replicas_chaos_total"] = {"lost": sum(r["lost"] for r in chaos)}
+        last.pop("replicas_chaos", None)
     out["lost"] = sum(int(r.get("lost", 0)) for r in last.values())
     return out
 
@@ -88,13 +116,15 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply fuzz cases, crash trials, commands")
     parser.add_argument("--trials", type=int, default=RACE_TRIALS,
                         help="trials of the posting race (tests/test_post_race.py)")
+    parser.add_argument("--chaos-trials", type=int, default=CHAOS_TRIALS,
+                        help="trials of the replicas scenario (tests/test_replicas_chaos.py)")
     parser.add_argument("--only", default=",".join(FILES), help=f"comma-separated subset of {','.join(FILES)}")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     figures = OUT / "robustness.jsonl"
     figures.unlink(missing_ok=True)
     code, seconds = run_tests([n.strip() for n in args.only.split(",") if n.strip()], args.scale, figures,
-                              max(1, args.trials))
+                              max(1, args.trials), max(1, args.chaos_trials))
     rows = [json.loads(line) for line in figures.read_text().splitlines()] if figures.exists() else []
     summary = {"scale": args.scale, "tests passed": code == 0, "seconds": round(seconds, 1), **summarise(rows)}
     (OUT / "robustness.json").write_text(json.dumps(summary, indent=2) + "\n")

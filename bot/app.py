@@ -17,12 +17,11 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from slack_bolt import App, BoltResponse
+from slack_bolt import App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import (
@@ -30,6 +29,8 @@ from slack_sdk.http_retry.builtin_handlers import (
     RateLimitErrorRetryHandler,
     ServerErrorRetryHandler,
 )
+
+from store.errors import StoreError
 
 from . import blocks as bk
 from . import club, home, reactions, reading, unfurl
@@ -49,7 +50,6 @@ FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.reg
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")
 WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
-SEEN_EVENTS = 2000  # event ids remembered for de-duplication (Slack delivers at least once)
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
@@ -188,25 +188,119 @@ def _drop_token_unused_warning(record: logging.LogRecord) -> bool:
     return "`token` will be unused" not in record.getMessage()
 
 
-class _EventDeduper:
-    """Drop events whose event_id was already handled (retries after a slow ack)."""
+CLAIM_WAIT = 0.5  # seconds the ack waits for the database to record an envelope as handled
 
-    def __init__(self, size: int = SEEN_EVENTS):
-        self.size = size
-        self.seen: OrderedDict[str, None] = OrderedDict()
-        self.lock = threading.Lock()
+
+class EventClaims:
+    """Which Slack deliveries this replica handles: a claim row per event or envelope in the shared
+    database (store.claim_event), so a retry that reaches another replica is dropped there too.
+
+    The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server). Past
+    that, the delivery is acked at once and handled later, by `later()`, once the database has
+    said it is ours (or, if the database fails outright, handled anyway: answering twice is
+    better than never). After one such wait, the next `SLOW_SECONDS` of deliveries do not wait
+    at all: a burst into a locked database is acked at once rather than half a second apart.
+    """
+
+    SLOW_SECONDS = 5.0
+    LATE_WAIT = 60.0  # how long a deferred delivery waits for its claim before it is handled anyway
+
+    def __init__(self, store, replica: str, clock, *, wait: float = CLAIM_WAIT, remember: int = 2000,
+                 monotonic: Callable[[], float] = time.monotonic):
+        self.store, self.replica, self.clock, self.wait = store, replica, clock, wait
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="claim")
+        self._local: dict[str, None] = {}
+        self._granted: set[str] = set()  # deferred deliveries whose claim came through, on their way in
+        self._remember = remember
+        self._monotonic = monotonic
+        self._slow_until = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, key: str, later: Callable[[], None] | None = None, *, block: bool = False) -> bool:
+        """True: handle this delivery of `key` now. False: drop it (another delivery has it), or, when
+        the database is slow and `later` is given, it runs `later()` once the claim is ours.
+        block=True waits for the database however long it takes (tests dispatching inline)."""
+        with self._lock:
+            if key in self._granted:
+                self._granted.discard(key)
+                return True
+        future = self._pool.submit(self.store.claim_event, key, replica=self.replica,
+                                   now=self.clock().timestamp())
+        slow = not block and self._monotonic() < self._slow_until
+        try:
+            return future.result(timeout=None if block else 0.0 if slow else self.wait)
+        except StoreError as e:
+            log.warning("could not record %s as handled (handling it anyway): %s", key, e)
+            return self._first_here(key)
+        except TimeoutError:
+            if not slow:
+                log.warning("the database took over %.1f s to record %s as handled: acking it, and for %.0f s "
+                            "every delivery, at once, and handling each once its claim is in", self.wait, key,
+                            self.SLOW_SECONDS)
+                self._slow_until = self._monotonic() + self.SLOW_SECONDS
+            if later is None:
+                return self._first_here(key)
+        threading.Thread(target=self._when_claimed, args=(key, future, later), name="claim-late",
+                         daemon=True).start()
+        return False
+
+    def _when_claimed(self, key: str, future, later: Callable[[], None]) -> None:
+        try:
+            ours = future.result(timeout=self.LATE_WAIT)
+        except (StoreError, TimeoutError) as e:
+            log.warning("could not record %s as handled (handling it anyway): %s", key, e or "timed out")
+            ours = self._first_here(key)
+        if not ours:
+            return
+        with self._lock:
+            self._granted.add(key)
+        try:
+            later()
+        except Exception as e:
+            log.error("a deferred delivery %s failed: %s", key, e, exc_info=True)
+        finally:
+            with self._lock:
+                self._granted.discard(key)
+
+    def _first_here(self, key: str) -> bool:
+        """The database cannot tell: handle a delivery unless this process already had it."""
+        with self._lock:
+            if key in self._local:
+                return False
+            self._local[key] = None
+            while len(self._local) > self._remember:
+                self._local.pop(next(iter(self._local)))
+            return True
+
+
+def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
+    """The claim key of a Socket Mode envelope Slack may deliver again (a slash command, a click, a
+    modal): its envelope id. Events are claimed by their event_id instead (_EventClaims), which
+    every retry of the event carries."""
+    if not envelope_id or type_ in (None, "events_api", "hello", "disconnect"):
+        return None
+    return f"envelope:{envelope_id}"
+
+
+class _EventClaims:
+    """Middleware: drop events whose event_id another delivery (on any replica) already claimed."""
+
+    def __init__(self, claims: EventClaims, *, inline: bool = False):
+        self.claims, self.inline = claims, inline
+        self.app: App | None = None  # set once built: a deferred event is dispatched through it again
 
     def __call__(self, body, next, logger):
         event_id = body.get("event_id") if body.get("type") == "event_callback" else None
-        if event_id:
-            with self.lock:
-                if event_id in self.seen:
-                    logger.debug("duplicate event %s dropped", event_id)
-                    return BoltResponse(status=200, body="")  # acked, not handled twice
-                self.seen[event_id] = None
-                while len(self.seen) > self.size:
-                    self.seen.popitem(last=False)
+        if event_id and not self.claims(f"event:{event_id}", later=self._dispatch_later(body), block=self.inline):
+            logger.debug("duplicate event %s dropped", event_id)
+            return BoltResponse(status=200, body="")  # acked, not handled twice
         return next()
+
+    def _dispatch_later(self, body: dict):
+        if self.app is None:
+            return None
+        app = self.app
+        return lambda: app.dispatch(BoltRequest(body=body, mode="socket_mode"))
 
 
 def make_later(executor: Executor | None) -> Later:
@@ -259,7 +353,11 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     def send(respond, reply: Reply) -> None:
         respond(**reply.to_message(), replace_original=False)
 
-    app.middleware(_EventDeduper())
+    # Inline (tests): dispatch returns once the event is handled, so the claim is waited for.
+    event_claims = _EventClaims(deps.claims or EventClaims(store, deps.replica, deps.clock),
+                                inline=process_before_response)
+    app.middleware(event_claims)
+    event_claims.app = app
     app.middleware(_retrying_respond)
 
     # -- /paper ---------------------------------------------------------------------------

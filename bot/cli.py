@@ -491,7 +491,7 @@ def health(c: Ctx, max_age):
 
     from .health import check_health
 
-    result = check_health(c.settings.db, time.time(), max_age)
+    result = check_health(c.settings.db, time.time(), max_age, replica=c.settings.replica_id)
     if not result.ok:
         click.echo(f"unhealthy: {result.message}", err=True)
         sys.exit(1)

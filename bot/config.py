@@ -52,6 +52,12 @@ class Settings(BaseSettings):
     admins: str = _env("PAPERCLUB_ADMINS", default="")
     reaction_weights: str = _env("PAPERCLUB_REACTION_WEIGHTS", default="")
     feedback_half_life_days: float = _env("PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS", default=30.0, gt=0)
+    # Several replicas on one PostgreSQL (README, Operations): who this process is, how long the sweeps'
+    # lease lasts without a renewal (a dead holder's sweeps pass on after this), how often the sweep of
+    # failed and orphaned posts runs.
+    replica_id: str | None = _env("PAPERCLUB_REPLICA_ID", default=None)
+    lease_seconds: float = _env("PAPERCLUB_LEASE_SECONDS", default=15.0, ge=1.0)
+    sweep_seconds: float = _env("PAPERCLUB_SWEEP_SECONDS", default=600.0, ge=1.0)
     # Fresh papers (store/sources/): each service's base URL, so a mirror or a test's fake can stand in.
     arxiv_api: str = _env("PAPERCLUB_ARXIV_API", default="https://export.arxiv.org/api/query")
     arxiv_rss: str = _env("PAPERCLUB_ARXIV_RSS", default="https://rss.arxiv.org/rss/")
@@ -86,7 +92,7 @@ class Settings(BaseSettings):
                                  "(pip install websocket-client)") from None
         return v
 
-    @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", mode="before")
+    @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", "replica_id", mode="before")
     @classmethod
     def _blank_is_none(cls, v):
         return v or None

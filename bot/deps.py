@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from store.search import Searcher
     from store.sources import Sources
 
+    from .app import EventClaims
     from .commands import Commands
     from .config import Settings
     from .scheduler import DailyService
@@ -56,6 +57,8 @@ class Deps:
     scheduler: DailyService | None = None  # the daily posts (only with a Slack client)
     home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
     sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
+    replica: str = "local"  # this process among the replicas on one database (bot/runner.replica_id)
+    claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/app.py)
 
     @property
     def command(self) -> str:

@@ -7,6 +7,7 @@ so a container HEALTHCHECK stays well under a second.
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,9 +36,22 @@ def process_identity(pid: int | None = None) -> str | None:
     return f"{boot}:{pid}:{start}"
 
 
-def write_heartbeat(store: Store, now: float) -> None:
-    """Record that this process is alive and connected to Slack (`paperclub health` reads it)."""
-    store.set_meta(HEARTBEAT_BY_KEY, process_identity() or "")
+REPLICA_ON_KEY = "replica_on:"  # + host name: the replica last started there (health's default)
+SWEEP_LEASE = "sweeps"  # bot/scheduler.py's lease
+
+
+def write_heartbeat(store: Store, now: float, replica: str | None = None) -> None:
+    """Record that this process is alive and connected to Slack (`paperclub health` reads it).
+
+    With a replica id, its own keys too: several replicas share one database, and each
+    container's health check must read its own bot's heartbeat, not the last one written.
+    """
+    by = process_identity() or ""
+    if replica:
+        store.set_meta(REPLICA_ON_KEY + socket.gethostname(), replica)
+        store.set_meta(f"{HEARTBEAT_BY_KEY}:{replica}", by)
+        store.set_meta(f"{HEARTBEAT_KEY}:{replica}", str(now))
+    store.set_meta(HEARTBEAT_BY_KEY, by)
     store.set_meta(HEARTBEAT_KEY, str(now))
 
 
@@ -66,12 +80,20 @@ def open_existing(path: str | Path) -> Store:
     return open_store(path, must_exist=True, migrate=False)
 
 
-def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE) -> Health:
-    """Healthy when the database is at this code's schema and the bot's heartbeat is recent."""
+def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
+                 replica: str | None = None) -> Health:
+    """Healthy when the database is at this code's schema and the bot's heartbeat is recent.
+
+    `replica` (PAPERCLUB_REPLICA_ID) names the bot process to check among several on one
+    database; by default, the one last started on this host. The line says which replica it
+    is, whether it holds the sweeps' lease, and whether the database answered.
+    """
     try:
         store = open_existing(path)
     except StoreError as e:
-        return Health(False, str(e))
+        who = f"replica {replica}: " if replica else ""
+        what = "database not reachable: " if "://" in str(path) else ""  # a server; a file says itself
+        return Health(False, f"{who}{what}{e}")
     try:
         try:
             applied, known = store.schema_version()
@@ -80,29 +102,42 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE)
         if applied != known:
             return Health(False, f"database {path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")
-        beat = store.get_meta(HEARTBEAT_KEY)
-        by = store.get_meta(HEARTBEAT_BY_KEY)
+        replica = replica or store.get_meta(REPLICA_ON_KEY + socket.gethostname())
+        suffix = f":{replica}" if replica else ""
+        beat = store.get_meta(HEARTBEAT_KEY + suffix)
+        by = store.get_meta(HEARTBEAT_BY_KEY + suffix)
+        lease = store.lease_holder(SWEEP_LEASE, now=now)
         failing = failing_feeds(store, now)
     except StoreError as e:  # not a database, locked for too long, unreadable...
-        return Health(False, str(e))
+        return Health(False, f"database not reachable: {e}")
     finally:
         store.close()
+    if replica:
+        if lease is None:
+            role = "nobody holds the sweeps lease"
+        elif lease["holder"] == replica:
+            role = f"holds the sweeps lease (epoch {lease['epoch']})"
+        else:
+            role = f"standby (the sweeps lease is {lease['holder']}'s)"
+        ident = f"replica {replica}, {role}, database reachable"
+    else:
+        ident = "database reachable"
     if beat is None:
-        return Health(False, "the bot has never connected to Slack (no heartbeat yet)")
+        return Health(False, f"{ident}; the bot has never connected to Slack (no heartbeat yet)")
     try:
         age = now - float(beat)
     except ValueError:
-        return Health(False, f"heartbeat is not a time: {beat!r}")
+        return Health(False, f"{ident}; heartbeat is not a time: {beat!r}")
     if age > max_age:
-        return Health(False, f"last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
+        return Health(False, f"{ident}; last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
                              "the bot is not connected to Slack")
     gone = _writer_gone(by)
     if gone:  # a heartbeat left on the volume by an earlier container, not this bot's
-        return Health(False, f"the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
+        return Health(False, f"{ident}; the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
                              f"that has stopped ({gone}): this bot has not connected to Slack yet")
     # A feed down for long is reported, not made unhealthy: restarting the container cannot fix arXiv.
     warn = "".join(f"; warning: {f}" for f in failing)
-    return Health(True, f"ok: schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago{warn}")
+    return Health(True, f"ok: {ident}, schema {applied}/{known}, heartbeat {max(age, 0):.0f} s ago{warn}")
 
 
 FEED_FAILING_SECONDS = 86400.0

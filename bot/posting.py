@@ -63,8 +63,23 @@ def _claimer_id() -> str:
 PROCESS_CLAIMER = _claimer_id()
 
 
-def claimer_alive(claimer: str | None, claimed_at: float | None, now: datetime) -> bool:
-    """Whether the process holding a claim may still be posting."""
+ALIVE_KEY = "alive:"  # + a claimer id: epoch seconds, written every heartbeat by `paperclub run`
+ALIVE_SECONDS = 45.0  # a claimer whose beat is older than this is gone (it beats every 10 s)
+
+
+def mark_alive(store: Store, now: float, claimer: str = PROCESS_CLAIMER) -> None:
+    """Say this process is running (another host's replica reads it before taking a claim over)."""
+    store.set_meta(ALIVE_KEY + claimer, str(now))
+
+
+def claimer_alive(claimer: str | None, claimed_at: float | None, now: datetime,
+                  store: Store | None = None) -> bool:
+    """Whether the process holding a claim may still be posting.
+
+    On this host, its pid says. On another host, a `paperclub run` replica's beat (mark_alive)
+    says within a minute; a process that never beats (`paperclub pick --post`) counts as alive
+    for CLAIM_LEASE after its claim.
+    """
     if not claimer:
         return False
     if claimer == PROCESS_CLAIMER:
@@ -82,6 +97,17 @@ def claimer_alive(claimer: str | None, claimed_at: float | None, now: datetime) 
         except PermissionError:
             return True
         return True
+    beat = None
+    if store is not None:
+        try:
+            beat = store.get_meta(ALIVE_KEY + claimer)
+        except StoreError:
+            beat = None  # cannot tell: the claim's age decides, as before
+    if beat is not None:
+        try:
+            return now.timestamp() - float(beat) < ALIVE_SECONDS
+        except ValueError:
+            pass
     return claimed_at is not None and now.timestamp() - claimed_at < CLAIM_LEASE.total_seconds()
 
 
@@ -267,7 +293,7 @@ def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: st
     # on the exact row it read, so only one process ever holds the day. A row whose claimer
     # is still alive is that claimer's to retry, failed or not.
     mine = row["claimed_by"] == claimer
-    if not mine and claimer_alive(row["claimed_by"], row["claimed_at"], now):
+    if not mine and claimer_alive(row["claimed_by"], row["claimed_at"], now, store):
         return PostResult("busy", day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
     claimed_at = store.take_over_post(channel, key, status=row["status"], old_claimer=row["claimed_by"],
                                       claimed_at=row["claimed_at"], claimer=claimer, now=now.timestamp())
@@ -429,7 +455,8 @@ def post_once(client: WebClient, store: Store, channel: str, key: str, build: Ca
             if row["status"] == PostStatus.POSTED:
                 return PostResult("already", day, ts=row["ts"])
             if row["claimed_by"] != claimer:
-                if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now):
+                if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now,
+                                                                       store):
                     return PostResult("busy", day, detail=f"claimed by {row['claimed_by']}")
                 if not store.take_over_scheduled(channel, key, old_claimer=row["claimed_by"], claimer=claimer,
                                                  now=now.timestamp()):

@@ -66,11 +66,41 @@ def wait_for_database(url: str, timeout: float) -> None:
         log.info("PostgreSQL at %s answered after %.0f s", address, time.monotonic() - started)
 
 
-def write_heartbeat(store: Store, now: float | None = None) -> None:
+def replica_id(settings: Settings | None = None) -> str:
+    """This process among the replicas on one database: PAPERCLUB_REPLICA_ID, else host:pid."""
+    import socket
+
+    return getattr(settings, "replica_id", None) or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def write_heartbeat(store: Store, now: float | None = None, replica: str | None = None) -> None:
     """Record that this process is alive and connected (`paperclub health` reads it)."""
     from .health import write_heartbeat as write
 
-    write(store, time.time() if now is None else now)
+    write(store, time.time() if now is None else now, replica=replica)
+
+
+def _claiming(base, deps):
+    """Bolt's Socket Mode handler class `base`, except that an envelope another replica (or this
+    one) already took is acked and dropped before Bolt sees it (slash commands, clicks, modals;
+    events are claimed by event_id in the app's middleware)."""
+    from slack_bolt.adapter.socket_mode.internals import run_bolt_app
+    from slack_sdk.socket_mode.response import SocketModeResponse
+
+    from .app import envelope_key
+
+    class ClaimingSocketModeHandler(base):
+        def handle(self, client, req) -> None:
+            key = envelope_key(req.type, req.envelope_id)
+            if key is not None and not deps.claims(key, later=lambda: run_bolt_app(self.app, req)):
+                # Another delivery has it, or the database is slow and it runs once the claim is in
+                # (its listener's ack then goes nowhere: this one has been sent).
+                log.info("envelope %s (%s) acked; not handled now", req.envelope_id, req.type)
+                client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+                return
+            super().handle(client, req)
+
+    return ClaimingSocketModeHandler
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:
@@ -178,12 +208,13 @@ class BatchingEmbedder:
         return self._queries.one(texts[0])
 
 
-def socket_mode_handler(app, app_token: str, adapter: str = "builtin"):
+def socket_mode_handler(app, app_token: str, adapter: str = "builtin", *, deps=None):
     """Bolt's Socket Mode handler over slack_sdk's `builtin` client or the `websocket_client` one.
 
     Both drive the same sync App. The builtin client swaps to a new socket on a `disconnect`
     refresh only once the old one is closed, which can wait out its 3 s receive timeout;
     bench/ack_latency.py --refreshes measures the ack delay across a refresh per adapter.
+    With deps, envelopes are claimed in the database first (several replicas: `_claiming`).
     """
     from .config import SOCKET_MODES
 
@@ -193,7 +224,8 @@ def socket_mode_handler(app, app_token: str, adapter: str = "builtin"):
         from slack_bolt.adapter.socket_mode import SocketModeHandler
     else:
         raise ValueError(f"Socket Mode adapter must be one of {', '.join(SOCKET_MODES)}, not {adapter!r}")
-    return SocketModeHandler(app, app_token, ping_interval=PING_SECONDS)
+    cls = SocketModeHandler if deps is None else _claiming(SocketModeHandler, deps)
+    return cls(app, app_token, ping_interval=PING_SECONDS)
 
 
 def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
@@ -208,6 +240,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     from store.search import Searcher
 
     from .app import create_app, make_client, make_later, work_pool
+    from .posting import mark_alive
     from .wiring import build_deps
 
     stop = stop or threading.Event()
@@ -217,8 +250,9 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     searcher = Searcher(store, BatchingEmbedder(embedder), exact_limit=settings.exact_limit,
                         index_cache=settings.index_cache)
     work = work_pool()
+    replica = replica_id(settings)
     deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),
-                      later=make_later(work))
+                      later=make_later(work), replica=replica)
     daily = deps.scheduler  # started once connected
     try:  # auth.test runs here: a wrong token fails in a second, before the model loads
         app = create_app(deps)
@@ -233,19 +267,23 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
     handler = socket_mode_handler(app, settings.slack_app_token.get_secret_value(),
-                                  getattr(settings, "socket_mode", None) or "builtin")
+                                  getattr(settings, "socket_mode", None) or "builtin", deps=deps)
     try:
         try:
             handler.connect()
         except (SlackClientError, OSError) as e:
             raise StartupError(redact(f"could not open the Socket Mode connection "
                                       f"(check SLACK_APP_TOKEN): {e}")) from None
-        log.info("connected to Slack (Socket Mode); answering %s", settings.command)
+        log.info("connected to Slack (Socket Mode) as replica %s; answering %s", replica, settings.command)
         daily.start()  # jobs from the schedules table, then any post missed while we were down
         while not stop.is_set():
+            try:  # alive, connected or not: another host's replica must not take our posts over
+                mark_alive(store, time.time())
+            except Exception as e:
+                log.warning("liveness not written: %s", e)
             if handler.client.is_connected():
                 try:
-                    write_heartbeat(store)
+                    write_heartbeat(store, replica=replica)
                 except Exception as e:  # a locked or full disk must not stop the bot answering
                     log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
@@ -256,6 +294,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         log.info("closing the Slack connection")
         handler.close()
         drained = _drain(work, scheduler)
+        daily.release_lease()  # after the drain: a post in flight under the lease finishes under it
         log.info("stopped")
     return drained
 

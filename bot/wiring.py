@@ -10,10 +10,10 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from . import club, commands, commands_daily, commands_feeds, home, overview, reading
-from .app import make_later, make_llm
+from .app import EventClaims, make_later, make_llm
 from .commands import Commands
 from .deps import Clock, Deps, Feedback, Later
-from .scheduler import DailyService
+from .scheduler import LEASE_SECONDS, POLL_SECONDS, SWEEP_EVERY, DailyService
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -33,11 +33,13 @@ def command_table() -> Commands:
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,
                slack: WebClient | None = None, later: Later | None = None,
-               sleep: Callable[[float], None] = time.sleep, sources: Sources | None = None) -> Deps:
+               sleep: Callable[[float], None] = time.sleep, sources: Sources | None = None,
+               replica: str = "local") -> Deps:
     """Everything handlers, listeners and jobs use; the daily scheduler only when there is a Slack client.
 
     `later` defaults to running work inline (the console, tests); `paperclub run` passes a pool.
-    The scheduler is built, not started: the runner starts it once connected.
+    The scheduler is built, not started: the runner starts it once connected. `replica` names this
+    process among several on one database (its event claims, the sweeps' lease, `health`).
     """
     from .config import make_sources
 
@@ -46,8 +48,12 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
     llm = make_llm(settings)
     scheduler = None
     if slack is not None:
+        sweep = float(getattr(settings, "sweep_seconds", None) or POLL_SECONDS * SWEEP_EVERY)
         scheduler = DailyService(slack, store, searcher, settings, clock=clock, feedback=feedback, llm=llm,
-                                 sleep=sleep, sources=sources)
+                                 sleep=sleep, sources=sources, replica=replica,
+                                 poll_seconds=min(POLL_SECONDS, sweep / SWEEP_EVERY),
+                                 lease_seconds=float(getattr(settings, "lease_seconds", None) or LEASE_SECONDS))
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
-                home_sections=home.SECTIONS, sources=sources)
+                home_sections=home.SECTIONS, sources=sources, replica=replica,
+                claims=EventClaims(store, replica, clock))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .base import BackupResult, Store
-from .errors import EmptyQuery, IngestError, NewerSchema, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
+from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
 from .posts import PostStatus
 
@@ -32,6 +32,7 @@ _LAZY = {
     "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
                        "channel_digest", "reading_list", "forget_member", "replay_channel"],
     "store.backends.copy": ["migrate_store", "TableCopy"],
+    "store.lease": ["Lease", "FencedStore"],
     "store.schedule": ["ScheduleError", "ScheduleSpec", "parse_schedule", "next_fire", "catch_up",
                        "describe_next", "local_today"],
     "store.club": ["ClubError", "ClubSpec", "Timeline", "timeline", "next_session", "session_starts",
@@ -43,7 +44,7 @@ _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "open_store", "database_unreachable", "database_address", "Store", "BackupResult", "Paper", "PostStatus",
-    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery",
+    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery", "LeaseLost",
     *_WHERE,
 ]
 
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
     )
     from .backends.copy import TableCopy, migrate_store  # noqa: F401
+    from .lease import FencedStore, Lease  # noqa: F401
     from .search import Hit, Searcher, hits_json  # noqa: F401
     from .summary import Summary, paper_summary, summarize, summarize_jsonl  # noqa: F401
 

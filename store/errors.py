@@ -36,3 +36,7 @@ class EmptyQuery(StoreError):
 
 class StoreBusy(StoreError):
     """Another writer held the database for longer than the store waits; try again shortly."""
+
+
+class LeaseLost(StoreError):
+    """A write made under a lease was refused: another replica holds it now (or it lapsed)."""

@@ -138,6 +138,9 @@ class FakeSlack:
         self._conn_threads: list[threading.Thread] = []  # not yet known to have ended, for close()
         self._connections_total = 0
         self._tickets: set[str] = set()
+        self._spread: dict | None = None  # spread(): several connections, redeliveries (None: newest only)
+        self._pending: dict[str, dict] = {}  # spread mode: envelopes not acked yet, by id
+        self._deliveries: list[tuple[str, int, float]] = []  # spread mode: (envelope id, connection, when)
         self.protocol_errors: list[str] = []
         # Markup a message carried that the bot did not mean (see _check_markup); the test
         # fixtures fail a test that leaves any. Kept across reset(), like protocol_errors.
@@ -153,6 +156,7 @@ class FakeSlack:
         self._threads = [
             threading.Thread(target=self._http.serve_forever, args=(_POLL,), name="fake-slack-http", daemon=True),
             threading.Thread(target=self._accept_loop, name="fake-slack-ws-accept", daemon=True),
+            threading.Thread(target=self._redeliver_loop, name="fake-slack-redeliver", daemon=True),
         ]
         for t in self._threads:
             t.start()
@@ -217,6 +221,8 @@ class FakeSlack:
         self._acks: dict[str, tuple[dict, float]] = {}
         self._socket_messages: list[dict] = []
         self._pings = 0
+        self._pending = {}
+        self._deliveries = []
 
     # --------------------------------------------------------- test-facing setup
 
@@ -490,8 +496,86 @@ class FakeSlack:
         }
         with self._lock:
             self._sent[envelope_id] = time.monotonic()
-        self.send(envelope)
+            spread = self._spread
+        if spread is None:
+            self.send(envelope)
+            return envelope_id
+        with self._lock:
+            self._pending[envelope_id] = {"envelope": envelope, "deliveries": 0, "last": None, "at": 0.0,
+                                          "again": spread["rng"].random() < spread["duplicate"]}
+        self._deliver(envelope_id)
         return envelope_id
+
+    # ------------------------------------------------ several connections (spread mode)
+
+    def spread(self, redeliver_after: float = 1.0, deliveries: int = 4, duplicate: float = 0.0,
+               seed: int | None = None) -> None:
+        """Serve several Socket Mode connections as Slack does: each envelope goes to one open
+        connection chosen at random, and is delivered again (to another one where there is one)
+        when it is not acked within `redeliver_after` seconds, up to `deliveries` times in all.
+        An events_api redelivery carries retry_attempt/retry_reason, as Slack's retries do.
+        `duplicate` is the chance an envelope is delivered once more even though it was acked
+        (Slack delivers at least once). Envelopes sent with no connection open wait for one."""
+        import random
+
+        with self._lock:
+            self._spread = {"after": redeliver_after, "deliveries": deliveries, "duplicate": duplicate,
+                            "rng": random.Random(seed)}
+
+    def deliveries(self, envelope_id: str | None = None) -> list[tuple[str, int, float]]:
+        """Spread mode: every delivery as (envelope id, connection number, monotonic time)."""
+        with self._lock:
+            return [d for d in self._deliveries if envelope_id is None or d[0] == envelope_id]
+
+    def pending(self) -> list[str]:
+        """Spread mode: envelopes not acked yet (whatever their deliveries)."""
+        with self._lock:
+            return [e for e in self._pending if e not in self._acks]
+
+    def _deliver(self, envelope_id: str) -> None:
+        """Deliver a pending envelope once, to a random open connection (not the last one tried)."""
+        with self._lock:
+            item = self._pending.get(envelope_id)
+            spread = self._spread
+            if item is None or spread is None:
+                return
+            conns = [c for c in self._conns if c.number != item["last"]] or list(self._conns)
+            if not conns:
+                return  # the loop tries again once a connection is open
+            conn = spread["rng"].choice(conns)
+            envelope = dict(item["envelope"])
+            if item["deliveries"] and envelope["type"] == "events_api":
+                envelope["retry_attempt"] = item["deliveries"]
+                envelope["retry_reason"] = "timeout"
+            item["deliveries"] += 1
+            item["last"], item["at"] = conn.number, time.monotonic()
+            self._deliveries.append((envelope_id, conn.number, item["at"]))
+        try:
+            conn.send_frame(_OP_TEXT, json.dumps(envelope).encode())
+        except OSError:
+            pass  # not acked: delivered again elsewhere
+
+    def _redeliver_loop(self) -> None:
+        while not self._closing.wait(_POLL / 2):
+            due = []
+            with self._lock:
+                spread = self._spread
+                if spread is None:
+                    continue
+                now = time.monotonic()
+                for eid, item in list(self._pending.items()):
+                    acked = eid in self._acks
+                    if acked and not item["again"]:
+                        del self._pending[eid]
+                    elif acked:  # the at-least-once duplicate, to another connection
+                        item["again"] = False
+                        due.append(eid)
+                    elif item["deliveries"] >= spread["deliveries"]:
+                        del self._pending[eid]  # Slack gives up too
+                    elif item["deliveries"] == 0 or now - item["at"] >= spread["after"]:
+                        due.append(eid)
+            for eid in due:
+                self._deliver(eid)
 
     def send_disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the client to reconnect, as Slack does every few hours."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import uuid
 import logging
 from dataclasses import replace
 
@@ -97,7 +98,10 @@ def click(app, slack, action_id: str, value: str, *, user: str = "U1", channel: 
     return slack.responses(url)
 
 
-def event(app, ev: dict, event_id: str = "Ev0001"):
+def event(app, ev: dict, event_id: str | None = None):
+    # Every event Slack sends has its own id (the app drops a repeated one, whichever app instance
+    # on this module's database saw it first); a test repeats one on purpose only.
+    event_id = event_id or f"Ev{uuid.uuid4().hex[:12].upper()}"
     body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
             "event_time": 1, "event": ev}
     return dispatch(app, body)
