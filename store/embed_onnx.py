@@ -237,6 +237,10 @@ class OnnxQueryEncoder:
         pad = tok.padding or {}
         tok.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"),
                            pad_type_id=pad.get("pad_type_id", 0))
+        # ONNX Runtime's own logger writes straight to stderr, past the bot's JSON logging (a
+        # read-only container got a telemetry warning there): errors only, and no telemetry.
+        ort.set_default_logger_severity(3)
+        ort.disable_telemetry_events()
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
