@@ -224,6 +224,10 @@ class OnnxQueryEncoder:
             raise OnnxUnavailable(last[0])
 
     def _open(self, path: Path):
+        # ONNX Runtime's telemetry tries to persist a device id under $HOME at import and, on a
+        # read-only home (the image), writes a warning straight to stderr, past the bot's JSON
+        # logging: off before the import (an operator's own setting wins).
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -237,10 +241,7 @@ class OnnxQueryEncoder:
         pad = tok.padding or {}
         tok.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"),
                            pad_type_id=pad.get("pad_type_id", 0))
-        # ONNX Runtime's own logger writes straight to stderr, past the bot's JSON logging (a
-        # read-only container got a telemetry warning there): errors only, and no telemetry.
-        ort.set_default_logger_severity(3)
-        ort.disable_telemetry_events()
+        ort.set_default_logger_severity(3)  # its own logger writes straight to stderr too: errors only
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.threads
         opts.inter_op_num_threads = 1
