@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from botproc import bot_env
+from botproc import BotProcess, bot_env
 
 pytestmark = pytest.mark.slow
 
@@ -115,12 +115,7 @@ def test_run_waits_for_a_server_that_comes_up_late_then_answers(tmp_path, fake_s
         assert f"PostgreSQL at 127.0.0.1:{relay.port} answered after" in out
         fake_slack.wait_connected(timeout=10)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        BotProcess(proc, fake_slack, via_port(pg_url, relay.port), log).stop()  # SIGTERM, then kill
         relay.close()
     assert proc.returncode == 0, log.read_text()[-3000:]
     assert "Traceback" not in log.read_text()
