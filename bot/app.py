@@ -195,10 +195,12 @@ class EventClaims:
     """Which Slack deliveries this replica handles: a claim row per event or envelope in the shared
     database (store.claim_event), so a retry that reaches another replica is dropped there too.
 
-    The ack waits for the claim at most `wait` seconds (a busy SQLite file, a slow server). Past
-    that, the delivery is acked at once and handled later, by `later()`, once the database has
-    said it is ours (or, if the database fails outright, handled anyway: answering twice is
-    better than never). After one such wait, the next `SLOW_SECONDS` of deliveries do not wait
+    Most deliveries are acked at once and claimed after (`after_ack`). One whose ack carries the
+    answer (a modal submission) is claimed first (`__call__`), and so are events reaching the app
+    other than through the Socket Mode handler: the ack waits for the claim at most `wait`
+    seconds (a busy SQLite file, a slow server). Past that, the delivery is acked at once and
+    handled later, by `later()`, once the database has said it is ours (or, if the database
+    fails outright, handled anyway: answering twice is better than never). After one such wait, the next `SLOW_SECONDS` of deliveries do not wait
     at all: a burst into a locked database is acked at once rather than half a second apart.
     """
 
@@ -244,20 +246,41 @@ class EventClaims:
                          daemon=True).start()
         return False
 
+    def after_ack(self, key: str, run: Callable[[], None]) -> None:
+        """A delivery Slack has had its ack for: claim `key` off the ack path, then run() if it is
+        ours (or if the database cannot say: answering twice is better than never)."""
+        self._pool.submit(self._claim_then, key, run)
+
+    def close(self) -> None:
+        """Wait for the claims in flight (and what they run) to finish; no new ones after this."""
+        self._pool.shutdown(wait=True)
+
+    def _claim_then(self, key: str, run: Callable[[], None]) -> None:
+        try:
+            ours = self.store.claim_event(key, replica=self.replica, now=self.clock().timestamp())
+        except StoreError as e:
+            log.warning("could not record %s as handled (handling it anyway): %s", key, e)
+            ours = self._first_here(key)
+        self._run_ours(key, ours, run)
+
     def _when_claimed(self, key: str, future, later: Callable[[], None]) -> None:
         try:
             ours = future.result(timeout=self.LATE_WAIT)
         except (StoreError, TimeoutError) as e:
             log.warning("could not record %s as handled (handling it anyway): %s", key, e or "timed out")
             ours = self._first_here(key)
+        self._run_ours(key, ours, later)
+
+    def _run_ours(self, key: str, ours: bool, later: Callable[[], None]) -> None:
         if not ours:
+            log.info("%s was handled by another delivery: dropped", key)
             return
         with self._lock:
             self._granted.add(key)
         try:
             later()
         except Exception as e:
-            log.error("a deferred delivery %s failed: %s", key, e, exc_info=True)
+            log.error("handling %s failed: %s", key, e, exc_info=True)
         finally:
             with self._lock:
                 self._granted.discard(key)
@@ -280,6 +303,26 @@ def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
     if not envelope_id or type_ in (None, "events_api", "hello", "disconnect"):
         return None
     return f"envelope:{envelope_id}"
+
+
+# Interactive payloads whose ack carries the answer (a modal's field errors, a menu's options):
+# those are claimed before the ack. Every other delivery is acked first and claimed after.
+ANSWERED_IN_ACK = frozenset({"view_submission", "block_suggestion"})
+
+
+def delivery_key(type_: str | None, envelope_id: str | None, payload: dict | None) -> tuple[str | None, bool]:
+    """(claim key, whether the ack may go out before the claim) for one Socket Mode envelope.
+
+    An event is keyed by its event_id (every retry carries it), anything else by its envelope
+    id; hello and disconnect have none. Acking first keeps the database off the ack path: a
+    retry that reaches another replica still finds the claim, and a crash between ack and
+    claim loses no more than one between claim and reply would."""
+    payload = payload or {}
+    if type_ == "events_api":
+        event_id = payload.get("event_id")
+        return (f"event:{event_id}" if event_id else None), True
+    key = envelope_key(type_, envelope_id)
+    return key, payload.get("type") not in ANSWERED_IN_ACK
 
 
 class _EventClaims:

@@ -81,17 +81,25 @@ def write_heartbeat(store: Store, now: float | None = None, replica: str | None 
 
 
 def _claiming(base, deps):
-    """Bolt's Socket Mode handler class `base`, except that an envelope another replica (or this
-    one) already took is acked and dropped before Bolt sees it (slash commands, clicks, modals;
-    events are claimed by event_id in the app's middleware)."""
+    """Bolt's Socket Mode handler class `base`, except that each delivery is claimed in the
+    database (deps.claims) and one another replica (or this one) already took is dropped.
+
+    Events, slash commands and clicks are acked at once and claimed after (bot.app.delivery_key),
+    so the ack never waits for the database; a modal submission or a menu, whose ack carries
+    the answer, is claimed first."""
     from slack_bolt.adapter.socket_mode.internals import run_bolt_app
     from slack_sdk.socket_mode.response import SocketModeResponse
 
-    from .app import envelope_key
+    from .app import delivery_key
 
     class ClaimingSocketModeHandler(base):
         def handle(self, client, req) -> None:
-            key = envelope_key(req.type, req.envelope_id)
+            key, ack_first = delivery_key(req.type, req.envelope_id, req.payload)
+            if key is not None and ack_first:
+                client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+                # Bolt's own ack of this envelope, once it runs, is not sent again.
+                deps.claims.after_ack(key, lambda: run_bolt_app(self.app, req))
+                return
             if key is not None and not deps.claims(key, later=lambda: run_bolt_app(self.app, req)):
                 # Another delivery has it, or the database is slow and it runs once the claim is in
                 # (its listener's ack then goes nowhere: this one has been sent).
@@ -293,13 +301,13 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
             scheduler.pause()  # no new daily posts from here on; one in flight goes on
         log.info("closing the Slack connection")
         handler.close()
-        drained = _drain(work, scheduler)
+        drained = _drain(work, scheduler, deps.claims)
         daily.release_lease()  # after the drain: a post in flight under the lease finishes under it
         log.info("stopped")
     return drained
 
 
-def _drain(work: ThreadPoolExecutor, scheduler=None) -> bool:
+def _drain(work: ThreadPoolExecutor, scheduler=None, claims=None) -> bool:
     """Let replies and a daily post in flight finish, for at most DRAIN_SECONDS; False if some did not.
 
     On False the caller exits without them: a daily post abandoned mid-way stays claimed
@@ -308,6 +316,8 @@ def _drain(work: ThreadPoolExecutor, scheduler=None) -> bool:
     def finish():
         if scheduler is not None and scheduler.running:
             scheduler.shutdown(wait=True)  # waits for the post being made (e.g. in a 429 retry)
+        if claims is not None:
+            claims.close()  # deliveries acked but not yet claimed: claimed, and handed to `work`
         work.shutdown()
 
     waiter = threading.Thread(target=finish, daemon=True)

@@ -222,3 +222,42 @@ def test_a_delivery_the_database_is_too_slow_to_claim_is_acked_now_and_handled_o
     time.sleep(0.5)
     assert len(handled) == 1, handled
     store.close()
+
+
+def test_a_delivery_acked_first_is_claimed_after_and_handled_by_one_replica_even_while_the_file_is_locked(
+        tmp_path):
+    import sqlite3
+    import threading
+    from datetime import datetime, timezone
+
+    from bot.app import EventClaims, delivery_key
+
+    # A slash command, a click and an event are acked before their claim; a modal submission,
+    # whose ack carries its answer, is not.
+    assert delivery_key("slash_commands", "E1", {"command": "/paper"}) == ("envelope:E1", True)
+    assert delivery_key("interactive", "E2", {"type": "block_actions"}) == ("envelope:E2", True)
+    assert delivery_key("events_api", "E3", {"event_id": "Ev3"}) == ("event:Ev3", True)
+    assert delivery_key("interactive", "E4", {"type": "view_submission"}) == ("envelope:E4", False)
+    assert delivery_key("hello", None, {})[0] is None
+
+    path = tmp_path / "paperclub.db"
+    store = open_store(path)
+    clock = lambda: datetime(2026, 12, 1, tzinfo=timezone.utc)  # noqa: E731
+    r1, r2 = EventClaims(store, "r1", clock), EventClaims(store, "r2", clock)
+    handled, lock = [], threading.Lock()
+
+    def run(who):
+        with lock:
+            handled.append(who)
+    locker = sqlite3.connect(path, isolation_level=None, timeout=30)
+    locker.execute("BEGIN IMMEDIATE")  # another writer holds the file: the claims wait, the acks did not
+    r1.after_ack("envelope:E1", lambda: run("r1"))
+    r2.after_ack("envelope:E1", lambda: run("r2"))  # Slack's redelivery, to the other replica
+    time.sleep(0.3)
+    assert handled == []
+    locker.execute("COMMIT")
+    locker.close()
+    r1.close()
+    r2.close()
+    assert len(handled) == 1, handled
+    store.close()
