@@ -3,6 +3,7 @@
     python bench/ack_latency.py [--sequential 200] [--concurrent 40] [--db FILE] [--json]
         [--query-encoder torch,onnx] [--socket-mode builtin] [--refreshes 3]
         [--refresh-adapters builtin,websocket_client,aiohttp,websockets]
+        [--replicas 3 [--pg-url postgresql://postgres@127.0.0.1:5432]]
 
 Starts the fake Slack (tests/fake_slack.py) and `python -m bot run` against it,
 with the bundled ICLR abstracts (copied from --db, or loaded with --load-samples
@@ -14,6 +15,8 @@ Prints p50/p95/p99/max for 200 sequential and 40 concurrent commands, once per q
 encoder (PAPERCLUB_QUERY_ENCODER: torch and onnx by default, in one run, with the ratio).
 Then the Socket Mode ack delay across `disconnect` refreshes (bench/socket_refresh.py):
 the bot itself after its burst, and each slack_sdk adapter with a minimal app.
+--replicas N: the same commands against one replica and then N replicas on one PostgreSQL
+(the fake Slack spreads envelopes over the connections as Slack does), with the ratio.
 Targets: ack p99 < 100 ms, search reply p95 < 300 ms.
 """
 from __future__ import annotations
@@ -68,14 +71,14 @@ def queries(n: int) -> list[str]:
     return out
 
 
-def start_bot(fake, db: Path, log: Path, load_samples: bool, extra_env: dict | None = None) -> subprocess.Popen:
+def start_bot(fake, db: str | Path, log: Path, load_samples: bool, extra_env: dict | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLACK_", "PAPERCLUB_")) and "PROXY" not in k.upper()}
     env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=fake.api_url,
                PAPERCLUB_DB=str(db), LOG_LEVEL="INFO", PYTHONUNBUFFERED="1", **(extra_env or {}))
     args = [sys.executable, "-m", "bot", "run"] + (["--load-samples"] if load_samples else [])
     with open(log, "w") as out:
-        proc = subprocess.Popen(args, cwd=db.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(args, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT)
     started = time.monotonic()
     while "connected to Slack" not in log.read_text(errors="replace"):
         if proc.poll() is not None:
@@ -161,19 +164,24 @@ def stats(values: list[float]) -> dict:
             "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
 
 
-def bench_one(args, encoder: str, texts: list[str]) -> dict:
-    """One `paperclub run` with this query encoder: sequential and concurrent commands, then refreshes."""
+def bench_one(args, encoder: str, texts: list[str], *, replicas: int = 1, db_url: str | None = None) -> dict:
+    """`paperclub run` with this query encoder, `replicas` processes on one database (db_url, else a
+    fresh SQLite file): sequential and concurrent commands, then refreshes (one replica only)."""
     tmp = Path(tempfile.mkdtemp(prefix="paperclub-bench-"))
-    db = tmp / "bench.db"
-    if args.db:
+    db = db_url or tmp / "bench.db"
+    if args.db and not db_url:
         shutil.copyfile(args.db, db)
     extra = {"PAPERCLUB_QUERY_ENCODER": encoder, "PAPERCLUB_SOCKET_MODE": args.socket_mode}
     if args.onnx_dir:
         extra["PAPERCLUB_ONNX_DIR"] = str(args.onnx_dir)
     fake = start_fake_slack()
+    if replicas > 1:  # Slack's way with several connections: each envelope to one of them
+        fake.spread(redeliver_after=2.5, duplicate=0.0)
     started = time.monotonic()
-    proc = start_bot(fake, db, tmp / "bot.log", load_samples=not args.db, extra_env=extra)
+    procs = [start_bot(fake, db, tmp / "bot.log", load_samples=not args.db, extra_env=extra)]
     connected_s = time.monotonic() - started
+    procs += [start_bot(fake, db, tmp / f"bot{i}.log", load_samples=False,
+                        extra_env={**extra, "PAPERCLUB_REPLICA_ID": f"r{i}"}) for i in range(2, replicas + 1)]
     watcher = ReplyWatcher(fake)
     refresh = None
     try:
@@ -181,30 +189,47 @@ def bench_one(args, encoder: str, texts: list[str]) -> dict:
         seq = run_sequential(fake, watcher, texts[1 : args.sequential])
         seq = ([*first_ack, *seq[0]], [*first_reply, *seq[1]])
         con = run_concurrent(fake, watcher, texts[args.sequential :])
-        if args.refreshes:
+        if args.refreshes and replicas == 1:
             delays, lost, gap = refresh_ack_delays(fake, refreshes=args.refreshes)
             refresh = {"adapter": f"paperclub run ({args.socket_mode})", **ack_stats(delays), "lost": lost,
                        "gap": gap}
+        spread = sorted({conn for _, conn, _ in fake.deliveries()}) if replicas > 1 else [0]
     finally:
         watcher.stop.set()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         fake.close()
     log = (tmp / "bot.log").read_text(errors="replace")
-    leaked = any(t in log for t in ("BENCHBOTTOKEN", "BENCHAPPTOKEN"))
+    leaked = any(t in f.read_text(errors="replace") for f in tmp.glob("bot*.log")
+                 for t in ("BENCHBOTTOKEN", "BENCHAPPTOKEN"))
     shutil.rmtree(tmp, ignore_errors=True)
     # What the bot really used: the ONNX session, or torch after a logged fallback.
     used = "onnx" if "query encoder: ONNX Runtime" in log else "torch"
     return {
-        "query_encoder": encoder, "used": used, "connected_s": connected_s,
+        "query_encoder": encoder, "used": used, "connected_s": connected_s, "replicas": replicas,
+        "connections_used": len(spread),
         "sequential": {"ack_ms": stats(seq[0]), "reply_ms": stats(seq[1])},
         "concurrent": {"ack_ms": stats(con[0]), "reply_ms": stats(con[1])},
         "first_command_ms": {"ack": first_ack[0] * 1000, "reply": first_reply[0] * 1000},
         "refresh": refresh, "token_in_log": leaked,
     }
+
+
+def bench_replicas(args, encoder: str, texts: list[str]) -> list[dict]:
+    """One replica, then args.replicas, on one PostgreSQL database (a fresh schema each), same commands."""
+    from search_quality import PostgresDatabase
+
+    pg = PostgresDatabase(args.pg_url)
+    try:
+        return [bench_one(args, encoder, texts, replicas=n, db_url=pg.url(f"replicas{n}"))
+                for n in (1, args.replicas)]
+    finally:
+        pg.close()
 
 
 def main() -> None:
@@ -221,6 +246,11 @@ def main() -> None:
                     help="disconnect refreshes measured per bot run and per adapter (0: none)")
     ap.add_argument("--refresh-adapters", default=",".join(ADAPTERS),
                     help="slack_sdk Socket Mode adapters measured across a refresh with a minimal app")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="also measure this many replicas on one PostgreSQL against one replica there "
+                         "(first query encoder; the ratio is the figure)")
+    ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
+                    help="PostgreSQL server for --replicas (a throwaway database is made there)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = ap.parse_args()
 
@@ -230,11 +260,12 @@ def main() -> None:
     for encoder in encoders:
         runs.append(bench_one(args, encoder, texts))
         print(f"{encoder}: done", file=sys.stderr)
+    scaled = bench_replicas(args, encoders[0], texts) if args.replicas > 1 else []
     adapters = []
     if args.refreshes:
         adapters = [measure_adapter(a, refreshes=args.refreshes, window=4.0, interval=0.05)
                     for a in args.refresh_adapters.split(",") if a]
-    result = {"runs": runs, "refresh_adapters": adapters, "load_average": os.getloadavg()}
+    result = {"runs": runs, "replicas": scaled, "refresh_adapters": adapters, "load_average": os.getloadavg()}
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -253,6 +284,15 @@ def main() -> None:
         a, b = runs
         ratio = b["concurrent"]["reply_ms"]["p95"] / max(a["concurrent"]["reply_ms"]["p95"], 1e-9)
         print(f"concurrent reply p95 {b['query_encoder']}/{a['query_encoder']}: {ratio:.2f}")
+    if scaled:
+        one, many = scaled
+        print(f"\nPostgreSQL, {args.concurrent} concurrent commands ({encoders[0]}): one replica against "
+              f"{many['replicas']} (envelopes reached {many['connections_used']} connections)")
+        label = f"{many['replicas']} replicas"
+        print(f"{'':30}{'1 replica':>11}{label:>12}{'ratio':>8}")
+        for kind, pct in (("ack_ms", "p99"), ("reply_ms", "p95")):
+            a, b = one["concurrent"][kind][pct], many["concurrent"][kind][pct]
+            print(f"{'concurrent ' + kind[:-3] + ' ' + pct:30}{a:>11.1f}{b:>12.1f}{b / max(a, 1e-9):>8.2f}")
     rows = [r["refresh"] for r in runs if r["refresh"]]
     for run, row in zip([r for r in runs if r["refresh"]], rows):
         row["adapter"] += f" [{run['query_encoder']}]"

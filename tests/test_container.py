@@ -40,7 +40,22 @@ def _engine_problem() -> str | None:
         return f"no Docker engine ({DOCKER} info: {e})"
     if out.returncode != 0 or not out.stdout.strip():
         return f"no Docker engine answers `{DOCKER} info` (CI sets one up: deploy/ci-image-prereqs.sh)"
-    return None
+    return _buildkit_problem()
+
+
+def _buildkit_problem() -> str | None:
+    """The Dockerfile needs BuildKit (a secret mount): a client from Docker 23 on has it only
+    through the buildx plugin; older ones (Debian's docker.io 20.10) have it built in."""
+    if subprocess.run([DOCKER, "buildx", "version"], capture_output=True, timeout=30).returncode == 0:
+        return None
+    version = subprocess.run([DOCKER, "version", "--format", "{{.Client.Version}}"], capture_output=True,
+                             text=True, timeout=30).stdout.strip()
+    major = re.match(r"(\d+)\.", version)
+    if major and int(major.group(1)) < 23:
+        return None
+    return (f"`{DOCKER}` (client {version or 'of unknown version'}) has no buildx, and the image needs "
+            "BuildKit: install the buildx plugin, or set PAPERCLUB_DOCKER to a client with BuildKit "
+            "(deploy/ci-image-prereqs.sh does)")
 
 
 PROBLEM = _engine_problem()
