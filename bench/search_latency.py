@@ -1,13 +1,15 @@
 """Query latency of Searcher.search at 1k, 10k and 100k papers, plus memory.
 
     python bench/search_latency.py [--sizes 1000,10000,100000] [--queries 200] [--db DIR]
+        [--query-encoder onnx,torch]
 
 Corpora are synthesised by recombining real abstract sentences from the SciTLDR
 files; their embeddings are random unit vectors written straight into the store
 (no model encoding), so a 100k build takes well under a minute. Queries are real
 TLDRs embedded by the real model each time (the query cache is cleared), so the
 figures include query embedding. One store grows from the smallest size to the
-largest. Prints p50/p95 per stage, index load time, matrix bytes and RSS growth.
+largest. Prints p50/p95 per stage, index load time, matrix bytes and RSS growth, once per
+query encoder (onnx, as `paperclub run` uses by default, beside torch), each row beside the other.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from store import Searcher, SentenceTransformerEmbedder, Store, open_store  # noqa: E402
+from store import Searcher, Store, open_store  # noqa: E402
+from store.embed import DEFAULT_MODEL, make_embedder  # noqa: E402
 from store.search import POSTING_BUDGET, clip_query  # noqa: E402
 from store.text import content_hash  # noqa: E402
 
@@ -125,6 +128,11 @@ def main(argv=None) -> int:
     ap.add_argument("--data", action="append", default=None,
                     help=f"SciTLDR-style JSONL (default: {EVAL}/train.jsonl and dev.jsonl)")
     ap.add_argument("--db", default=None, help="directory to keep the store in and reuse (default: a temp dir)")
+    ap.add_argument("--query-encoder", default="onnx,torch",
+                    help="comma-separated PAPERCLUB_QUERY_ENCODER values, each measured at every size")
+    ap.add_argument("--onnx-dir", default=os.environ.get("PAPERCLUB_ONNX_DIR")
+                    or os.path.join(os.path.expanduser("~"), ".cache", "paperclub", "onnx"),
+                    help="where the exported ONNX model is cached (the bot's default)")
     args = ap.parse_args(argv)
 
     data = args.data or [str(EVAL / "train.jsonl"), str(EVAL / "dev.jsonl")]
@@ -135,40 +143,51 @@ def main(argv=None) -> int:
     folder = Path(args.db or tempfile.mkdtemp(prefix="pc-latency-"))
     db = folder / "latency.db"  # with --db an existing store is reused and topped up
 
-    embedder = SentenceTransformerEmbedder(bf16=args.bf16)
+    encoders = [e.strip() for e in args.query_encoder.split(",") if e.strip()]
+    searchers = {}
+    for enc in encoders:
+        embedder = make_embedder(DEFAULT_MODEL, bf16=args.bf16, query_encoder=enc, onnx_dir=args.onnx_dir)
+        embedder.load(**({"background": False} if enc == "onnx" else {}))  # the export, if any, first
+        used = getattr(embedder, "query_backend", "torch")
+        if used != enc:
+            sys.exit(f"query encoder {enc} asked for, {used} in use (see the warning above)")
+        searchers[enc] = embedder
     if args.torch_threads:
         import torch
 
         torch.set_num_threads(args.torch_threads)
     store = open_store(db)
-    searcher = Searcher(store, embedder, posting_budget=args.posting_budget)
-    embedder.load()
-    searcher.embed_query("warm up the model")
-    print(f"cpus: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}  model: {embedder.name}  "
-          f"posting budget: {args.posting_budget}  bf16: {embedder.bf16}  "
+    for enc, embedder in list(searchers.items()):
+        searchers[enc] = Searcher(store, embedder, posting_budget=args.posting_budget)
+        searchers[enc].embed_query("warm up the model")
+    print(f"cpus: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}  model: {DEFAULT_MODEL}  "
+          f"posting budget: {args.posting_budget}  bf16: {args.bf16}  "
           f"torch threads: {__import__('torch').get_num_threads()}  "
           f"queries: {len(queries)} real TLDRs; {len(sentences)} source sentences")
-    print(f"{'papers':>8} {'build s':>8} {'load s':>7} {'matrix MB':>9} {'RSS +MB':>8} "
+    print(f"{'papers':>8} {'encoder':>7} {'build s':>8} {'load s':>7} {'matrix MB':>9} {'RSS +MB':>8} "
           f"{'p50 ms':>7} {'p95 ms':>7} {'cpu p50':>7} | p50/p95 ms: {'embed':>11} {'bm25':>11} {'dense':>11}")
+    model = next(iter(searchers.values())).embedder.name
     for size in sizes:
         if store.count_papers() > size:
             print(f"{size:>8} skipped: the reused store already holds {store.count_papers()} papers")
             continue
-        build = grow(store, size, sentences, rng, embedder.name)
-        searcher._index = None
-        before = rss_mb()
-        t = time.perf_counter()
-        index = searcher.index()
-        load = time.perf_counter() - t
-        grown = rss_mb() - before
-        measure(searcher, queries[:10])  # warm SQLite's page cache
-        res = measure(searcher, queries)
-        parts = "  ".join(f"{pct(res[k], 50):5.1f}/{pct(res[k], 95):5.1f}" for k in ("embed", "bm25", "dense"))
-        print(f"{size:>8} {build:8.1f} {load:7.2f} {index.nbytes / 2**20:9.1f} {grown:8.1f} "
-              f"{pct(res['search'], 50):7.1f} {pct(res['search'], 95):7.1f} {pct(res['cpu'], 50):7.1f} "
-              f"|             {parts}", flush=True)
-        print(f"          mean search {statistics.mean(res['search']):.1f} ms, "
-              f"max {max(res['search']):.1f} ms", file=sys.stderr)
+        build = grow(store, size, sentences, rng, model)
+        for enc, searcher in searchers.items():
+            searcher._index = None
+            before = rss_mb()
+            t = time.perf_counter()
+            index = searcher.index()
+            load = time.perf_counter() - t
+            grown = rss_mb() - before
+            measure(searcher, queries[:10])  # warm SQLite's page cache
+            res = measure(searcher, queries)
+            parts = "  ".join(f"{pct(res[k], 50):5.1f}/{pct(res[k], 95):5.1f}" for k in ("embed", "bm25", "dense"))
+            print(f"{size:>8} {enc:>7} {build:8.1f} {load:7.2f} {index.nbytes / 2**20:9.1f} {grown:8.1f} "
+                  f"{pct(res['search'], 50):7.1f} {pct(res['search'], 95):7.1f} {pct(res['cpu'], 50):7.1f} "
+                  f"|             {parts}", flush=True)
+            print(f"          mean search {statistics.mean(res['search']):.1f} ms, "
+                  f"max {max(res['search']):.1f} ms", file=sys.stderr)
+            searcher._index = None  # one index in memory at a time
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (figures are wall-clock; a busy "
           f"machine inflates them)")
     store.close()
