@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -270,8 +271,9 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
                                   f"or could not be reached: {e}")) from None
 
     started = time.perf_counter()
-    limit_torch_threads()
     searcher.warm()  # before connecting, so the first command is as fast as the rest
+    if "torch" in sys.modules:  # the model runs on torch (no ONNX graph yet, or none to be had)
+        limit_torch_threads()
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
     handler = socket_mode_handler(app, settings.slack_app_token.get_secret_value(),

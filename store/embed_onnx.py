@@ -135,7 +135,7 @@ def export_onnx(model_dir: Path, out: Path) -> None:
                               dynamic_axes={**{k: {0: "batch", 1: "seq"} for k in _INPUTS},
                                             "embedding": {0: "batch"}},
                               opset_version=OPSET, dynamo=False)
-        probe = OnnxQueryEncoder(str(model_dir), out.parent, threads=1)._open(Path(tmp))
+        probe = OnnxQueryEncoder(str(model_dir), out.parent, threads=1)._open(Path(tmp), 1)
         want = st.encode(list(PROBES), normalize_embeddings=True, convert_to_numpy=True)
         cos = float(np.min(np.sum(probe(PROBES) * want, axis=1)))
         if cos < MIN_COSINE:
@@ -158,11 +158,14 @@ class OnnxQueryEncoder:
     One intra-op thread, like torch's: concurrency comes from the work pool.
     """
 
-    def __init__(self, model_dir: str, cache_dir: str | Path, *, threads: int = 1):
+    def __init__(self, model_dir: str, cache_dir: str | Path, *, threads: int = 1,
+                 batch_threads: int | None = None):
         self.model_dir = Path(model_dir)
         self.cache_dir = Path(cache_dir)
         self.threads = threads
+        self.batch_threads = batch_threads or min(4, os.cpu_count() or 1)
         self._run = None
+        self._batch_run = None
         self._path: Path | None = None
         self._lock = threading.Lock()
 
@@ -193,9 +196,20 @@ class OnnxQueryEncoder:
                         self._export_in_child(path)
                     else:
                         export_onnx(self.model_dir, path)
-                self._run = self._open(path)
+                self._run = self._open(path, self.threads)
                 log.info("query encoder: ONNX Runtime (%s)", path)
         return self._run
+
+    def batch_runner(self):
+        """A second session for batches (papers at ingest) with `batch_threads` intra-op threads,
+        opened on first use: a lone query stays on its one-thread session."""
+        run = self.load()
+        if self.batch_threads <= self.threads:
+            return run
+        with self._lock:
+            if self._batch_run is None:
+                self._batch_run = self._open(self.path(), self.batch_threads)
+        return self._batch_run
 
     def _export_in_child(self, path: Path) -> None:
         import atexit
@@ -223,7 +237,7 @@ class OnnxQueryEncoder:
             last = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
             raise OnnxUnavailable(last[0])
 
-    def _open(self, path: Path):
+    def _open(self, path: Path, threads: int):
         # ONNX Runtime's telemetry tries to persist a device id under $HOME at import and, on a
         # read-only home (the image), writes a warning straight to stderr, past the bot's JSON
         # logging: off before the import (an operator's own setting wins).
@@ -243,8 +257,11 @@ class OnnxQueryEncoder:
                            pad_type_id=pad.get("pad_type_id", 0))
         ort.set_default_logger_severity(3)  # its own logger writes straight to stderr too: errors only
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        # Idle worker threads must not spin between calls (torch's OpenMP spinning once turned a
+        # 25 ms encode into a second on this 2-core box).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
         try:
             session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
@@ -269,6 +286,24 @@ class OnnxQueryEncoder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return run(texts)
+
+    def encode_batches(self, texts: Sequence[str], *, batch_size: int = 32,
+                       progress: bool = False) -> np.ndarray:
+        """Many texts, as sentence-transformers batches them: longest first, so each batch pads
+        to texts of about its own length; rows come back in the given order."""
+        run = self.batch_runner()
+        order = sorted(range(len(texts)), key=lambda i: -len(str(texts[i])))
+        out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]
+        starts = range(0, len(order), batch_size)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc="Batches", unit="batch")
+        for start in starts:
+            rows = order[start : start + batch_size]
+            for i, vec in zip(rows, run([texts[i] for i in rows])):
+                out[i] = vec
+        return np.stack(out).astype(np.float32, copy=False)
 
 
 def _stop_child(child) -> None:

@@ -71,10 +71,34 @@ def test_onnx_vectors_match_sentence_transformers_on_the_seed_abstracts_and_quer
 
 
 @pytest.mark.slow
-def test_documents_still_go_through_sentence_transformers(onnx_embedder, real_embedder):
-    texts = QUERIES[:3]
-    assert np.array_equal(onnx_embedder.encode(texts), real_embedder.encode(texts))
+def test_papers_go_through_onnx_too_in_batches_and_come_back_in_their_order(onnx_embedder, real_embedder):
+    texts = (_seed_texts() + QUERIES) * 2  # 92 texts of mixed lengths: three batches, sorted by length
+    got, want = onnx_embedder.encode(texts), real_embedder.encode(texts)
+    assert got.shape == want.shape == (len(texts), 384) and got.dtype == np.float32
+    cos = np.sum(got * want, axis=1)
+    assert cos.min() >= 0.9999, (cos.min(), texts[int(cos.argmin())][:80])
     assert onnx_embedder.name == real_embedder.name and onnx_embedder.dim == 384
+
+
+@pytest.mark.slow
+def test_with_the_graph_exported_a_start_never_imports_torch(onnx_embedder, onnx_dir):
+    """A replica's start and memory are the ONNX session's: torch is not imported at all."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from store.embed import make_embedder\n"
+        f"e = make_embedder(query_encoder='onnx', onnx_dir={str(onnx_dir)!r})\n"
+        "e.load()\n"
+        "q = e.encode_queries(['video surprise']); d = e.encode(['a paper', 'another paper'])\n"
+        "assert q.shape == (1, 384) and d.shape == (2, 384) and e.dim == 384\n"
+        "print('torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
 
 
 @pytest.mark.slow
