@@ -1,6 +1,6 @@
 """Fresh papers: harvest throughput against the raw encode rate, and the seed enrichment's match rate.
 
-    .venv/bin/python bench/sources.py [--n 5000] [--model all-MiniLM-L6-v2] [--skip-speed] [--skip-match]
+    .venv/bin/python bench/sources.py [--n 5000] [--model all-MiniLM-L6-v2] [--encoder onnx|torch] [--skip-speed] [--skip-match]
 
 Speed: harvest n records from the local fake arXiv API (pages of 1,000, no
 politeness wait: it is loopback), parse, ingest and embed into a fresh
@@ -44,9 +44,13 @@ def _sources(fake: FakeSources) -> Sources:
     return Sources(fake.api, fake.rss, fake.url, Fetcher(), Fetcher())
 
 
-def speed(n: int, model: str) -> None:
-    embedder = make_embedder(model)
+def speed(n: int, model: str, encoder: str = "onnx") -> None:
+    # The bot's embedder: ONNX Runtime once its graph is exported (here, before timing), else torch.
+    embedder = make_embedder(model, query_encoder=encoder, onnx_dir=Path.home() / ".cache" / "paperclub" / "onnx")
+    if hasattr(embedder, "load"):
+        embedder.load(**({"background": False} if encoder == "onnx" else {}))
     embedder.encode(["warm up"])
+    print(f"encoder: {getattr(embedder, 'query_backend', 'torch')}")
     with FakeSources() as fake, tempfile.TemporaryDirectory() as tmp:
         fake.papers = make_papers(n, start=datetime(2026, 10, 1, tzinfo=timezone.utc))
         for i, p in enumerate(fake.papers):
@@ -106,13 +110,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=5000)
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
+    ap.add_argument("--encoder", default="onnx", choices=("onnx", "torch"),
+                    help="PAPERCLUB_QUERY_ENCODER: onnx (the bot's default: papers through ONNX Runtime too) or torch")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-match", action="store_true")
     args = ap.parse_args()
     if not args.skip_match:
         match(args.n)
     if not args.skip_speed:
-        speed(args.n, args.model)
+        speed(args.n, args.model, args.encoder)
 
 
 if __name__ == "__main__":
