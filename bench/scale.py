@@ -140,15 +140,17 @@ def build(url: str, n: int, abstracts, sentences, base, model: str) -> None:
 # -- one replica, in its own process ---------------------------------------------------------
 def replica(args) -> dict:
     t0 = time.perf_counter()
-    import torch
-
-    from store import Searcher, SentenceTransformerEmbedder, open_store
+    from store import Searcher, open_store
     from store.search import MatrixIndex, clip_query
     from store.vectors import recall_at
 
-    torch.set_num_threads(1)  # as bot/runner.py
     store = open_store(args.url)
-    embedder = SentenceTransformerEmbedder()
+    embedder = bot_embedder(args.encoder)  # as `paperclub run` builds it
+    embedder.load(**({"background": False} if args.encoder == "onnx" else {}))
+    if "torch" in sys.modules:
+        import torch
+
+        torch.set_num_threads(1)  # as bot/runner.py
     searcher = Searcher(store, embedder, exact_limit=args.exact_limit, index_cache=args.index_cache)
     searcher.embed_query("warm up")  # searcher.warm(), in two timed parts
     t_model = time.perf_counter() - t0
@@ -156,6 +158,7 @@ def replica(args) -> dict:
     index = searcher.index()
     t_index = time.perf_counter() - t
     out = {"backend": store.backend, "start_s": time.perf_counter() - t0, "model_s": t_model, "index_s": t_index,
+           "encoder": getattr(embedder, "query_backend", "torch"), "torch_imported": "torch" in sys.modules,
            "graph_was_saved": index.restored_from is not None, "rss_mb": rss_mb(), "peak_mb": rss_mb("VmHWM")}
     out.update(vectors=len(index), approximate=index.approximate, index_mb=index.nbytes / 1e6)
 
@@ -195,6 +198,13 @@ def replica(args) -> dict:
     return out
 
 
+def bot_embedder(encoder: str):
+    from store.embed import DEFAULT_MODEL, make_embedder
+
+    onnx_dir = os.environ.get("PAPERCLUB_ONNX_DIR") or Path.home() / ".cache" / "paperclub" / "onnx"
+    return make_embedder(DEFAULT_MODEL, query_encoder=encoder, onnx_dir=onnx_dir)
+
+
 def graph_path(url: str, folder: Path) -> Path:
     return folder / f"graph-{'pg' if url.startswith('postgres') else 'sqlite'}.usearch"
 
@@ -202,7 +212,7 @@ def graph_path(url: str, folder: Path) -> Path:
 def run_replica(url: str, args, folder: Path) -> dict:
     cache = graph_path(url, folder)
     cmd = [sys.executable, __file__, "--replica", "--url", url, "--index-cache", str(cache),
-           "--exact-limit", str(args.exact_limit), "--queries", str(args.queries)]
+           "--exact-limit", str(args.exact_limit), "--queries", str(args.queries), "--encoder", args.encoder]
     for d in args.data:
         cmd += ["--data", d]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -214,7 +224,8 @@ def run_replica(url: str, args, folder: Path) -> dict:
 def report(r: dict, build_s: float | None) -> None:
     ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
     mode = "approximate (HNSW, usearch)" if r["approximate"] else "exact (float32 matrix)"
-    print(f"\n{r['backend']}: {r['vectors']:,} vectors, search served {mode}, index {r['index_mb']:.0f} MB")
+    print(f"\n{r['backend']}: {r['vectors']:,} vectors, search served {mode}, index {r['index_mb']:.0f} MB; "
+          f"model through {r['encoder']} (torch imported: {r['torch_imported']})")
     print(f"  start to ready       {r['start_s']:7.1f} s   aim <= {AIMS['start_s']:.0f} s  "
           f"{ok(r['start_s'] <= AIMS['start_s'])}  (model {r['model_s']:.1f} s, index {r['index_s']:.1f} s: "
           f"{'saved graph loaded' if r['graph_was_saved'] else 'built from the store'})")
@@ -243,6 +254,8 @@ def main(argv=None) -> int:
                          "(default: store.vectors.EXACT_LIMIT, or n/2 when n is below it)")
     ap.add_argument("--base", type=int, default=1000, help="real abstracts encoded as base vectors")
     ap.add_argument("--rebuild-index", action="store_true", help="drop the saved graphs first")
+    ap.add_argument("--encoder", default="onnx", choices=("onnx", "torch"),
+                    help="PAPERCLUB_QUERY_ENCODER of the replica (the bot's default: onnx)")
     ap.add_argument("--data", action="append", default=None,
                     help=f"SciTLDR-style JSONL (default: {EVAL}/train.jsonl and dev.jsonl)")
     ap.add_argument("--replica", action="store_true", help=argparse.SUPPRESS)
