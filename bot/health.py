@@ -55,6 +55,27 @@ def write_heartbeat(store: Store, now: float, replica: str | None = None) -> Non
     store.set_meta(HEARTBEAT_KEY, str(now))
 
 
+FORGET_AFTER = 86_400.0  # seconds a replica may be silent before its own meta rows are dropped
+
+
+def forget_silent_replicas(store: Store, now: float, *, after: float = FORGET_AFTER) -> int:
+    """Drop the heartbeat and liveness rows of replicas silent for `after` seconds (each start
+    of a replica named host:pid leaves its own; the sweep on the lease holder tidies them).
+    How many rows went."""
+    from .posting import ALIVE_KEY
+
+    def stale(value: str) -> bool:
+        try:
+            return float(value) < now - after
+        except ValueError:
+            return False
+    gone = [k[len(HEARTBEAT_KEY) + 1:] for k, v in store.meta_items(HEARTBEAT_KEY + ":").items() if stale(v)]
+    keys = [f"{HEARTBEAT_KEY}:{r}" for r in gone] + [f"{HEARTBEAT_BY_KEY}:{r}" for r in gone]
+    keys += [k for k, v in store.meta_items(REPLICA_ON_KEY).items() if v in gone]
+    keys += [k for k, v in store.meta_items(ALIVE_KEY).items() if stale(v)]
+    return store.delete_meta(keys)
+
+
 def _writer_gone(by: str | None) -> str | None:
     """Why the process that wrote the heartbeat is not running; None if it runs (or none can tell)."""
     if by is None:

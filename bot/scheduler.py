@@ -29,6 +29,7 @@ from store.lease import FencedStore, Lease
 from store.posts import PostStatus
 from store.schedule import ScheduleSpec, catch_up, format_duration, last_fire, make_trigger, post_date
 
+from .health import forget_silent_replicas
 from .picks import grace_of, spec_of
 from .posting import POST_BUDGET, PostResult, post_daily
 
@@ -241,6 +242,7 @@ class DailyService:
             # A post that failed (Slack down longer than the retry budget) or whose poster died
             # gets another go while it is still within the catch-up window.
             self.catch_up(self.clock(), quiet=True)
+            self._under_lease("tidy-up", lambda store: forget_silent_replicas(store, self.clock().timestamp()), 0)
 
     def _put_job(self, channel: str, spec: ScheduleSpec) -> None:
         self.scheduler.add_job(self.fire, make_trigger(spec), args=[channel], id=self.job_id(channel),

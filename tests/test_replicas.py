@@ -261,3 +261,23 @@ def test_a_delivery_acked_first_is_claimed_after_and_handled_by_one_replica_even
     r2.close()
     assert len(handled) == 1, handled
     store.close()
+
+
+def test_the_rows_of_replicas_silent_for_a_day_are_dropped_and_live_ones_kept(store_url):
+    from bot.health import check_health, forget_silent_replicas, write_heartbeat
+    from bot.posting import mark_alive
+
+    store = open_store(store_url)
+    now = time.time()
+    write_heartbeat(store, now - 2 * 86_400, replica="host-a:101")  # a start two days ago, long gone
+    mark_alive(store, now - 2 * 86_400, claimer="host-a:101:x")
+    write_heartbeat(store, now, replica="host-b:202")  # the replica running now
+    mark_alive(store, now, claimer="host-b:202:y")
+    assert forget_silent_replicas(store, now) == 3  # the old one's heartbeat, its writer and its beat
+    assert store.meta_items("heartbeat:") == {"heartbeat:host-b:202": str(now)}
+    assert list(store.meta_items("alive:")) == ["alive:host-b:202:y"]
+    assert store.get_meta("heartbeat_by:host-a:101") is None
+    assert store.get_meta("heartbeat_by:host-b:202") is not None
+    assert forget_silent_replicas(store, now) == 0  # nothing more to drop
+    store.close()
+    assert check_health(store_url, now=now, replica="host-b:202").ok

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 class ReplicaTables:
-    """Mixin: claim_event and the lease methods of the Store protocol (m006_replicas)."""
+    """Mixin: claim_event, the lease methods and the per-replica meta rows of the Store protocol (m006_replicas)."""
 
     _PARAM = "?"  # the driver's placeholder; PostgresStore says %s
 
@@ -59,6 +59,22 @@ class ReplicaTables:
         """The fence: True only while `holder` holds `name` at this epoch and it has not expired."""
         return self._read_one(self._q("select 1 from leases where name = ? and holder = ? and epoch = ? "
                                       "and expires_at > ?"), [name, holder, epoch, now]) is not None
+
+    # -- each replica's own meta rows (heartbeats, liveness), read and dropped by prefix ----------
+    def meta_items(self, prefix: str) -> dict[str, str]:
+        """Every meta row whose key starts with `prefix`, as key -> value."""
+        with self.transaction() as db:
+            rows = db.execute(self._q("select key, value from meta where substr(key, 1, ?) = ?"),
+                              [len(prefix), prefix]).fetchall()
+        return {k: v for k, v in rows}
+
+    def delete_meta(self, keys) -> int:
+        """Drop these meta rows; how many there were."""
+        keys = list(keys)
+        if not keys:
+            return 0
+        with self.transaction() as db:
+            return sum(db.execute(self._q("delete from meta where key = ?"), [k]).rowcount for k in keys)
 
 
 REPLICA_METHODS = [name for name in vars(ReplicaTables) if not name.startswith("_")]
