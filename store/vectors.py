@@ -27,6 +27,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 EXACT_LIMIT = 200_000  # vectors; more go into the approximate index
+# The saved graph is written again once this many vectors changed since it was saved (or this
+# share of them, past a million): a restart then replays seconds of changes, not a month's.
+RESAVE_AFTER = 20_000
+RESAVE_SHARE = 0.02
 # HNSW settings. On perturbed MiniLM vectors (tests/test_vectors.py) connectivity 16 / expansion
 # 128 gave recall@10 0.99 unfiltered but 0.97 for a filter matching 1/8 of the papers (its deeper
 # ranks are worse: recall@330 0.96); 32 / 200 gave 1.00 for both, for ~128 more bytes a vector.
@@ -120,6 +124,8 @@ class DenseIndex:
         self._name_of: dict[str, str] = {}  # paper id -> its lower-cased short name
         self.rows_loaded = 0  # rows read from the store, for tests and figures
         self.restored_from: int | None = None  # the saved graph's version, when loaded from one
+        self.unsaved = 0  # vectors added, changed or dropped since the graph was last saved (or loaded)
+        self.saving: threading.Thread | None = None  # a re-save in the background (maybe_resave)
         self._picks_cache: tuple | None = None
 
     # -- size ------------------------------------------------------------------
@@ -173,6 +179,7 @@ class DenseIndex:
                 new_rows.append(i)
                 new_vecs.append(blob)
         self._count -= len(dropped)
+        self.unsaved += len(dropped) + len(new_vecs)
         if dropped and self._ann is not None:
             self._ann.remove(np.asarray(dropped, dtype=np.uint64))
         if new_vecs:
@@ -416,7 +423,30 @@ class DenseIndex:
         if self._ann is None:
             return False
         with self._rw.read():
-            return self._save(Path(path), version, model, store)
+            unsaved = self.unsaved
+            saved = self._save(Path(path), version, model, store)
+            self.unsaved -= unsaved  # what came in while writing counts towards the next save
+            return saved
+
+    def maybe_resave(self, path: str | Path, *, version: int, model: str, store: str = "",
+                     after: int | None = None) -> bool:
+        """Save the graph again, on a thread of its own, once `after` vectors changed since the
+        last save (default: RESAVE_AFTER, or RESAVE_SHARE of them); True when a save started."""
+        after = after if after is not None else max(RESAVE_AFTER, int(RESAVE_SHARE * self._count))
+        if self._ann is None or self.unsaved < after or (self.saving is not None and self.saving.is_alive()):
+            return False
+        self.saving = threading.Thread(target=self._resave, args=(path, version, model, store),
+                                       name="index-save", daemon=True)
+        self.saving.start()
+        return True
+
+    def _resave(self, path, version: int, model: str, store: str) -> None:
+        try:
+            self.save(path, version=version, model=model, store=store)
+        except OSError as e:  # a full or read-only disk: the next restart replays more, that is all
+            import logging
+
+            logging.getLogger(__name__).warning("could not save the vector graph to %s: %s", path, e)
 
     def _save(self, path: Path, version: int, model: str, store: str) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -465,11 +495,13 @@ class DenseIndex:
 
 
 def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
-            cache: str | Path | None = None, **kwargs) -> tuple[DenseIndex, int]:
+            cache: str | Path | None = None, resave_after: int | None = None,
+            **kwargs) -> tuple[DenseIndex, int]:
     """The index brought up to the store's current papers_version; (index, that version).
 
     With no index yet: from the saved graph at `cache` when there is one (then only facets
-    and the vectors changed since it was saved are read), else every row."""
+    and the vectors changed since it was saved are read), else every row. The graph at
+    `cache` is saved again in the background once `resave_after` vectors changed since."""
     version = store.papers_version()  # first: every change up to it is in what follows
     if index is not None and since == version:
         return index, version
@@ -485,6 +517,7 @@ def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
             index.drop_unseen(seen)
             for batch in store.vector_changes(model, since=saved):
                 index.apply(batch)
+            index.maybe_resave(cache, version=version, model=model, store=store.path, after=resave_after)
             return index, version
         index = DenseIndex(**kwargs)
         expected = store.count_papers()
@@ -495,6 +528,8 @@ def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
         return index, version
     for batch in store.vector_changes(model, since=since):
         index.apply(batch)
+    if cache:
+        index.maybe_resave(cache, version=version, model=model, store=store.path, after=resave_after)
     return index, version
 
 

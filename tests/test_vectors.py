@@ -181,6 +181,41 @@ def test_searcher_past_the_threshold_refreshes_the_graph_and_restarts_from_it(re
         store.close()
 
 
+def test_the_saved_graph_is_saved_again_after_many_changes_so_a_restart_replays_few(real_vectors, tmp_path):
+    """A month of feeds must not all be replayed into the graph at the next start."""
+    from store.vectors import refresh
+
+    dim = real_vectors.shape[1]
+    name = f"hashing-{dim}"
+    store = open_store(tmp_path / "paperclub.db")
+    vectors = perturbed(real_vectors, 1800, seed=8)
+
+    def write(lo: int, hi: int) -> None:
+        rows = [{"id": f"p{i:05d}", "collection": VENUES[i % len(VENUES)], "year": 2025, "short_name": f"P{i}",
+                 "headline": f"paper {i}", "abstract": f"abstract {i}", "content_hash": f"h{i}"}
+                for i in range(lo, hi)]
+        store.write_papers(rows, [], embeddings=[{"paper_id": r["id"], "model": name, "vector": vectors[i],
+                                                  "content_hash": r["content_hash"]}
+                                                 for i, r in zip(range(lo, hi), rows)], now=time.time())
+    try:
+        write(0, 1500)
+        cache = tmp_path / "graph.usearch"
+        index, version = refresh(None, store, name, None, cache=cache, exact_limit=500)
+        assert index.approximate and cache.exists()
+        first = version
+        for k in range(3):  # three feed harvests of 100 papers; the third takes it past 250 changes
+            write(1500 + 100 * k, 1600 + 100 * k)
+            index, version = refresh(index, store, name, version, cache=cache, exact_limit=500, resave_after=250)
+            assert (index.saving is not None) == (k == 2)
+        index.saving.join(60)
+        restarted, _ = refresh(None, store, name, None, cache=cache, exact_limit=500)
+        assert restarted.restored_from == version > first
+        assert restarted.rows_loaded == 1800  # every paper's facets, and no vector to replay
+        assert len(restarted) == 1800 and restarted.search(vectors[1750], 1)[0][0] == "p01750"
+    finally:
+        store.close()
+
+
 def test_searches_on_other_threads_are_answered_while_the_index_grows_into_the_graph(real_vectors):
     """The bot searches on worker threads while a refresh applies another replica's rows,
     crossing the threshold (the matrix becomes a graph) and resizing the graph."""
