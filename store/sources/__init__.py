@@ -23,7 +23,8 @@ from .http import Fetcher, SourceError, user_agent
 
 __all__ = ["Sources", "SourceError", "Fetcher", "user_agent", "harvest_arxiv", "poll_arxiv",
            "harvest_openreview", "add_paper", "Added", "parse_ref", "poll_feed", "parse_feed", "FEED_KINDS",
-           "fresh_papers", "fresh_label", "fresh_days", "poll_feeds", "feed_source", "DEFAULT_FRESH_DAYS"]
+           "fresh_papers", "fresh_label", "fresh_days", "poll_feeds", "feed_source", "feeds_due",
+           "DEFAULT_FRESH_DAYS"]
 
 log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
@@ -276,11 +277,30 @@ def poll_feed(store: Store, sources: Sources, kind: str, target: str, embedder: 
     return "read"
 
 
+def feeds_due(store: Store, since: dict[str, float]) -> list[tuple[str, str]]:
+    """The distinct feeds (kind, target) not polled to an end since `since[kind]` (epoch seconds).
+
+    A poll ends in a success or a recorded error; a poll whose process died on the way (a
+    replica killed mid-harvest) recorded neither, so its feed is still due, as is a feed
+    never polled at all.
+    """
+    out = []
+    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in since}):
+        st = store.source_state(feed_source(kind, target)) or {}
+        ended = max(st.get("last_success") or 0.0, st.get("last_error_at") or 0.0)
+        if ended < since[kind]:
+            out.append((kind, target))
+    return out
+
+
 def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now: float,
-               kinds: tuple[str, ...] = FEED_KINDS) -> dict[tuple[str, str], str]:
-    """Poll each distinct feed once, however many channels follow it; a failure is recorded, not raised."""
+               kinds: tuple[str, ...] = FEED_KINDS,
+               only: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
+    """Poll each distinct feed once (or those in `only`), however many channels follow it; a failure
+    is recorded, not raised."""
     out = {}
-    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}):
+    feeds = {(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}
+    for kind, target in sorted(feeds if only is None else feeds & set(only)):
         try:
             out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
         except StoreError as e:  # recorded on the source by poll_*; the next feed still runs
