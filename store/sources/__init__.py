@@ -178,18 +178,32 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
     source = f"openreview:{venue}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
     offset = 0 if restart or cur.get("done") else cur.get("offset", 0)
+    # A note is news on OpenReview when its paper is new to the store. The keys of the new ones are
+    # written down before they are ingested and dropped once they are announced, so a run killed in
+    # between (a page's ingest takes a while) leaves them for the next run to announce, which would
+    # otherwise find them stored and take them for the library's.
+    pending = set(cur.get("pending") or ())
     result = IngestResult()
     try:
         for at, page in openreview.note_pages(sources.openreview_fetcher, venue, offset=offset,
                                               page_size=page_size, base=sources.openreview_api):
+            keys = {i: set(external_ids(r)) for i, r in enumerate(page.records)}
             ids = _paper_ids(store, page.records)  # before: which are new to the store
+            new = {i for i in keys if i not in ids or keys[i] & pending}
+            new_keys = {k for i in new for k in keys[i]}
+            if new_keys - pending:
+                pending |= new_keys
+                store.update_source(source, now=now, cursor={"offset": at, "count": page.count, "done": False,
+                                                             "pending": sorted(pending)})
             _ingest(store, page.records, embedder, now=now, result=result)
             after = _paper_ids(store, page.records)
             store.mark_announced((pid, "openreview", page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
-                                 for i, pid in after.items() if i not in ids)
+                                 for i, pid in after.items() if i in new)
+            pending -= new_keys
             nxt = at + page.notes
             store.update_source(source, now=now, cursor={"offset": nxt, "count": page.count,
-                                                         "done": page.notes == 0 or nxt >= page.count})
+                                                         "done": page.notes == 0 or nxt >= page.count,
+                                                         **({"pending": sorted(pending)} if pending else {})})
             if progress:
                 progress(page.notes, page.count)
     except SourceError as e:
