@@ -88,7 +88,7 @@ def summarise(rows: list[dict]) -> dict:
         total = lambda key: sum(int(r[key]) for r in chaos)  # noqa: E731
         expiry = sorted(d for r in chaos for d in r["handover_after_expiry"])
         sigterm = sorted(d for r in chaos for d in r["handover_after_sigterm"])
-        out["replicas (3 on PostgreSQL; kill -9 mid-post and of the lease holder; rolling restart)"] = {
+        out["replicas (3 on PostgreSQL; kill -9 mid-post, of the lease holder and mid-harvest; rolling restart)"] = {
             "trials": len(chaos), "replicas started": total("replicas_started"), "kill -9": total("kills"),
             "SIGTERM": total("sigterms"),
             "daily posts landed once": total("posts_landed"), "posted twice": total("posts_duplicated"),
@@ -102,9 +102,17 @@ def summarise(rows: list[dict]) -> dict:
             "handover after the lease's expiry (s) median/max": [expiry[len(expiry) // 2], expiry[-1]] if expiry else None,
             "lease handovers after SIGTERM": len(sigterm),
             "released on SIGTERM": total("released_on_sigterm"),
-            "handover after the holder exited (s) max": sigterm[-1] if sigterm else None}
+            "handover after the holder exited (s) max": sigterm[-1] if sigterm else None,
+            "feed papers expected": total("papers_expected"), "feed papers stored once": total("papers_stored"),
+            "feed papers stored twice": total("papers_duplicated"),
+            "feed papers whole (vector, announcement)": total("papers_whole"),
+            "feed channels' posts landed once": total("feed_posts_landed"),
+            "feed posts twice": total("feed_posts_duplicated"), "feed posts missing": total("feed_posts_missing"),
+            "feed posts with their feed's new paper": total("feed_posts_fresh"),
+            "harvest finished after the kill (s) max": max(r["harvest_finished_after_kill"] for r in chaos)}
         for r in chaos:
-            r["lost"] = int(r["posts_missing"]) + int(r["unanswered"]) + int(r["reactions_sent"]) - int(r["reactions_logged"])
+            r["lost"] = (int(r["posts_missing"]) + int(r["unanswered"]) + int(r["reactions_sent"])
+                         - int(r["reactions_logged"]) + int(r["papers_missing"]) + int(r["feed_posts_missing"]))
         last["replicas_chaos_total"] = {"lost": sum(r["lost"] for r in chaos)}
         last.pop("replicas_chaos", None)
     out["lost"] = sum(int(r.get("lost", 0)) for r in last.values())

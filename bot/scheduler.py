@@ -51,6 +51,7 @@ LEASE_SECONDS = 15.0  # a dead holder's sweeps pass on after at most this
 
 
 FEEDS_JOB, FEEDS_RETRY_JOB = "feeds:poll", "feeds:retry"
+FEED_JOB_KINDS = {FEEDS_JOB: ("arxiv", "openreview"), FEEDS_RETRY_JOB: ("arxiv",)}
 
 
 def feed_triggers():
@@ -62,6 +63,20 @@ def feed_triggers():
     return [(FEEDS_JOB, CronTrigger(day_of_week="sun,mon,tue,wed,thu", hour=20, minute=30, timezone=eastern)),
             (FEEDS_RETRY_JOB, CronTrigger(day_of_week="sun,mon,tue,wed,thu", hour=23, minute=30,
                                           timezone=eastern))]
+
+
+def last_feed_polls(now: datetime) -> dict[str, float]:
+    """Feed kind -> when the feeds jobs last fell due for it (epoch seconds): what a feed's last
+    finished poll must be later than, or it is due again."""
+    out: dict[str, float] = {}
+    for job_id, trigger in feed_triggers():
+        fire, last = trigger.get_next_fire_time(None, now - timedelta(days=7)), None
+        while fire is not None and fire <= now:
+            last, fire = fire, trigger.get_next_fire_time(fire, fire + timedelta(seconds=1))
+        for kind in FEED_JOB_KINDS[job_id]:
+            if last is not None:
+                out[kind] = max(out.get(kind, 0.0), last.timestamp())
+    return out
 
 
 class DailyService:
@@ -84,6 +99,7 @@ class DailyService:
         self._version: int | None = None
         self._polls = 0
         self._lock = threading.RLock()
+        self._feeds = threading.Lock()  # one feed poll at a time in this process (cron, retry or catch-up)
         self.results: list[PostResult] = []  # recent outcomes, for tests and `health`
         self.sources = sources
         self.replica, self.lease_seconds = replica, lease_seconds
@@ -111,7 +127,7 @@ class DailyService:
         if self.sources is not None:
             for job_id, trigger in feed_triggers():
                 self.scheduler.add_job(self.poll_feeds_now, trigger, id=job_id, replace_existing=True,
-                                       kwargs={"kinds": ("arxiv", "openreview") if job_id == FEEDS_JOB else ("arxiv",)})
+                                       kwargs={"kinds": FEED_JOB_KINDS[job_id]})
         # The reading group's posts: every minute, and once on taking the lease (take_over_now: a step
         # missed by downtime within bot.club.CLUB_GRACE goes out late rather than never).
         self.scheduler.add_job(self.club_tick_now, "interval", seconds=60, id="club:tick", replace_existing=True)
@@ -180,18 +196,40 @@ class DailyService:
             return empty
 
     def take_over_now(self) -> None:
-        """What the replica that gains the lease does first: the catch-up, then the club's tick."""
+        """What the replica that gains the lease does first: the catch-up, the club's tick, then the
+        feed polls its dead holder left unfinished (or that no replica was up for)."""
         self.catch_up_now()
         self.club_tick_now()
+        self.catch_up_feeds_now()
 
-    def poll_feeds_now(self, kinds: tuple[str, ...] = ("arxiv", "openreview")) -> dict:
-        """The feeds job: each distinct feed once (a stale arXiv listing catches up by the API)."""
-        from store.sources import poll_feeds
+    def poll_feeds_now(self, kinds: tuple[str, ...] = ("arxiv", "openreview"), *, due_only: bool = False) -> dict:
+        """The feeds job: each distinct feed once (a stale arXiv listing catches up by the API).
 
-        if self.sources is None:
+        With `due_only`, only the feeds whose poll since the jobs' last fire never finished.
+        A poll already running in this process makes this one a no-op (it would fetch the same).
+        """
+        from store.sources import feeds_due, poll_feeds
+
+        if self.sources is None or not self._feeds.acquire(blocking=False):
             return {}
-        return self._under_lease("feed poll", lambda store: poll_feeds(
-            store, self.sources, self.searcher.embedder, now=self.clock().timestamp(), kinds=kinds), {})
+        try:
+            def poll(store):
+                now = self.clock()
+                only = feeds_due(store, {k: at for k, at in last_feed_polls(now).items() if k in kinds}) \
+                    if due_only else None
+                if only == []:
+                    return {}
+                if only:
+                    log.info("catching up the feed poll of %s", ", ".join(f"{k} {t}" for k, t in only))
+                return poll_feeds(store, self.sources, self.searcher.embedder, now=now.timestamp(), kinds=kinds,
+                                  only=only)
+            return self._under_lease("feed poll", poll, {})
+        finally:
+            self._feeds.release()
+
+    def catch_up_feeds_now(self) -> dict:
+        """The feeds whose last due poll never finished (its replica died mid-harvest, or none was up)."""
+        return self.poll_feeds_now(due_only=True)
 
     def club_tick_now(self) -> list:
         """The clubs' due posts (agenda, winner, reminder, thread, recap), each exactly once."""
@@ -243,6 +281,8 @@ class DailyService:
             # gets another go while it is still within the catch-up window.
             self.catch_up(self.clock(), quiet=True)
             self._under_lease("tidy-up", lambda store: forget_silent_replicas(store, self.clock().timestamp()), 0)
+            if self.sources is not None and self._lease is not None:  # on its own job: a harvest takes a while
+                self.scheduler.add_job(self.catch_up_feeds_now, id="feeds:catch-up", replace_existing=True)
 
     def _put_job(self, channel: str, spec: ScheduleSpec) -> None:
         self.scheduler.add_job(self.fire, make_trigger(spec), args=[channel], id=self.job_id(channel),

@@ -6,13 +6,17 @@ and delivers a fifth of them twice anyway (Slack delivers at least once). While
 commands and reactions keep coming:
 
 - kill -9: the lease holder in the middle of the daily post (Slack took the digest
-  and has not answered), then the replica that took the lease over, while it holds it;
+  and has not answered), then the replica that took the lease over, while it holds it,
+  then the holder in the middle of a feed harvest (an arXiv category's listing stored,
+  the OpenReview venue's notes on their way);
 - a rolling restart: each replica in turn is replaced (the new one starts, then the
   old one gets SIGTERM).
 
 What is counted comes from the fake Slack and the database: each channel's daily
 post is in Slack exactly once and its row records that message; every command got
-exactly one reply; every reaction is logged once; after each kill the lease moved to
+exactly one reply; every reaction is logged once; every paper the feeds brought is
+stored once, whole (its vector, its announcement), and each feed channel's paper of the
+day is one of its feed's new papers, in Slack exactly once; after each kill the lease moved to
 a live replica within one more lease period of its expiry (measured: about one renewal
 period), and each SIGTERM released it on the way out. Commands are paused around the instant of a kill -9 (an envelope acked by a
 process that dies before replying is lost: Slack does not deliver an acked one
@@ -20,6 +24,7 @@ again); they flow right through the rolling restart.
 """
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -29,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from botproc import start_bot
+from fake_sources import FakeSources, make_papers, on_openreview
 from figures import record, scale
 
 pytestmark = pytest.mark.slow
@@ -38,6 +44,9 @@ LEASE_SECONDS = 3.0
 RENEW = LEASE_SECONDS / 3
 CHANNELS = ("C1", "C2")
 EVENT_TYPE = "paperclub_daily"
+VENUE = "ICLR.cc/2026/Conference"
+FEED_CHANNELS = {"C3": ("arxiv", "cs.LG"), "C4": ("openreview", VENUE)}  # followed by these channels only
+N_FEED_PAPERS = 6  # per feed
 
 
 @pytest.fixture
@@ -54,8 +63,8 @@ def seeded_pg(pg_url):
 class Replicas:
     """The running replicas, by id, and every one ever started."""
 
-    def __init__(self, fake, url: str, tmp: Path):
-        self.fake, self.url, self.tmp = fake, url, tmp
+    def __init__(self, fake, url: str, tmp: Path, src: FakeSources):
+        self.fake, self.url, self.tmp, self.src = fake, url, tmp, src
         self.live: dict[str, object] = {}
         self.n = 0
 
@@ -63,7 +72,9 @@ class Replicas:
         self.n += 1
         rid = f"r{self.n}"
         bot = start_bot(self.fake, self.url, self.tmp / f"{rid}.log", PAPERCLUB_REPLICA_ID=rid,
-                        PAPERCLUB_LEASE_SECONDS=str(LEASE_SECONDS), PAPERCLUB_SWEEP_SECONDS="2")
+                        PAPERCLUB_LEASE_SECONDS=str(LEASE_SECONDS), PAPERCLUB_SWEEP_SECONDS="2",
+                        PAPERCLUB_ARXIV_API=self.src.api, PAPERCLUB_ARXIV_RSS=self.src.rss,
+                        PAPERCLUB_OPENREVIEW_API=self.src.url)
         self.live[rid] = bot
         return rid
 
@@ -158,11 +169,98 @@ def wait_lease(fake, store, live, *, not_holder: str | None = None, timeout: flo
     return fake.wait_for(held, timeout=timeout, interval=0.02)
 
 
-def run_trial(fake, url: str, tmp: Path, rng: random.Random) -> dict:
+def feed_sources(src: FakeSources, now: datetime) -> dict[str, list[str]]:
+    """Tonight's cs.LG listing and the venue's notes, all new; feed channel -> its papers' external keys."""
+    listed = make_papers(N_FEED_PAPERS, seed=4, start=now - timedelta(days=1))
+    src.listings["cs.LG"] = ([("new", p) for p in listed], now - timedelta(hours=1))
+    # OpenReview dates a note by its pdate (published + 20 days here): within the last day.
+    src.notes = on_openreview(make_papers(N_FEED_PAPERS, seed=6, start=now - timedelta(days=21)), venueid=VENUE)
+    return {"C3": [f"ext:arxiv:{p.arxiv_id}" for p in listed],
+            "C4": [f"ext:openreview:{n.forum.lower()}" for n in src.notes]}
+
+
+def kill_mid_harvest(fake, src: FakeSources, store, replicas: Replicas, traffic: Traffic,
+                     keys: dict[str, list[str]], out: dict) -> str:
+    """Kill 3: the lease holder in the middle of a feed harvest; then each feed channel's post. Its day."""
+    from store.sources import feed_source
+
+    gate = threading.Event()
+    src.fail("/notes", gate=gate)  # the venue's first page is held until the holder is dead
+    for ch, (kind, target) in FEED_CHANNELS.items():
+        store.add_feed(ch, kind, target, "U1", now=time.time())
+    fake.wait_for(lambda: src.calls("/notes"), timeout=30)  # the holder's sweep polls the new feeds
+    holder, _ = wait_lease(fake, store, replicas.live)
+    assert "catching up the feed poll" in replicas.live[holder].log.read_text(), replicas.logs()
+    found = store.lookup_keys(keys["C3"] + keys["C4"])
+    # Mid-harvest: cs.LG's papers are stored, the venue's are not.
+    assert all(found.get(k) for k in keys["C3"]) and not any(found.get(k) for k in keys["C4"]), found
+
+    traffic.pause()
+    row = store.lease_holder("sweeps", now=time.time())
+    assert row["holder"] == holder, row
+    replicas.kill(holder)
+    killed_at = time.time()
+    gate.set()  # its answer goes to a dead socket
+    traffic.resume()
+    _, at = wait_lease(fake, store, replicas.live, not_holder=holder)
+    out["handover_after_expiry"].append(round(at - row["expires_at"], 2))
+    fake.wait_for(lambda: ((store.source_state(feed_source("openreview", VENUE)) or {}).get("last_success") or 0)
+                  > killed_at, timeout=30)
+    out["harvest_finished_after_kill"] = round(time.time() - killed_at, 2)
+    out["feed_polls_by_rss"] = len(src.calls("/rss/"))  # cs.LG had finished: read once
+
+    # Each feed channel's paper of the day fell due two minutes ago: the holder's catch-up makes it.
+    now = datetime.now(timezone.utc)
+    due = now - timedelta(minutes=2)
+    for ch in FEED_CHANNELS:
+        store.set_schedule(ch, hour=due.hour, minute=due.minute, tz="UTC", days="daily", set_by="U1",
+                           now=(now - timedelta(hours=1)).timestamp())
+    day = due.date().isoformat()
+    fake.wait_for(lambda: all((store.get_post(ch, day) or {}).get("status") == "posted" for ch in FEED_CHANNELS),
+                  timeout=60)
+    return day
+
+
+def feed_figures(fake, store, keys: dict[str, list[str]], day: str, library: int) -> dict:
+    """What the feeds left in the database and in Slack, counted."""
+    from store import HashingEmbedder
+
+    everything = [k for ks in keys.values() for k in ks]
+    found = store.lookup_keys(everything)
+    ids = {k: found.get(k, []) for k in everything}
+    stored = {pid for v in ids.values() for pid in v}
+    vectors = set(store.load_vectors(HashingEmbedder().name)[0])
+    announced = {kind: set(store.announced_since(0, [kind])) for kind, _ in FEED_CHANNELS.values()}
+    whole = sum(bool(v) and all(pid in vectors and pid in announced[FEED_CHANNELS[ch][0]]
+                                and (store.get_paper(pid).abstract or "").strip() for pid in v)
+                for ch, ks in keys.items() for k in ks for v in [ids[k]])
+    posts = {ch: daily_posts(fake, ch, day) for ch in FEED_CHANNELS}
+    rows = {ch: store.get_post(ch, day) for ch in FEED_CHANNELS}
+    where = {"arxiv": "new on arXiv", "openreview": "new on OpenReview"}
+    fresh = sum(bool(p) and rows[ch]["ts"] == p[0]["ts"]
+                and rows[ch]["paper_id"] in {pid for k in keys[ch] for pid in ids[k]}
+                and where[FEED_CHANNELS[ch][0]] in json.dumps(p[0])
+                for ch, p in posts.items())
+    return dict(
+        papers_expected=len(everything), papers_stored=sum(len(v) == 1 for v in ids.values()),
+        papers_missing=sum(not v for v in ids.values()),
+        # two rows for one paper: a key naming two, or rows beyond one per paper
+        papers_duplicated=sum(len(v) > 1 for v in ids.values()) + (store.count_papers() - library - len(stored)),
+        papers_whole=whole,
+        feed_posts_landed=sum(len(p) == 1 for p in posts.values()),
+        feed_posts_duplicated=sum(len(p) > 1 for p in posts.values()),
+        feed_posts_missing=sum(not p for p in posts.values()),
+        feed_posts_fresh=fresh,
+    )
+
+
+def run_trial(fake, url: str, tmp: Path, rng: random.Random, src: FakeSources) -> dict:
     from store import open_store
 
     store = open_store(url)
-    replicas = Replicas(fake, url, tmp)
+    library = store.count_papers()
+    keys = feed_sources(src, datetime.now(timezone.utc))
+    replicas = Replicas(fake, url, tmp, src)
     traffic = Traffic(fake, rng)
     out: dict = {"handover_after_expiry": [], "handover_after_sigterm": [], "sigterm_holders": 0,
                  "released_on_sigterm": 0}
@@ -207,6 +305,10 @@ def run_trial(fake, url: str, tmp: Path, rng: random.Random) -> dict:
         traffic.resume()
         third, at = wait_lease(fake, store, replicas.live, not_holder=second)
         out["handover_after_expiry"].append(round(at - row["expires_at"], 2))
+        replicas.start()
+
+        # Kill 3: the lease holder in the middle of a feed harvest.
+        feed_day = kill_mid_harvest(fake, src, store, replicas, traffic, keys, out)
 
         # Rolling restart: a new replica first, then SIGTERM to an old one; traffic never pauses.
         for old in list(replicas.live):
@@ -244,7 +346,8 @@ def run_trial(fake, url: str, tmp: Path, rng: random.Random) -> dict:
             interests_twice=len(interests) - len(set(interests)),
             reactions_sent=traffic.reactions, reactions_logged=len(logged),
             deliveries=len(deliveries), redelivered=len(deliveries) - len(envelopes),
-            replicas_started=replicas.n, kills=2, sigterms=replicas.n - 2 - len(replicas.live),
+            replicas_started=replicas.n, kills=3, sigterms=replicas.n - 3 - len(replicas.live),
+            **feed_figures(fake, store, keys, feed_day, library),
         )
         out["logs"] = replicas.logs()
         return out
@@ -258,10 +361,11 @@ def run_trial(fake, url: str, tmp: Path, rng: random.Random) -> dict:
 def test_replicas_survive_kill_9_and_a_rolling_restart_with_every_post_reply_and_reaction_once(
         seeded_pg, fake_slack, tmp_path, trial):
     fake = fake_slack
-    for ch in CHANNELS:
+    for ch in (*CHANNELS, *FEED_CHANNELS):
         fake.add_channel(ch, name=f"chan-{ch.lower()}")
     fake.spread(redeliver_after=1.0, duplicate=0.2)
-    t = run_trial(fake, seeded_pg, tmp_path, random.Random())
+    with FakeSources() as src:
+        t = run_trial(fake, seeded_pg, tmp_path, random.Random(), src)
     logs = t.pop("logs")
     record("replicas_chaos", trial=trial, **t)
     assert t["posts_landed"] == len(CHANNELS) and t["posts_duplicated"] == 0 and t["posts_missing"] == 0, (t, logs)
@@ -274,3 +378,11 @@ def test_replicas_survive_kill_9_and_a_rolling_restart_with_every_post_reply_and
     # SIGTERM it was released on the way out (not left to expire).
     assert all(d <= LEASE_SECONDS for d in t["handover_after_expiry"]), t
     assert t["released_on_sigterm"] == t["sigterm_holders"], (t, logs)
+    # The harvest killed half-way was finished by the next holder: each paper once and whole, each
+    # feed channel's post once, with one of its feed's new papers; cs.LG, finished before the kill,
+    # was not read again.
+    assert t["papers_stored"] == t["papers_expected"] and t["papers_missing"] == 0, (t, logs)
+    assert t["papers_duplicated"] == 0 and t["papers_whole"] == t["papers_expected"], (t, logs)
+    assert t["feed_posts_landed"] == len(FEED_CHANNELS) and t["feed_posts_duplicated"] == 0, (t, logs)
+    assert t["feed_posts_missing"] == 0 and t["feed_posts_fresh"] == len(FEED_CHANNELS), (t, logs)
+    assert t["feed_polls_by_rss"] == 1, t

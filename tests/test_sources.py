@@ -394,3 +394,40 @@ def test_a_backfill_counts_papers_as_new_from_their_submission_not_from_today(fa
     fresh = db.announced_since(NOW - 7 * 86400)
     want = {db.lookup_keys([f"ext:arxiv:{p.arxiv_id}"])[f"ext:arxiv:{p.arxiv_id}"][0] for p in recent}
     assert set(fresh) == want
+
+
+class Killed(BaseException):
+    """What kill -9 does to a harvest: it stops between two writes and records nothing more."""
+
+
+class DiesBeforeAnnouncing:
+    """The store as a process sees it that is killed once its page's papers are committed, before
+    they are marked as announced (ingesting a page of 1000 notes takes a while: the window is wide)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def mark_announced(self, rows):
+        raise Killed
+
+
+def test_a_venue_harvest_killed_before_announcing_its_new_papers_announces_them_when_run_again(
+        fake, sources, db):
+    venue = "ICLR.cc/2026/Conference"
+    fake.notes = on_openreview(make_papers(5, seed=3), venueid=venue)
+    for n in fake.notes[:2]:  # in the library already (a /paper add): not news when the venue is read
+        assert add_paper(db, sources, ("openreview", n.forum), EMB, now=NOW).new
+    with pytest.raises(Killed):
+        harvest_openreview(DiesBeforeAnnouncing(db), sources, venue, EMB, now=NOW, restart=True)
+    assert db.count_papers() == 5 and db.announced_since(0, ["openreview"]) == {}
+    harvest_openreview(db, sources, venue, EMB, now=NOW, restart=True)  # the next poll, another replica
+    ids = {n.forum: db.lookup_keys([f"ext:openreview:{n.forum.lower()}"])[f"ext:openreview:{n.forum.lower()}"][0]
+           for n in fake.notes}
+    announced = db.announced_since(0, ["openreview"])
+    assert set(announced) == {ids[n.forum] for n in fake.notes[2:]}  # the new ones, not the library's
+    assert db.count_papers() == 5
+    assert "pending" not in db.source_state(f"openreview:{venue}")["cursor"] or \
+        not db.source_state(f"openreview:{venue}")["cursor"]["pending"]

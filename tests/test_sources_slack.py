@@ -177,3 +177,64 @@ def test_the_feeds_job_runs_after_each_announcement_and_again_later_never_friday
     assert triggers[FEEDS_RETRY_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 3, 23, 30, tzinfo=et)
     # no announcement Friday or Saturday: the next poll is Sunday's
     assert triggers[FEEDS_JOB].get_next_fire_time(None, thu_night) == datetime(2026, 12, 6, 20, 30, tzinfo=et)
+
+
+def test_the_feeds_last_due_poll_is_per_kind_arxiv_counting_its_retry():
+    from zoneinfo import ZoneInfo
+
+    from bot.scheduler import last_feed_polls
+
+    et = ZoneInfo("America/New_York")
+    saturday = datetime(2026, 12, 5, 12, 0, tzinfo=et)  # no poll Friday or Saturday: Thursday's count
+    assert last_feed_polls(saturday) == {"arxiv": datetime(2026, 12, 3, 23, 30, tzinfo=et).timestamp(),
+                                         "openreview": datetime(2026, 12, 3, 20, 30, tzinfo=et).timestamp()}
+
+
+class Killed(BaseException):
+    """What kill -9 does to a harvest: it stops between two steps and records nothing more."""
+
+
+def test_a_feed_poll_killed_mid_harvest_is_finished_by_the_next_lease_holder(hashing_store, fake_slack, fake_src):
+    from store.sources import feed_source, harvest_openreview, poll_feed
+
+    venue = "ICLR.cc/2026/Conference"
+    announced = make_papers(3, seed=5)
+    fake_src.listings["cs.LG"] = ([("new", p) for p in announced], datetime(2026, 12, 1, 1, tzinfo=timezone.utc))
+    fake_src.notes = on_openreview(make_papers(4, seed=6), venueid=venue)
+    sources = Sources.create(arxiv_api=fake_src.api, arxiv_rss=fake_src.rss, openreview_api=fake_src.url,
+                             sleep=lambda s: None)
+    deps = make_deps(make_settings(slack_api_url=fake_slack.api_url), hashing_store,
+                     Searcher(hashing_store, HashingEmbedder()), clock=Clock(NOW), sources=sources)
+    now = NOW.timestamp()
+    hashing_store.add_feed("C1", "arxiv", "cs.LG", "UADMIN", now=now)
+    hashing_store.add_feed("C2", "openreview", venue, "UADMIN", now=now)
+    library = hashing_store.count_papers()
+
+    # The dead holder's poll, after last night's feeds job: cs.LG read to the end, then the venue's
+    # first page stored, and the process killed before the second.
+    poll_feed(hashing_store, sources, "arxiv", "cs.LG", deps.embedder, now=now)
+
+    def killed(done, total):
+        raise Killed
+
+    with pytest.raises(Killed):
+        harvest_openreview(hashing_store, sources, venue, deps.embedder, now=now, page_size=2, restart=True,
+                           progress=killed)
+    assert hashing_store.count_papers() == library + 3 + 2
+    assert not hashing_store.source_state(feed_source("openreview", venue)).get("last_success")
+    seen = len(fake_src.requests)
+
+    deps.scheduler.take_over_now()  # the replica that takes the sweeps' lease over
+    fetched = [path for path, _, _ in fake_src.requests[seen:]]
+    assert fetched and set(fetched) == {"/notes"}, fetched  # cs.LG had finished: not read again
+    assert hashing_store.count_papers() == library + 3 + 4  # each paper once
+    keys = [f"ext:openreview:{n.forum.lower()}" for n in fake_src.notes]
+    found = hashing_store.lookup_keys(keys)
+    assert all(len(found.get(k, [])) == 1 for k in keys), found
+    assert {found[k][0] for k in keys} <= set(hashing_store.announced_since(0, ["openreview"]))
+    state = hashing_store.source_state(feed_source("openreview", venue))
+    assert state["last_success"] and state["cursor"]["done"]
+
+    deps.scheduler.take_over_now()  # nothing is due any more
+    assert len(fake_src.requests) == seen + len(fetched)
+    sources.close()

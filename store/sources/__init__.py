@@ -23,7 +23,8 @@ from .http import Fetcher, SourceError, user_agent
 
 __all__ = ["Sources", "SourceError", "Fetcher", "user_agent", "harvest_arxiv", "poll_arxiv",
            "harvest_openreview", "add_paper", "Added", "parse_ref", "poll_feed", "parse_feed", "FEED_KINDS",
-           "fresh_papers", "fresh_label", "fresh_days", "poll_feeds", "feed_source", "DEFAULT_FRESH_DAYS"]
+           "fresh_papers", "fresh_label", "fresh_days", "poll_feeds", "feed_source", "feeds_due",
+           "DEFAULT_FRESH_DAYS"]
 
 log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
@@ -177,18 +178,32 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
     source = f"openreview:{venue}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
     offset = 0 if restart or cur.get("done") else cur.get("offset", 0)
+    # A note is news on OpenReview when its paper is new to the store. The keys of the new ones are
+    # written down before they are ingested and dropped once they are announced, so a run killed in
+    # between (a page's ingest takes a while) leaves them for the next run to announce, which would
+    # otherwise find them stored and take them for the library's.
+    pending = set(cur.get("pending") or ())
     result = IngestResult()
     try:
         for at, page in openreview.note_pages(sources.openreview_fetcher, venue, offset=offset,
                                               page_size=page_size, base=sources.openreview_api):
+            keys = {i: set(external_ids(r)) for i, r in enumerate(page.records)}
             ids = _paper_ids(store, page.records)  # before: which are new to the store
+            new = {i for i in keys if i not in ids or keys[i] & pending}
+            new_keys = {k for i in new for k in keys[i]}
+            if new_keys - pending:
+                pending |= new_keys
+                store.update_source(source, now=now, cursor={"offset": at, "count": page.count, "done": False,
+                                                             "pending": sorted(pending)})
             _ingest(store, page.records, embedder, now=now, result=result)
             after = _paper_ids(store, page.records)
             store.mark_announced((pid, "openreview", page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
-                                 for i, pid in after.items() if i not in ids)
+                                 for i, pid in after.items() if i in new)
+            pending -= new_keys
             nxt = at + page.notes
             store.update_source(source, now=now, cursor={"offset": nxt, "count": page.count,
-                                                         "done": page.notes == 0 or nxt >= page.count})
+                                                         "done": page.notes == 0 or nxt >= page.count,
+                                                         **({"pending": sorted(pending)} if pending else {})})
             if progress:
                 progress(page.notes, page.count)
     except SourceError as e:
@@ -276,11 +291,30 @@ def poll_feed(store: Store, sources: Sources, kind: str, target: str, embedder: 
     return "read"
 
 
+def feeds_due(store: Store, since: dict[str, float]) -> list[tuple[str, str]]:
+    """The distinct feeds (kind, target) not polled to an end since `since[kind]` (epoch seconds).
+
+    A poll ends in a success or a recorded error; a poll whose process died on the way (a
+    replica killed mid-harvest) recorded neither, so its feed is still due, as is a feed
+    never polled at all.
+    """
+    out = []
+    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in since}):
+        st = store.source_state(feed_source(kind, target)) or {}
+        ended = max(st.get("last_success") or 0.0, st.get("last_error_at") or 0.0)
+        if ended < since[kind]:
+            out.append((kind, target))
+    return out
+
+
 def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now: float,
-               kinds: tuple[str, ...] = FEED_KINDS) -> dict[tuple[str, str], str]:
-    """Poll each distinct feed once, however many channels follow it; a failure is recorded, not raised."""
+               kinds: tuple[str, ...] = FEED_KINDS,
+               only: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
+    """Poll each distinct feed once (or those in `only`), however many channels follow it; a failure
+    is recorded, not raised."""
     out = {}
-    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}):
+    feeds = {(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}
+    for kind, target in sorted(feeds if only is None else feeds & set(only)):
         try:
             out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
         except StoreError as e:  # recorded on the source by poll_*; the next feed still runs
