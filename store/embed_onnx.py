@@ -38,6 +38,19 @@ _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def import_onnxruntime():
+    """onnxruntime, imported with its telemetry off.
+
+    Its telemetry tries to persist a device id under $HOME at import and, on a read-only home
+    (the image), writes a warning straight to stderr, past the bot's JSON logging: off before
+    the import (an operator's own setting wins). store.vectors calls this before it imports
+    usearch: onnxruntime 1.32 segfaults when it is imported after usearch's extension."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    import onnxruntime
+
+    return onnxruntime
+
+
 class OnnxUnavailable(Exception):
     """ONNX Runtime, the exporter or this model's layout is not there: use the torch encoder."""
 
@@ -238,12 +251,8 @@ class OnnxQueryEncoder:
             raise OnnxUnavailable(last[0])
 
     def _open(self, path: Path, threads: int):
-        # ONNX Runtime's telemetry tries to persist a device id under $HOME at import and, on a
-        # read-only home (the image), writes a warning straight to stderr, past the bot's JSON
-        # logging: off before the import (an operator's own setting wins).
-        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
         try:
-            import onnxruntime as ort
+            ort = import_onnxruntime()
             from tokenizers import Tokenizer
         except ImportError as e:
             raise OnnxUnavailable(f"cannot run ONNX: {e}") from None

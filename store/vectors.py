@@ -44,6 +44,21 @@ MAX_FETCH = 4_096  # the most candidates asked of the graph for a filtered query
 _GROW = 1.25
 
 
+def usearch_index():
+    """usearch's Index class, with onnxruntime (when installed) imported first: imported after
+    usearch's extension in one process, onnxruntime 1.32 segfaults (a bot whose ONNX export
+    finishes after its graph loaded would die)."""
+    try:
+        from .embed_onnx import import_onnxruntime
+
+        import_onnxruntime()
+    except ImportError:
+        pass
+    from usearch.index import Index
+
+    return Index
+
+
 class _ReadWriteLock:
     """Many readers at once, or one writer: searches run side by side, a refresh alone (its
     arrays may be reallocated and the graph resized under it). A waiting writer goes first:
@@ -214,8 +229,7 @@ class DenseIndex:
             self._to_approximate()
 
     def _new_ann(self):
-        from usearch.index import Index
-
+        Index = usearch_index()
         return Index(ndim=self.dim, metric="ip", dtype=self.ann_dtype, connectivity=self.connectivity,
                      expansion_add=self.expansion_add, expansion_search=self.expansion_search)
 
@@ -467,8 +481,7 @@ class DenseIndex:
              **kwargs) -> tuple[DenseIndex, int] | None:
         """(index, version) from save(); None when there is none, or it is of another model or
         store, or of a later version than the store (a restored backup): then the caller builds anew."""
-        from usearch.index import Index
-
+        Index = usearch_index()
         path = Path(path)
         side = path.with_name(path.name + ".json")
         try:

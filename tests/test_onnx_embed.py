@@ -259,3 +259,30 @@ def test_the_bot_encodes_queries_on_the_query_path_and_papers_on_the_document_pa
     assert hits and fake.queries == ["speculative decoding"] and fake.documents == []
     searcher.embedder.encode(["A paper's headline. Its abstract."])
     assert fake.documents == ["A paper's headline. Its abstract."] and fake.queries == ["speculative decoding"]
+
+
+@pytest.mark.slow
+def test_the_onnx_session_opens_after_the_vector_graph_is_loaded(onnx_embedder, onnx_dir):
+    """A bot past the exact threshold whose ONNX export finishes after its graph loaded: onnxruntime
+    is imported after usearch there (imported the other way round it segfaulted the process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from store.vectors import DenseIndex\n"
+        "idx = DenseIndex(exact_limit=10)\n"
+        "v = np.random.default_rng(0).standard_normal((20, 384)).astype(np.float32)\n"
+        "v /= np.linalg.norm(v, axis=1, keepdims=True)\n"
+        "idx.apply([(f'p{i}', 'ICLR 2026', 2026, f'P{i}', 0.0, v[i].tobytes()) for i in range(20)])\n"
+        "assert idx.approximate\n"
+        "from store.embed import make_embedder\n"
+        f"e = make_embedder(query_encoder='onnx', onnx_dir={str(onnx_dir)!r})\n"
+        "e.load()\n"
+        "q = e.encode_queries(['video surprise'])\n"
+        "print(e.query_backend, idx.search(q[0], 3)[0][0][:1])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.split() == ["onnx", "p"]
