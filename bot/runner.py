@@ -257,7 +257,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         _install_signal_handlers(stop)
 
     searcher = Searcher(store, BatchingEmbedder(embedder), exact_limit=settings.exact_limit,
-                        index_cache=settings.index_cache)
+                        index_cache=settings.index_cache, graph_dtype=settings.graph_dtype)
     work = work_pool()
     replica = replica_id(settings)
     deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),

@@ -24,7 +24,7 @@ from .ingest import source_ids
 from .paper import Paper
 from .text import ASPECTS, BOILERPLATE, aspect_texts
 from .text import STOPWORDS as BASE_STOPWORDS
-from .vectors import EXACT_LIMIT, DenseIndex, refresh
+from .vectors import EXACT_LIMIT, GRAPH_DTYPE, DenseIndex, refresh
 
 # Fusion and BM25 settings, tuned with bench/search_quality.py on SciTLDR train
 # (2.6k OpenReview abstracts, 1992 TLDR queries) and checked on dev (1453 queries).
@@ -245,7 +245,7 @@ class Searcher:
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES,
                  max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET,
                  exact_limit: int = EXACT_LIMIT, index_cache: str | None = None,
-                 similar: dict | None = None):
+                 graph_dtype: str = GRAPH_DTYPE, similar: dict | None = None):
         self.store = store
         self.similar_settings = {**SIMILAR, **(similar or {})}
         self.embedder = embedder
@@ -258,6 +258,7 @@ class Searcher:
         # saved so a restart loads it instead of building it again (None: never saved).
         self.exact_limit = exact_limit
         self.index_cache = index_cache
+        self.graph_dtype = graph_dtype
         self._index: DenseIndex | None = None
         self._version: int | None = None
         self._lock = threading.Lock()
@@ -283,7 +284,7 @@ class Searcher:
             if self._index is None or version != self._version:
                 self._index, self._version = refresh(
                     self._index, self.store, self.embedder.name, self._version,
-                    cache=self.index_cache, exact_limit=self.exact_limit)
+                    cache=self.index_cache, exact_limit=self.exact_limit, dtype=self.graph_dtype)
                 self._names = self._index.names  # updated in place with the index
                 self._term_df = {}
             return self._index

@@ -16,15 +16,21 @@ building it again (minutes at a million vectors on two cores).
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import math
 import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
+
+from .errors import StoreError
+
+log = logging.getLogger(__name__)
 
 EXACT_LIMIT = 200_000  # vectors; more go into the approximate index
 # The saved graph is written again once this many vectors changed since it was saved (or this
@@ -37,9 +43,14 @@ RESAVE_SHARE = 0.02
 # Search expansion is raised to k when k is larger.
 CONNECTIVITY = 32
 EXPANSION_ADD = 200
+# How the graph holds its vectors: "f16" (2 bytes a dimension) or "i8" (1); its hits are re-ranked
+# by the store's exact float32 vectors either way (DenseIndex.rescore).
+GRAPH_DTYPES = ("f16", "i8")
+GRAPH_DTYPE = "f16"
 EXPANSION_SEARCH = 128
 # A filter matching at most this many rows is scanned exactly (cheaper than over-fetching).
 EXACT_SUBSET = 20_000
+RESCORE_FETCH = 4  # graph candidates per wanted hit, re-ranked by exact vectors (refresh sets it up)
 MAX_FETCH = 4_096  # the most candidates asked of the graph for a filtered query
 _GROW = 1.25
 
@@ -110,7 +121,7 @@ class DenseIndex:
     Safe to share across threads: searches read side by side, `apply` writes alone.
     """
 
-    def __init__(self, *, exact_limit: int = EXACT_LIMIT, dtype: str = "f16",
+    def __init__(self, *, exact_limit: int = EXACT_LIMIT, dtype: str = GRAPH_DTYPE,
                  connectivity: int = CONNECTIVITY, expansion_add: int = EXPANSION_ADD,
                  expansion_search: int = EXPANSION_SEARCH, threads: int = 0,
                  exact_subset: int = EXACT_SUBSET):
@@ -139,6 +150,9 @@ class DenseIndex:
         self._name_of: dict[str, str] = {}  # paper id -> its lower-cased short name
         self.rows_loaded = 0  # rows read from the store, for tests and figures
         self.restored_from: int | None = None  # the saved graph's version, when loaded from one
+        # ids -> their exact float32 vectors (the store's): set by refresh(), the graph's top
+        # RESCORE_FETCH * k are re-ranked by them, so int8 or float16 in memory costs no precision.
+        self.rescore: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None
         self.unsaved = 0  # vectors added, changed or dropped since the graph was last saved (or loaded)
         self.saving: threading.Thread | None = None  # a re-save in the background (maybe_resave)
         self._picks_cache: tuple | None = None
@@ -386,7 +400,11 @@ class DenseIndex:
 
     def _ann_search(self, query, k: int, skip: int | None, mask: np.ndarray | None, *,
                     fetch: int | None = None) -> list[tuple[str, float]]:
-        fetch = min(fetch or (k + (skip is not None)), len(self))
+        fetch = fetch or (k + (skip is not None))
+        keep = k
+        if self.rescore is not None:  # more candidates from the graph, ranked by their exact vectors
+            fetch, keep = max(fetch, RESCORE_FETCH * k), RESCORE_FETCH * k
+        fetch = min(fetch, len(self))
         ann = self._ann
         if ann.expansion_search < fetch:
             ann.expansion_search = fetch  # an HNSW beam narrower than k cannot return k good hits
@@ -397,9 +415,18 @@ class DenseIndex:
             if i == skip or (mask is not None and not mask[i]):
                 continue
             out.append((self._pids[i], float(1.0 - dist)))
-            if len(out) == k:
+            if len(out) == keep:
                 break
-        return out
+        if self.rescore is None or not out:
+            return out
+        try:
+            exact = self.rescore([pid for pid, _ in out])
+        except StoreError as e:  # the database is away: the graph's own (quantised) scores
+            log.warning("dense hits not rescored (%s): the graph's scores stand", e)
+            return out[:k]
+        rescored = [(pid, float(np.dot(exact[pid], query))) for pid, _ in out if pid in exact]
+        rescored.sort(key=lambda hit: -hit[1])
+        return rescored[:k]
 
     def _exact_subset(self, query, rows: np.ndarray, k: int) -> list[tuple[str, float]]:
         scores = np.empty(len(rows), dtype=np.float32)
@@ -458,9 +485,7 @@ class DenseIndex:
         try:
             self.save(path, version=version, model=model, store=store)
         except OSError as e:  # a full or read-only disk: the next restart replays more, that is all
-            import logging
-
-            logging.getLogger(__name__).warning("could not save the vector graph to %s: %s", path, e)
+            log.warning("could not save the vector graph to %s: %s", path, e)
 
     def _save(self, path: Path, version: int, model: str, store: str) -> bool:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -518,6 +543,12 @@ def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
     version = store.papers_version()  # first: every change up to it is in what follows
     if index is not None and since == version:
         return index, version
+    index, version = _refresh(index, store, model, since, version, cache, resave_after, kwargs)
+    index.rescore = functools.partial(store.vectors_of, model)
+    return index, version
+
+
+def _refresh(index, store, model: str, since, version: int, cache, resave_after, kwargs):
     if index is None:
         loaded = DenseIndex.load(cache, model=model, max_version=version, store=store.path,
                                  **kwargs) if cache else None

@@ -216,6 +216,32 @@ def test_the_saved_graph_is_saved_again_after_many_changes_so_a_restart_replays_
         store.close()
 
 
+def test_graph_hits_are_ranked_by_the_stores_exact_vectors(real_vectors, store_url, tmp_path):
+    """Past the threshold the graph holds quantised vectors; the hits it returns are re-ranked by
+    the stored float32 ones, so scores (and ties) are what exact search would say."""
+    from store.vectors import refresh
+
+    dim = real_vectors.shape[1]
+    name = f"hashing-{dim}"
+    store = open_store(store_url)
+    vectors = perturbed(real_vectors, 1200, seed=9)
+    rows = [{"id": f"p{i:05d}", "collection": VENUES[i % len(VENUES)], "year": 2025, "short_name": f"P{i}",
+             "headline": f"paper {i}", "abstract": f"abstract {i}", "content_hash": f"h{i}"} for i in range(1200)]
+    store.write_papers(rows, [], embeddings=[{"paper_id": r["id"], "model": name, "vector": v,
+                                              "content_hash": r["content_hash"]} for r, v in zip(rows, vectors)],
+                       now=time.time())
+    try:
+        index, _ = refresh(None, store, name, None, exact_limit=500, dtype="i8")
+        assert index.approximate
+        exact = MatrixIndex([r["id"] for r in rows], vectors)
+        for q in perturbed(real_vectors, 20, seed=10):
+            got, want = index.search(q, 10), exact.search(q, 10)
+            assert [p for p, _ in got] == [p for p, _ in want]
+            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+    finally:
+        store.close()
+
+
 def test_searches_on_other_threads_are_answered_while_the_index_grows_into_the_graph(real_vectors):
     """The bot searches on worker threads while a refresh applies another replica's rows,
     crossing the threshold (the matrix becomes a graph) and resizing the graph."""

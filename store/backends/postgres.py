@@ -431,6 +431,13 @@ class PostgresStore(ReplicaTables):
             "select content_hash, vector from embeddings where model = %s and content_hash = any(%s)",
             [model, _storable(dict.fromkeys(hashes))])}
 
+    def vectors_of(self, model: str, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """paper id -> its current vector under this model (a stale one, of an older text, is left out)."""
+        return {pid: _vec(blob) for pid, blob in self._tuples(
+            "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+            "where e.model = %s and e.paper_id = any(%s) and e.content_hash = p.content_hash",
+            [model, _storable(dict.fromkeys(ids))])}
+
     def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
         """(paper id, content hash) of papers with no current vector for this model."""
         return [tuple(r) for r in self._tuples(

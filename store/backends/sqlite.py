@@ -392,6 +392,21 @@ class SQLiteStore(ReplicaTables):
                 out[h] = np.frombuffer(blob, dtype=np.float32)
         return out
 
+    def vectors_of(self, model: str, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """paper id -> its current vector under this model (a stale one, of an older text, is left out)."""
+        ids = list(dict.fromkeys(ids))
+        out = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for pid, blob in self.db.execute(
+                "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+                f"where e.model = ? and e.paper_id in ({marks}) and e.content_hash = p.content_hash",
+                [model, *chunk],
+            ):
+                out[pid] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
         """(paper id, content hash) of papers with no current vector for this model."""
         return [tuple(r) for r in self.db.execute(
