@@ -38,6 +38,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from store.vectors import GRAPH_DTYPE, GRAPH_DTYPES  # noqa: E402
+
 EVAL = ROOT.parent / "shared" / "eval" / "scitldr"
 ICLR2024 = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
 VENUES = [("ICLR 2026", 2026), ("ICLR 2025", 2025), ("NeurIPS 2025", 2025), ("ICML 2025", 2025),
@@ -168,7 +170,8 @@ def replica(args) -> dict:
         import torch
 
         torch.set_num_threads(1)  # as bot/runner.py
-    searcher = Searcher(store, embedder, exact_limit=args.exact_limit, index_cache=args.index_cache)
+    searcher = Searcher(store, embedder, exact_limit=args.exact_limit, index_cache=args.index_cache,
+                        graph_dtype=args.graph_dtype)
     searcher.embed_query("warm up")  # searcher.warm(), in two timed parts
     t_model = time.perf_counter() - t0
     t = time.perf_counter()
@@ -176,6 +179,7 @@ def replica(args) -> dict:
     t_index = time.perf_counter() - t
     out = {"backend": store.backend, "start_s": time.perf_counter() - t0, "model_s": t_model, "index_s": t_index,
            "encoder": getattr(embedder, "query_backend", "torch"), "torch_imported": "torch" in sys.modules,
+           "dtype": args.graph_dtype,
            "graph_was_saved": index.restored_from is not None, "rss_mb": rss_mb(), "peak_mb": rss_mb("VmHWM")}
     out.update(vectors=len(index), approximate=index.approximate, index_mb=index.nbytes / 1e6)
 
@@ -222,14 +226,15 @@ def bot_embedder(encoder: str):
     return make_embedder(DEFAULT_MODEL, query_encoder=encoder, onnx_dir=onnx_dir)
 
 
-def graph_path(url: str, folder: Path) -> Path:
-    return folder / f"graph-{'pg' if url.startswith('postgres') else 'sqlite'}.usearch"
+def graph_path(url: str, folder: Path, dtype: str = GRAPH_DTYPE) -> Path:
+    return folder / f"graph-{'pg' if url.startswith('postgres') else 'sqlite'}{'' if dtype == 'f16' else '-' + dtype}.usearch"
 
 
 def run_replica(url: str, args, folder: Path) -> dict:
-    cache = graph_path(url, folder)
+    cache = graph_path(url, folder, args.graph_dtype)
     cmd = [sys.executable, __file__, "--replica", "--url", url, "--index-cache", str(cache),
-           "--exact-limit", str(args.exact_limit), "--queries", str(args.queries), "--encoder", args.encoder]
+           "--exact-limit", str(args.exact_limit), "--queries", str(args.queries), "--encoder", args.encoder,
+           "--graph-dtype", args.graph_dtype]
     for d in args.data:
         cmd += ["--data", d]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -240,7 +245,7 @@ def run_replica(url: str, args, folder: Path) -> dict:
 
 def report(r: dict, build_s: float | None) -> None:
     ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
-    mode = "approximate (HNSW, usearch)" if r["approximate"] else "exact (float32 matrix)"
+    mode = f"approximate (HNSW, usearch, {r['dtype']})" if r["approximate"] else "exact (float32 matrix)"
     print(f"\n{r['backend']}: {r['vectors']:,} vectors, search served {mode}, index {r['index_mb']:.0f} MB; "
           f"model through {r['encoder']} (torch imported: {r['torch_imported']})")
     print(f"  start to ready       {r['start_s']:7.1f} s   aim <= {AIMS['start_s']:.0f} s  "
@@ -274,6 +279,8 @@ def main(argv=None) -> int:
     ap.add_argument("--more", action="append", default=None,
                     help=f"more real abstracts for base vectors (default: {ICLR2024})")
     ap.add_argument("--rebuild-index", action="store_true", help="drop the saved graphs first")
+    ap.add_argument("--graph-dtype", default=GRAPH_DTYPE, choices=GRAPH_DTYPES,
+                    help="PAPERCLUB_GRAPH_DTYPE: how the graph holds its vectors")
     ap.add_argument("--encoder", default="onnx", choices=("onnx", "torch"),
                     help="PAPERCLUB_QUERY_ENCODER of the replica (the bot's default: onnx)")
     ap.add_argument("--data", action="append", default=None,
@@ -312,7 +319,7 @@ def main(argv=None) -> int:
         print("  postgresql: skipped (give --pg postgresql://... to measure it)")
     for url in urls:
         if args.rebuild_index:
-            cache = graph_path(url, folder)
+            cache = graph_path(url, folder, args.graph_dtype)
             for p in (cache, cache.with_name(cache.name + ".json")):
                 p.unlink(missing_ok=True)
         first = run_replica(url, args, folder)

@@ -492,7 +492,8 @@ class DenseIndex:
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         self._ann.save(str(tmp))
         rows = np.flatnonzero(self._valid[: self._size])
-        meta = {"version": version, "model": model, "store": store, "dim": self.dim, "ids": self._pids,
+        meta = {"version": version, "model": model, "store": store, "dim": self.dim, "dtype": self.ann_dtype,
+                "ids": self._pids,
                 "valid": rows.tolist()}
         side = path.with_name(path.name + ".json")
         side_tmp = side.with_name(side.name + f".{os.getpid()}.tmp")
@@ -512,6 +513,8 @@ class DenseIndex:
         try:
             meta = json.loads(side.read_text())
             if meta["model"] != model or meta.get("store", "") != store or meta["version"] > max_version:
+                return None
+            if meta.get("dtype", "f16") != kwargs.get("dtype", GRAPH_DTYPE):  # the setting changed: build anew
                 return None
             ann = Index.restore(str(path))
         except (OSError, ValueError, KeyError, RuntimeError):
