@@ -62,6 +62,20 @@ POSTING_BUDGET = 30_000
 SIMILAR_MIN_TF = 2
 SIMILAR = {"terms": 48, "bm25_weight": 0.8, "aspect_weight": 1.0, "aspect_match": "best",
            "dense_weight": 1.0}
+# Aspect match in search (issue 19): a TLDR-like query often paraphrases one part of an
+# abstract (its contribution), so the best fused candidates are re-ranked with the best
+# cosine between the query and one of their aspect vectors (store.text.aspect_texts).
+# 'add' adds weight x that cosine; 'max' adds weight x how far it beats the paper's own
+# cosine (weight = dense_weight: the cosine term becomes max(paper, best aspect)).
+# Only the `top` best fused candidates are re-ranked: one read of their aspect vectors
+# (top x 3 x d floats) and a (3 top, d) x (d,) product per query.
+ASPECT_SEARCH = {"weight": 0.0, "mode": "add", "top": 30}
+# Fusion by the query's character (issue 19): a name or acronym ('SPIKE', 'G-NLL',
+# 'ResNet-50') is best found by its letters, a description by its meaning. The BM25
+# weight is multiplied by 1 + name x (share of the query's words that look like names)
+# and by (words / LEAN_WORDS) ** -length, clipped to [0.5, 2] (short queries lean lexical).
+QUERY_LEAN = {"name": 0.0, "length": 0.0}
+LEAN_WORDS = 12
 
 # resolve() answers with a best guess only when it shares a word with the reference
 # or its cosine clears this (the test paraphrases of seed abstracts score 0.26-0.60 and
@@ -237,6 +251,54 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
             for pid in cos.keys() | lex.keys()}
 
 
+def looks_like_name(word: str) -> bool:
+    """'SPIKE', 'G-NLL', 'ResNet-50', 'GPT4', 'word2vec': capitals past the first letter or digits."""
+    letters = [c for c in word if c.isalpha()]
+    if not letters:
+        return False
+    return any(c.isupper() for c in word[1:] if c.isalpha()) or (
+        any(c.isdigit() for c in word) and len(letters) >= 2)
+
+
+def lexical_weight(text: str, bm25_weight: float, lean: dict | None = None) -> float:
+    """The BM25 weight for this query: more for names and short queries, as QUERY_LEAN says."""
+    lean = QUERY_LEAN if lean is None else lean
+    if not (lean.get("name") or lean.get("length")):
+        return bm25_weight
+    words = [w.strip("()[]{},.;:!?\"'") for w in text.split()]
+    words = [w for w in words if w]
+    if not words:
+        return bm25_weight
+    names = sum(looks_like_name(w) for w in words) / len(words)
+    factor = (1 + lean.get("name", 0.0) * names) * (len(words) / LEAN_WORDS) ** -lean.get("length", 0.0)
+    return bm25_weight * min(2.0, max(0.5, factor))
+
+
+def aspect_boost(fused: dict[str, float], query_vec: np.ndarray, aspects: dict[str, np.ndarray], *,
+                 weight: float, mode: str = "add", top: int = 30,
+                 index: VectorIndex | None = None) -> dict[str, float]:
+    """fused with its `top` candidates re-scored by their best aspect cosine to the query.
+
+    'add': + weight x best aspect cosine; 'max': + weight x max(0, best aspect cosine -
+    paper cosine). Bonuses are never negative, so a candidate past `top` stays below
+    every re-scored one; one without aspect vectors counts its paper cosine as its best."""
+    if not weight or not fused:
+        return fused
+    head = sorted(fused, key=lambda pid: -fused[pid])[:top]
+    q = np.asarray(query_vec, dtype=np.float32)
+    out = dict(fused)
+    for pid in head:
+        vec = index.vector(pid) if index is not None else None
+        paper = float(vec @ q) if vec is not None else 0.0
+        mat = aspects.get(pid)
+        held = np.linalg.norm(mat, axis=1) > 0 if mat is not None else None
+        # Without aspect vectors (ingested before they existed) the paper's own cosine stands in.
+        best = float((mat[held] @ q).max()) if held is not None and held.any() else paper
+        bonus = max(0.0, best - paper) if mode == "max" else max(0.0, best)
+        out[pid] = fused[pid] + weight * bonus
+    return out
+
+
 # -- the searcher --------------------------------------------------------------------
 class Searcher:
     """Search over one Store with one embedder; safe to share across threads."""
@@ -245,9 +307,12 @@ class Searcher:
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES,
                  max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET,
                  exact_limit: int = EXACT_LIMIT, index_cache: str | None = None,
-                 similar: dict | None = None):
+                 similar: dict | None = None, aspect_search: dict | None = None,
+                 query_lean: dict | None = None):
         self.store = store
         self.similar_settings = {**SIMILAR, **(similar or {})}
+        self.aspect_search = {**ASPECT_SEARCH, **(aspect_search or {})}
+        self.query_lean = {**QUERY_LEAN, **(query_lean or {})}
         self.embedder = embedder
         self.fusion = dict(FUSION if fusion is None else fusion)
         self.column_weights = tuple(column_weights)
@@ -430,8 +495,17 @@ class Searcher:
         qvec = self.embed_query(text)
         dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
+        fusion = {**self.fusion,
+                  "bm25_weight": lexical_weight(text, self.fusion["bm25_weight"], self.query_lean)}
+        fused = fuse(lexical, dense, index=index, query_vec=qvec, **fusion)
+        cfg = self.aspect_search
+        if cfg["weight"] and fused:
+            top = max(cfg["top"], limit)
+            head = sorted(fused, key=lambda pid: -fused[pid])[:top]
+            fused = aspect_boost(fused, qvec, self.aspect_vectors(head), weight=cfg["weight"],
+                                 mode=cfg["mode"], top=top, index=index)
         return self._hits(lexical, dense, exact=exact, limit=limit, phrases=phrases, query=text,
-                          index=index, qvec=qvec)
+                          index=index, qvec=qvec, fused=fused)
 
     def _lexical(self, text: str, collection: str | None, year: int | None, limit: int):
         exact = self._exact(text, collection, year)
@@ -567,8 +641,9 @@ class Searcher:
 
     def _hits(self, lexical, dense, *, exact: Paper | None, limit: int, phrases: Sequence[str],
               query: str, index: VectorIndex, qvec: np.ndarray, fusion: dict | None = None,
-              extra: dict[str, float] | None = None) -> list[Hit]:
-        fused = fuse(lexical, dense, index=index, query_vec=qvec, **(fusion or self.fusion))
+              extra: dict[str, float] | None = None, fused: dict[str, float] | None = None) -> list[Hit]:
+        if fused is None:
+            fused = fuse(lexical, dense, index=index, query_vec=qvec, **(fusion or self.fusion))
         if extra:  # further score parts (similar's aspects), added to the fused score
             fused = {pid: fused.get(pid, 0.0) + extra.get(pid, 0.0) for pid in fused.keys() | extra.keys()}
         order = sorted(fused, key=lambda pid: -fused[pid])
