@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
 from store.search import (  # noqa: E402
-    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, QUERY_LEAN, Searcher, aspect_boost,
-    clip_query, fuse, lexical_weight,
+    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, aspect_boost, clip_query,
+    fuse,
 )
 
 DEPTH = 10
@@ -186,25 +186,20 @@ class Runs:
             self._bm25[weights] = [self.searcher.bm25(clip_query(q)) for q, _ in self.queries]
         return self._bm25[weights]
 
-    def score(self, weights: tuple, fusion: dict, aspect: dict | None = None,
-              lean: dict | None = None) -> dict[str, dict[str, float]]:
-        """bm25, dense and hybrid as the store shipped before issue 19's levers ('hybrid'), and
-        with them ('hybrid+' for the aspect/lean settings given, default: the store's own)."""
+    def score(self, weights: tuple, fusion: dict, aspect: dict | None = None) -> dict[str, dict[str, float]]:
+        """bm25, dense and hybrid without aspect match ('hybrid') and with it ('hybrid+': the
+        aspect settings given, by default the store's ASPECT_SEARCH)."""
         aspect = ASPECT_SEARCH if aspect is None else aspect
-        lean = QUERY_LEAN if lean is None else lean
         lex_all = self.bm25(weights)
         index = self.searcher.index()
         ranks = {"bm25": [], "dense": [], "hybrid": [], "hybrid+": []}
-        for i, (query, target) in enumerate(self.queries):
+        for i, (_, target) in enumerate(self.queries):
             lex, den = lex_all[i], self.dense[i]
             ranks["bm25"].append(rank_of([p for p, _ in lex], target))
             ranks["dense"].append(rank_of([p for p, _ in den], target))
             fused = fuse(lex, den, index=index, query_vec=self.qv[i], **fusion)
             order = sorted(fused, key=lambda p: -fused[p])[:DEPTH]
             ranks["hybrid"].append(rank_of(order, target))
-            if lean.get("name") or lean.get("length"):
-                tuned = {**fusion, "bm25_weight": lexical_weight(clip_query(query), fusion["bm25_weight"], lean)}
-                fused = fuse(lex, den, index=index, query_vec=self.qv[i], **tuned)
             if aspect["weight"]:
                 fused = aspect_boost(fused, self.qv[i], self.aspects, weight=aspect["weight"],
                                      mode=aspect["mode"], top=max(aspect["top"], DEPTH), index=index)
@@ -219,7 +214,7 @@ def table(title: str, res: dict[str, dict[str, float]], n: int) -> None:
     for name in ("bm25", "dense", "hybrid", "hybrid+"):
         m = res[name]
         print(f"  {name:8} {m['MRR@10']:7.3f} {m['R@1']:7.3f} {m['R@10']:7.3f}")
-    print(f"  hybrid+ = hybrid with aspect match {ASPECT_SEARCH} and query lean {QUERY_LEAN}: "
+    print(f"  hybrid+ = hybrid with aspect match {ASPECT_SEARCH}: "
           f"{res['hybrid+']['MRR@10'] - res['hybrid']['MRR@10']:+.4f} MRR@10")
     best_part = max(res["bm25"]["MRR@10"], res["dense"]["MRR@10"])
     verdict = "beats" if res["hybrid"]["MRR@10"] > best_part else "DOES NOT beat"
@@ -239,11 +234,12 @@ def grid():
 
 
 def lever_grid():
-    """Issue 19's levers tried by --levers: aspect match settings, then query-lean settings."""
+    """Aspect-match settings tried by --levers, and the BM25 weight swept beside them."""
     aspects = [{"weight": w, "mode": m, "top": t}
                for m in ("add", "max") for t in (10, 30, 100) for w in (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)]
-    leans = [{"name": n, "length": g} for n in (0.0, 0.5, 1.0, 2.0, 4.0) for g in (-0.5, -0.25, 0.0, 0.25, 0.5)]
-    return aspects, leans
+    joint = [{"bm25_weight": b, "weight": w, "mode": "max", "top": 30}
+             for b in (0.3, 0.4, 0.5, 0.6) for w in (0.0, 0.2, 0.3, 0.5)]
+    return aspects, joint
 
 
 def main(argv=None) -> int:
@@ -258,8 +254,10 @@ def main(argv=None) -> int:
                     help="PostgreSQL server for --backend postgresql (a throwaway database is made there)")
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
     ap.add_argument("--levers", action="store_true",
-                    help="sweep issue 19's aspect-match and query-lean settings; every file's hybrid+ "
+                    help="sweep issue 19's aspect-match settings (and the BM25 weight with them); every file's hybrid+ "
                          "MRR@10 per setting, the best on the first file marked")
+    ap.add_argument("--levers-only", action="append", choices=("aspect", "joint"), default=None,
+                    help="with --levers: only these sweeps (repeatable)")
     ap.add_argument("--query-encoder", choices=("torch", "onnx", "both"), default="torch",
                     help="encode the queries with sentence-transformers, the bot's ONNX Runtime encoder, or both "
                          "(both: the ONNX results after the torch ones, and their MRR@10 side by side)")
@@ -344,17 +342,22 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
 
     if args.levers:
         first = next(iter(runs))
-        no_aspect, no_lean = {**ASPECT_SEARCH, "weight": 0.0}, {"name": 0.0, "length": 0.0}
-        base = "  ".join(f"{name} {run.score(weights, fusion, no_aspect, no_lean)['hybrid']['MRR@10']:.4f}"
+        no_aspect = {**ASPECT_SEARCH, "weight": 0.0}
+        base = "  ".join(f"{name} {run.score(weights, fusion, no_aspect)['hybrid']['MRR@10']:.4f}"
                          for name, run in runs.items())
         print(f"\nlevers (hybrid+ MRR@10; baseline hybrid: {base}); * = best on {first}")
-        aspects_grid, leans_grid = lever_grid()
-        for label, grid_, make in (("aspect", aspects_grid, lambda a: (a, no_lean)),
-                                   ("lean", leans_grid, lambda q: (no_aspect, q))):
+        aspects_grid, joint = lever_grid()
+        # The aspect term adds to the cosine side, so the BM25 weight is swept with it ("joint").
+        for label, grid_, make in (
+                ("aspect", aspects_grid, lambda a: (fusion, a)),
+                ("joint", joint, lambda j: ({**fusion, "bm25_weight": j["bm25_weight"]},
+                                            {k: v for k, v in j.items() if k != "bm25_weight"}))):
+            if args.levers_only and label not in args.levers_only:
+                continue
             rows = []
             for setting in grid_:
-                a, q = make(setting)
-                rows.append((setting, {name: run.score(weights, fusion, a, q)["hybrid+"]["MRR@10"]
+                f, a = make(setting)
+                rows.append((setting, {name: run.score(weights, f, a)["hybrid+"]["MRR@10"]
                                        for name, run in runs.items()}))
             best = max(rows, key=lambda r: r[1][first])
             for setting, per in rows:

@@ -68,14 +68,19 @@ SIMILAR = {"terms": 48, "bm25_weight": 0.8, "aspect_weight": 1.0, "aspect_match"
 # 'add' adds weight x that cosine; 'max' adds weight x how far it beats the paper's own
 # cosine (weight = dense_weight: the cosine term becomes max(paper, best aspect)).
 # Only the `top` best fused candidates are re-ranked: one read of their aspect vectors
-# (top x 3 x d floats) and a (3 top, d) x (d,) product per query.
-ASPECT_SEARCH = {"weight": 0.0, "mode": "add", "top": 30}
-# Fusion by the query's character (issue 19): a name or acronym ('SPIKE', 'G-NLL',
-# 'ResNet-50') is best found by its letters, a description by its meaning. The BM25
-# weight is multiplied by 1 + name x (share of the query's words that look like names)
-# and by (words / LEAN_WORDS) ** -length, clipped to [0.5, 2] (short queries lean lexical).
-QUERY_LEAN = {"name": 0.0, "length": 0.0}
-LEAN_WORDS = 12
+# (top x 3 x d floats: 46 KB for 10 at d 384) and a (3, d) x (d,) product per candidate.
+# bench/search_quality.py --levers, SciTLDR without titles, MRR@10 (baseline 0.9246 train,
+# 0.8687 dev): 'max' 0.3 (best on train) 0.9279 / 0.8734 (+0.0033 / +0.0048; paired bootstrap
+# 95% +0.0009..+0.0057 / +0.0016..+0.0080; dev 43 queries better, 24 worse), the same for top
+# 10, 30 or 100; 'max' 0.2-0.5 +0.003..+0.005 on dev; 'add' at most +0.002 (0.1-0.3) and worse
+# from 0.5; sweeping the BM25 weight beside it (0.3-0.6) found nothing better; one aspect
+# alone (method, result or background) gained less than the best of the three.
+# Off: the gain is real on both splits but under the +0.005 asked of a new default.
+ASPECT_SEARCH = {"weight": 0.0, "mode": "max", "top": 10}
+# Fusion by the query's character (issue 19) was tried and is noise: the BM25 weight times
+# 1 + n x (share of name-like words: 'SPIKE', 'G-NLL', 'ResNet-50') and x (words/12)^-g, for
+# n 0..4 and g -0.5..0.5, moved SciTLDR dev (no titles) MRR@10 by -0.005..+0.001; the best on
+# train (n 4, g -0.5, +0.001) lost 0.005 on dev. SciTLDR's queries are descriptions, not names.
 
 # resolve() answers with a best guess only when it shares a word with the reference
 # or its cosine clears this (the test paraphrases of seed abstracts score 0.26-0.60 and
@@ -251,29 +256,6 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
             for pid in cos.keys() | lex.keys()}
 
 
-def looks_like_name(word: str) -> bool:
-    """'SPIKE', 'G-NLL', 'ResNet-50', 'GPT4', 'word2vec': capitals past the first letter or digits."""
-    letters = [c for c in word if c.isalpha()]
-    if not letters:
-        return False
-    return any(c.isupper() for c in word[1:] if c.isalpha()) or (
-        any(c.isdigit() for c in word) and len(letters) >= 2)
-
-
-def lexical_weight(text: str, bm25_weight: float, lean: dict | None = None) -> float:
-    """The BM25 weight for this query: more for names and short queries, as QUERY_LEAN says."""
-    lean = QUERY_LEAN if lean is None else lean
-    if not (lean.get("name") or lean.get("length")):
-        return bm25_weight
-    words = [w.strip("()[]{},.;:!?\"'") for w in text.split()]
-    words = [w for w in words if w]
-    if not words:
-        return bm25_weight
-    names = sum(looks_like_name(w) for w in words) / len(words)
-    factor = (1 + lean.get("name", 0.0) * names) * (len(words) / LEAN_WORDS) ** -lean.get("length", 0.0)
-    return bm25_weight * min(2.0, max(0.5, factor))
-
-
 def aspect_boost(fused: dict[str, float], query_vec: np.ndarray, aspects: dict[str, np.ndarray], *,
                  weight: float, mode: str = "add", top: int = 30,
                  index: VectorIndex | None = None) -> dict[str, float]:
@@ -307,12 +289,10 @@ class Searcher:
                  column_weights: tuple[float, ...] = COLUMN_WEIGHTS, candidates: int = CANDIDATES,
                  max_df: float = MAX_DF, posting_budget: int = POSTING_BUDGET,
                  exact_limit: int = EXACT_LIMIT, index_cache: str | None = None,
-                 similar: dict | None = None, aspect_search: dict | None = None,
-                 query_lean: dict | None = None):
+                 similar: dict | None = None, aspect_search: dict | None = None):
         self.store = store
         self.similar_settings = {**SIMILAR, **(similar or {})}
         self.aspect_search = {**ASPECT_SEARCH, **(aspect_search or {})}
-        self.query_lean = {**QUERY_LEAN, **(query_lean or {})}
         self.embedder = embedder
         self.fusion = dict(FUSION if fusion is None else fusion)
         self.column_weights = tuple(column_weights)
@@ -495,9 +475,7 @@ class Searcher:
         qvec = self.embed_query(text)
         dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
-        fusion = {**self.fusion,
-                  "bm25_weight": lexical_weight(text, self.fusion["bm25_weight"], self.query_lean)}
-        fused = fuse(lexical, dense, index=index, query_vec=qvec, **fusion)
+        fused = fuse(lexical, dense, index=index, query_vec=qvec, **self.fusion)
         cfg = self.aspect_search
         if cfg["weight"] and fused:
             top = max(cfg["top"], limit)
