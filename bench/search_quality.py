@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
 from store.search import (  # noqa: E402
-    COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, clip_query, fuse,
+    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, aspect_boost, clip_query,
+    fuse,
 )
 
 DEPTH = 10
@@ -177,6 +178,7 @@ class Runs:
             self.dense.append(index.search(v, searcher.candidates))
         self.qv = qv
         self._bm25: dict[tuple, list] = {}
+        self.aspects: dict[str, np.ndarray] = {}  # paper id -> aspect vectors, read once by run_one
 
     def bm25(self, weights: tuple) -> list[list[tuple[str, float]]]:
         if weights not in self._bm25:
@@ -184,10 +186,13 @@ class Runs:
             self._bm25[weights] = [self.searcher.bm25(clip_query(q)) for q, _ in self.queries]
         return self._bm25[weights]
 
-    def score(self, weights: tuple, fusion: dict) -> dict[str, dict[str, float]]:
+    def score(self, weights: tuple, fusion: dict, aspect: dict | None = None) -> dict[str, dict[str, float]]:
+        """bm25, dense and hybrid without aspect match ('hybrid') and with it ('hybrid+': the
+        aspect settings given, by default the store's ASPECT_SEARCH)."""
+        aspect = ASPECT_SEARCH if aspect is None else aspect
         lex_all = self.bm25(weights)
         index = self.searcher.index()
-        ranks = {"bm25": [], "dense": [], "hybrid": []}
+        ranks = {"bm25": [], "dense": [], "hybrid": [], "hybrid+": []}
         for i, (_, target) in enumerate(self.queries):
             lex, den = lex_all[i], self.dense[i]
             ranks["bm25"].append(rank_of([p for p, _ in lex], target))
@@ -195,15 +200,22 @@ class Runs:
             fused = fuse(lex, den, index=index, query_vec=self.qv[i], **fusion)
             order = sorted(fused, key=lambda p: -fused[p])[:DEPTH]
             ranks["hybrid"].append(rank_of(order, target))
+            if aspect["weight"]:
+                fused = aspect_boost(fused, self.qv[i], self.aspects, weight=aspect["weight"],
+                                     mode=aspect["mode"], top=max(aspect["top"], DEPTH), index=index)
+            order = sorted(fused, key=lambda p: -fused[p])[:DEPTH]
+            ranks["hybrid+"].append(rank_of(order, target))
         return {k: metrics(v) for k, v in ranks.items()}
 
 
 def table(title: str, res: dict[str, dict[str, float]], n: int) -> None:
     print(f"\n{title}  ({n} queries)")
     print(f"  {'':8} {'MRR@10':>7} {'R@1':>7} {'R@10':>7}")
-    for name in ("bm25", "dense", "hybrid"):
+    for name in ("bm25", "dense", "hybrid", "hybrid+"):
         m = res[name]
         print(f"  {name:8} {m['MRR@10']:7.3f} {m['R@1']:7.3f} {m['R@10']:7.3f}")
+    print(f"  hybrid+ = hybrid with aspect match {ASPECT_SEARCH}: "
+          f"{res['hybrid+']['MRR@10'] - res['hybrid']['MRR@10']:+.4f} MRR@10")
     best_part = max(res["bm25"]["MRR@10"], res["dense"]["MRR@10"])
     verdict = "beats" if res["hybrid"]["MRR@10"] > best_part else "DOES NOT beat"
     print(f"  hybrid {verdict} both parts on MRR@10 ({res['hybrid']['MRR@10'] - best_part:+.3f})")
@@ -221,6 +233,15 @@ def grid():
     return columns, fusions
 
 
+def lever_grid():
+    """Aspect-match settings tried by --levers, and the BM25 weight swept beside them."""
+    aspects = [{"weight": w, "mode": m, "top": t}
+               for m in ("add", "max") for t in (10, 30, 100) for w in (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)]
+    joint = [{"bm25_weight": b, "weight": w, "mode": "max", "top": 30}
+             for b in (0.3, 0.4, 0.5, 0.6) for w in (0.0, 0.2, 0.3, 0.5)]
+    return aspects, joint
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", action="append", required=True, help="SciTLDR-style JSONL (repeatable)")
@@ -232,6 +253,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
                     help="PostgreSQL server for --backend postgresql (a throwaway database is made there)")
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
+    ap.add_argument("--levers", action="store_true",
+                    help="sweep issue 19's aspect-match settings (and the BM25 weight with them); every file's hybrid+ "
+                         "MRR@10 per setting, the best on the first file marked")
+    ap.add_argument("--levers-only", action="append", choices=("aspect", "joint"), default=None,
+                    help="with --levers: only these sweeps (repeatable)")
     ap.add_argument("--query-encoder", choices=("torch", "onnx", "both"), default="torch",
                     help="encode the queries with sentence-transformers, the bot's ONNX Runtime encoder, or both "
                          "(both: the ONNX results after the torch ones, and their MRR@10 side by side)")
@@ -285,11 +311,14 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
           f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {args.posting_budget}; "
           f"backend {store.backend}")
 
+    aspects = searcher.aspect_vectors(list(ids.values()))  # in the bot: only the top candidates'
+    print(f"aspect vectors: {len(aspects)} of {len(ids)} papers", file=sys.stderr)
     runs = {}
     cache = Path(args.db) if args.db else None
     for name, rows in files.items():
         queries = [(q, ids[r["id"]]) for r in rows if r["id"] in ids for q in r["queries"] if q.strip()]
         runs[name] = Runs(searcher, queries, cache, "onnx" if args.query_encoder == "onnx" else "torch")
+        runs[name].aspects = aspects
         print(f"{name}: {len(queries)} queries embedded in {runs[name].embed_s:.1f}s", file=sys.stderr)
 
     weights, fusion = COLUMN_WEIGHTS, dict(FUSION)
@@ -310,6 +339,30 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
         bm25_best = max(columns, key=lambda w: runs[first].score(w, fusion)["bm25"]["MRR@10"])
         print(f"  BM25 alone is best with columns {bm25_best}")
         _, weights, fusion = max(best.values(), key=lambda b: b[0])
+
+    if args.levers:
+        first = next(iter(runs))
+        no_aspect = {**ASPECT_SEARCH, "weight": 0.0}
+        base = "  ".join(f"{name} {run.score(weights, fusion, no_aspect)['hybrid']['MRR@10']:.4f}"
+                         for name, run in runs.items())
+        print(f"\nlevers (hybrid+ MRR@10; baseline hybrid: {base}); * = best on {first}")
+        aspects_grid, joint = lever_grid()
+        # The aspect term adds to the cosine side, so the BM25 weight is swept with it ("joint").
+        for label, grid_, make in (
+                ("aspect", aspects_grid, lambda a: (fusion, a)),
+                ("joint", joint, lambda j: ({**fusion, "bm25_weight": j["bm25_weight"]},
+                                            {k: v for k, v in j.items() if k != "bm25_weight"}))):
+            if args.levers_only and label not in args.levers_only:
+                continue
+            rows = []
+            for setting in grid_:
+                f, a = make(setting)
+                rows.append((setting, {name: run.score(weights, f, a)["hybrid+"]["MRR@10"]
+                                       for name, run in runs.items()}))
+            best = max(rows, key=lambda r: r[1][first])
+            for setting, per in rows:
+                mark = "*" if setting is best[0] else " "
+                print(f" {mark}{label:6} {str(setting):45} " + "  ".join(f"{n} {v:.4f}" for n, v in per.items()))
 
     print(f"\nsettings: columns {weights}, fusion {fusion}")
     out = {}
