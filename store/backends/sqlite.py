@@ -380,31 +380,24 @@ class SQLiteStore(ReplicaTables):
 
     def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors for these content hashes under this model."""
-        hashes = list(dict.fromkeys(hashes))
-        out = {}
-        for i in range(0, len(hashes), 500):
-            chunk = hashes[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for h, blob in self.db.execute(
-                f"select content_hash, vector from embeddings where model = ? and content_hash in ({marks})",
-                [model, *chunk],
-            ):
-                out[h] = np.frombuffer(blob, dtype=np.float32)
-        return out
+        return self._vectors_where(
+            "select content_hash, vector from embeddings where model = ? and content_hash in ({marks})",
+            model, hashes)
 
     def vectors_of(self, model: str, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """paper id -> its current vector under this model (a stale one, of an older text, is left out)."""
-        ids = list(dict.fromkeys(ids))
+        return self._vectors_where(
+            "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+            "where e.model = ? and e.paper_id in ({marks}) and e.content_hash = p.content_hash", model, ids)
+
+    def _vectors_where(self, sql: str, model: str, keys: Iterable[str]) -> dict[str, np.ndarray]:
+        """key -> vector for `sql` (its first column the key), asked 500 keys at a time."""
+        keys = list(dict.fromkeys(keys))
         out = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for pid, blob in self.db.execute(
-                "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
-                f"where e.model = ? and e.paper_id in ({marks}) and e.content_hash = p.content_hash",
-                [model, *chunk],
-            ):
-                out[pid] = np.frombuffer(blob, dtype=np.float32)
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            for key, blob in self.db.execute(sql.format(marks=",".join("?" * len(chunk))), [model, *chunk]):
+                out[key] = np.frombuffer(blob, dtype=np.float32)
         return out
 
     def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
