@@ -36,9 +36,9 @@ class Settings(BaseSettings):
     # graph is saved at this path (if set) so a restart loads it instead of building it again.
     exact_limit: int = _env("PAPERCLUB_EXACT_LIMIT", default=200_000, gt=0)
     index_cache: str | None = _env("PAPERCLUB_INDEX_CACHE", default=None)
-    # How the graph holds vectors in memory: f16 or i8 (half the memory; hits are re-ranked by
-    # the stored float32 vectors either way).
-    graph_dtype: str = _env("PAPERCLUB_GRAPH_DTYPE", default="f16", pattern="^(f16|i8)$")
+    # How the graph holds vectors in memory: i8 or f16 (twice the memory); its hits are
+    # re-ranked by the stored float32 vectors either way.
+    graph_dtype: str = _env("PAPERCLUB_GRAPH_DTYPE", default="i8", pattern="^(i8|f16)$")
     slack_bot_token: SecretStr | None = _env("SLACK_BOT_TOKEN", default=None)
     slack_app_token: SecretStr | None = _env("SLACK_APP_TOKEN", default=None)
     slack_api_url: str = _env("SLACK_API_URL", default="https://slack.com/api/")

@@ -2,7 +2,7 @@
 
 Exact matches on a paper id or short name go first. The vectors live in memory in a
 `store.vectors.DenseIndex`, refreshed from the rows changed since it was loaded: a float32
-matrix (exact search) up to `exact_limit` vectors, an HNSW graph of float16 vectors beyond.
+matrix (exact search) up to `exact_limit` vectors, an HNSW graph of int8 vectors beyond.
 `VectorIndex` is the seam any other index fits.
 """
 from __future__ import annotations

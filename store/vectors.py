@@ -7,8 +7,9 @@ new rows, not a reload of every vector.
 
 Up to `exact_limit` vectors (200k by default) a query is one float32 matrix-vector product:
 exact, and fast enough there. Beyond it the vectors move into an HNSW graph (usearch) that
-holds them as float16: half the memory of float32 (0.77 GB at a million 384-d vectors instead
-of 1.54), recall@10 >= 0.98 against exact search (tests/test_vectors.py). Filtered searches
+holds them as int8 (0.38 GB at a million 384-d vectors instead of 1.54 as float32; float16
+is a setting) and whose top candidates are re-ranked by the store's exact vectors: recall@10
+>= 0.98 against exact search (tests/test_vectors.py, bench/scale.py). Filtered searches
 (a collection, a year) over-fetch from the graph and fall back to an exact scan of the
 matching rows when the filter is narrow. The graph can be saved beside its version
 (`save`/`load`), so a restarted replica loads it and applies the changes since, instead of
@@ -43,10 +44,12 @@ RESAVE_SHARE = 0.02
 # Search expansion is raised to k when k is larger.
 CONNECTIVITY = 32
 EXPANSION_ADD = 200
-# How the graph holds its vectors: "f16" (2 bytes a dimension) or "i8" (1); its hits are re-ranked
-# by the store's exact float32 vectors either way (DenseIndex.rescore).
-GRAPH_DTYPES = ("f16", "i8")
-GRAPH_DTYPE = "f16"
+# How the graph holds its vectors: "i8" (1 byte a dimension) or "f16" (2); its hits are re-ranked
+# by the store's exact float32 vectors either way (DenseIndex.rescore). bench/scale.py at a
+# million (SQLite, 200 real TLDR queries): i8 recall@10 0.991, RSS 1.26-1.30 GB; f16 0.995,
+# 1.62-1.67 GB (over the 1.5 GB a replica may take); without re-ranking f16 gave 0.966.
+GRAPH_DTYPES = ("i8", "f16")
+GRAPH_DTYPE = "i8"
 EXPANSION_SEARCH = 128
 # A filter matching at most this many rows is scanned exactly (cheaper than over-fetching).
 EXACT_SUBSET = 20_000
@@ -248,7 +251,7 @@ class DenseIndex:
                      expansion_add=self.expansion_add, expansion_search=self.expansion_search)
 
     def _to_approximate(self) -> None:
-        """Past exact_limit: the float32 matrix goes into the graph (as float16) and is freed."""
+        """Past exact_limit: the float32 matrix goes into the graph (as ann_dtype) and is freed."""
         self._ann = self._new_ann()
         rows = np.flatnonzero(self._valid[: self._size])
         for start in range(0, len(rows), 50_000):
@@ -514,7 +517,7 @@ class DenseIndex:
             meta = json.loads(side.read_text())
             if meta["model"] != model or meta.get("store", "") != store or meta["version"] > max_version:
                 return None
-            if meta.get("dtype", "f16") != kwargs.get("dtype", GRAPH_DTYPE):  # the setting changed: build anew
+            if meta.get("dtype", "f16") != kwargs.get("dtype", GRAPH_DTYPE):  # another setting: build anew
                 return None
             ann = Index.restore(str(path))
         except (OSError, ValueError, KeyError, RuntimeError):
