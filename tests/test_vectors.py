@@ -240,10 +240,15 @@ def test_graph_hits_are_ranked_by_the_stores_exact_vectors(real_vectors, store_u
         index, _ = refresh(None, store, name, None, exact_limit=500, dtype="i8")
         assert index.approximate
         exact = MatrixIndex([r["id"] for r in rows], vectors)
+        truth, found = [], []
         for q in perturbed(real_vectors, 20, seed=10):
-            got, want = index.search(q, 10), exact.search(q, 10)
-            assert [p for p, _ in got] == [p for p, _ in want]
-            assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+            got = index.search(q, 10)
+            # each score is the paper's exact cosine (int8's own are off by ~1e-2), best first
+            assert all(abs(s - float(vectors[int(p[1:])] @ q)) < 1e-5 for p, s in got), got
+            assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+            truth.append([p for p, _ in exact.search(q, 10)])
+            found.append([p for p, _ in got])
+        assert recall_at(truth, found, 10) >= 0.98  # the graph may miss one now and then
     finally:
         store.close()
 
