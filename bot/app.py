@@ -200,8 +200,9 @@ class EventClaims:
     other than through the Socket Mode handler: the ack waits for the claim at most `wait`
     seconds (a busy SQLite file, a slow server). Past that, the delivery is acked at once and
     handled later, by `later()`, once the database has said it is ours (or, if the database
-    fails outright, handled anyway: answering twice is better than never). After one such wait, the next `SLOW_SECONDS` of deliveries do not wait
-    at all: a burst into a locked database is acked at once rather than half a second apart.
+    fails outright, handled anyway: answering twice is better than never). After one such wait,
+    the next `SLOW_SECONDS` of deliveries do not wait at all: a burst into a locked database is
+    acked at once rather than half a second apart.
     """
 
     SLOW_SECONDS = 5.0

@@ -239,10 +239,11 @@ class OnnxQueryEmbedder:
             self._ready.set()
 
     def encode(self, texts: Sequence[str], *, progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
         onnx = self._onnx()
-        if onnx is None or not texts:
-            return self.documents.encode(texts, progress=progress) if texts else \
-                np.zeros((0, self.dim), dtype=np.float32)
+        if onnx is None:
+            return self.documents.encode(texts, progress=progress)
         return onnx.encode_batches(texts, batch_size=self.documents.batch_size, progress=progress)
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:

@@ -154,7 +154,8 @@ class DenseIndex:
         self.rows_loaded = 0  # rows read from the store, for tests and figures
         self.restored_from: int | None = None  # the saved graph's version, when loaded from one
         # ids -> their exact float32 vectors (the store's): set by refresh(), the graph's top
-        # RESCORE_FETCH * k are re-ranked by them, so int8 or float16 in memory costs no precision.
+        # RESCORE_FETCH * k are re-ranked by them: the scores and order of what the graph finds are
+        # exact (what it misses, recall says: int8 0.991 against float16 0.995 at a million).
         self.rescore: Callable[[Sequence[str]], dict[str, np.ndarray]] | None = None
         self.unsaved = 0  # vectors added, changed or dropped since the graph was last saved (or loaded)
         self.saving: threading.Thread | None = None  # a re-save in the background (maybe_resave)
