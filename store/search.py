@@ -44,6 +44,12 @@ MAX_DF = 0.5
 # At most this many (word, paper) postings per BM25 query: keeps p95 latency flat
 # as the corpus grows, and only ever drops a query's most common words.
 POSTING_BUDGET = 30_000
+# Words' document counts are kept until the number of papers moves by more than this share:
+# counting is an index read per word (PostgreSQL: a heap read per paper), and a count a
+# fraction of a percent off changes no ranking. Only common words' counts (DF_KEEP papers
+# or more) are kept: a rare one is cheap to count again, and a new paper may hold a word
+# that no paper held before.
+DF_DRIFT, DF_KEEP = 0.01, 1000
 # "More like this": a paper's own vector, BM25 over its most distinctive words
 # (tf x idf, words used at least twice, as Lucene's MoreLikeThis does), and its
 # aspects (background / method / result, store.text.aspect_texts), each embedded at
@@ -310,7 +316,8 @@ class Searcher:
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._word_term: dict[str, str] = {}  # the tokenizer never changes: kept across versions
-        self._term_df: dict[str, int] = {}  # reset whenever papers change
+        self._term_df: dict[str, int] = {}  # reset when the paper count drifts (DF_DRIFT)
+        self._df_papers = 0  # how many papers there were when _term_df was started
         self._executor: ThreadPoolExecutor | None = None
         self._names: dict[str, str] = {}  # lower-cased short name -> paper id
 
@@ -332,7 +339,11 @@ class Searcher:
                     self._index, self.store, self.embedder.name, self._version,
                     cache=self.index_cache, exact_limit=self.exact_limit, dtype=self.graph_dtype)
                 self._names = self._index.names  # updated in place with the index
-                self._term_df = {}
+                n = len(self._index)
+                if abs(n - self._df_papers) > DF_DRIFT * self._df_papers:
+                    self._term_df, self._df_papers = {}, n
+                else:  # a rare word's count is cheap to take again, and may have just changed from 0
+                    self._term_df = {t: df for t, df in self._term_df.items() if df >= DF_KEEP}
             return self._index
 
     def embed_query(self, text: str) -> np.ndarray:
@@ -393,16 +404,22 @@ class Searcher:
         Long text keeps its rarest words. Hyphenated names ('G-NLL') stay phrases.
         """
         words = query_words(text)[:400]
-        singles = [p[0] for p in words if len(p) == 1]
-        info = self.terms(singles)
+        info = self.terms(list(dict.fromkeys(w for pieces in words for w in pieces)))
         n = self._papers_total()
-        phrases, rare, common, seen = [], [], [], set()
+        rare, common, seen = [], [], set()
         for pieces in words:
             if len(pieces) > 1:
                 phrase = " ".join(pieces)
-                if phrase not in seen:
-                    seen.add(phrase)
-                    phrases.append((0, phrase))
+                if phrase in seen:
+                    continue
+                seen.add(phrase)
+                # A phrase costs (and is as common as) its rarest word: 'state of the art'
+                # reads every paper holding 'art', 'g nll' only the few holding 'nll'.
+                dfs = [info[w][1] for w in pieces if info[w][0]]
+                df = min(dfs, default=0)
+                if dfs and df == 0:
+                    continue  # one of its words is in no paper: it matches nothing
+                (common if df > self.max_df * n else rare).append((df, phrase))
                 continue
             word = pieces[0]
             term, df = info[word]
@@ -412,7 +429,7 @@ class Searcher:
             if word in STOPWORDS:
                 continue  # 'what is this' alone is left to the embedding
             (common if df > self.max_df * n else rare).append((df, word))
-        chosen = sorted(phrases + rare or common, key=lambda x: x[0])[:max_terms]
+        chosen = sorted(rare or common, key=lambda x: x[0])[:max_terms]
         # FTS5 scores every paper holding any query word, so the rows to score are
         # bounded: rarest words first, common ones only while the budget lasts.
         kept, rows = [], 0

@@ -334,3 +334,20 @@ def test_no_text_makes_search_raise(small, text):
         small.search(text)
     except EmptyQuery:
         pass
+
+
+def test_a_common_phrase_waits_its_turn_for_the_posting_budget(store):
+    # 'state-of-the-art' in every paper used to be searched first, whatever it cost; it now
+    # counts as its rarest word does, so a rare word goes first and the common phrase is
+    # dropped once the budget is spent. A rare name ('G-NLL') still comes first.
+    embedder = HashingEmbedder()
+    topics = ["protein folding", "speech recognition", "image segmentation", "code generation",
+              "weather forecasting", "machine translation", "robot grasping", "music generation"]
+    texts = [f"A state-of-the-art method for {t}, trained with a new loss on {t} benchmarks." for t in topics]
+    texts.append("G-NLL: state-of-the-art uncertainty for zebrafish tracking from one greedy decode.")
+    ingest_records(store, _records([("ICLR 2026", 2026, t) for t in texts]), embedder, now=time.time())
+    searcher = Searcher(store, embedder, posting_budget=4)
+    assert searcher.query_phrases("state-of-the-art zebrafish") == ["zebrafish"]
+    assert searcher.query_phrases("G-NLL state-of-the-art")[0] == "g nll"
+    assert searcher.query_phrases("state-of-the-art platypus-like") == ["state of the art"]  # no paper holds 'platypus'
+    assert searcher.search("state-of-the-art zebrafish", limit=1)[0].paper.short_name == "G-NLL"
