@@ -162,6 +162,26 @@ def test_lexical_search_takes_terms_and_ranks_higher_is_better(store):
         "Graphs": ("graph", 0), "diffusion": ("diffus", 0), "!!": ("", 0)}
 
 
+def test_a_common_word_does_not_crowd_out_the_paper_holding_every_query_word(store, monkeypatch):
+    # PostgreSQL reads term frequencies for the best few of a first, frequency-blind score
+    # only; shrunk here to two papers, as a common word at a million papers would have it.
+    import store.backends.postgres as pg
+    monkeypatch.setattr(pg, "LEXICAL_POOL", 2)
+    monkeypatch.setattr(pg, "LEXICAL_POOL_FACTOR", 1)
+    monkeypatch.setattr(pg, "TERM_COUNT_CAP", 3)
+    texts = [f"graph methods for task number {i} in short" for i in range(12)]
+    texts.append("a long study of graph learning that follows zebrafish embryos through many stages "
+                 "of growth and records every cell division under the microscope for weeks")
+    rows = [{"id": f"p{i}", "short_name": f"P{i}", "headline": "", "abstract": t, "content_hash": str(i)}
+            for i, t in enumerate(texts)]
+    store.write_papers(rows, [], now=1.0)
+    hits = store.lexical_search(["graph", "zebrafish"], limit=2)
+    assert len(hits) == 2 and hits[0][0] == "p12" and hits[0][1] > hits[1][1] > 0
+    assert len(store.lexical_search(["graph"], limit=5)) == 5  # the pool is never smaller than the limit
+    term, count = store.term_stats(["graph"])["graph"]
+    assert term == "graph" and 3 <= count <= 13  # counted up to the cap, never said to be rarer
+
+
 def test_a_channel_follows_a_feed_once_and_can_unfollow_it(store):
     first = store.add_feed("C1", "arxiv", "cs.LG", "UANN", now=10.0)
     assert first is not None

@@ -51,6 +51,12 @@ LEXICAL_FIELDS = ("short_name", "headline", "title", "abstract")
 _PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
 # FTS5's BM25 constants, so scores (and the search's fusion tuned on them) mean the same.
 BM25_K1, BM25_B = 1.2, 0.75
+# Papers whose term frequencies are read for BM25: the best of a first score that counts each
+# term once (at least this many, and this many times the hits asked for).
+LEXICAL_POOL, LEXICAL_POOL_FACTOR = 1000, 5
+# term_stats counts a word's papers one by one up to this many (each is a heap read); a word
+# in more is given PostgreSQL's own estimate (ANALYZE's most common lexemes), never less.
+TERM_COUNT_CAP = 5000
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
 
@@ -168,6 +174,7 @@ class PostgresStore(ReplicaTables):
         self.url = url
         self.path = redact(url)
         self._bm25_cache: tuple[int, int, float] | None = None  # (papers_version, N, avgdl)
+        self._mce_cache: tuple[int, dict[str, int]] | None = None  # (papers_version, lexeme -> papers)
         # lock_timeout joins any options the URL has (a test's search_path, say).
         try:
             params = conninfo_to_dict(url)
@@ -518,14 +525,15 @@ class PostgresStore(ReplicaTables):
             return []
         w = [float(x) for x in (weights or (1.0,) * len(LEXICAL_FIELDS))]
         n, avgdl = self._corpus_stats()
-        filters, args = "", {"terms": phrases, "wa": w[0], "wb": w[1], "wc": w[2], "wd": w[3],
-                             "n": n, "avgdl": avgdl or 1.0, "k1": BM25_K1, "b": BM25_B, "limit": int(limit)}
+        filters, args = "true", {"terms": phrases, "wa": w[0], "wb": w[1], "wc": w[2], "wd": w[3],
+                             "n": n, "avgdl": avgdl or 1.0, "k1": BM25_K1, "b": BM25_B, "limit": int(limit),
+                             "pool": max(int(limit) * LEXICAL_POOL_FACTOR, LEXICAL_POOL)}
         if collection:
             # 'ICLR' finds 'ICLR 2026': a venue without its year is what people type.
-            filters += " and (lower(collection) = lower(%(coll)s) or lower(collection) like lower(%(coll_like)s))"
+            filters += " and (lower(p.collection) = lower(%(coll)s) or lower(p.collection) like lower(%(coll_like)s))"
             args["coll"], args["coll_like"] = collection, collection + " %"
         if year:
-            filters += " and year = %(year)s"
+            filters += " and p.year = %(year)s"
             args["year"] = int(year)
         sql = f"""
             with q as materialized (
@@ -535,31 +543,58 @@ class PostgresStore(ReplicaTables):
             ), q1 as materialized (select * from q where numnode(query) > 0),
             -- (paper, term) for every paper holding the term: the GIN index, once per term
             m as materialized (
-                select p.id, p.collection, p.year, p.doclen, q1.ord, q1.lexemes
+                select p.id, p.doclen, q1.ord, ({filters}) as kept
                 from q1 join papers p on p.tsv @@ q1.query
-            ), df as (select ord, count(*) as n from m group by ord),
-            hits as materialized (select * from m where true {filters}),
-            -- each candidate's tsvector is read once: weighted counts of the query's words
+            ), idf as (
+                select ord, greatest(ln((%(n)s - count(*) + 0.5) / (count(*) + 0.5)), 1e-6) as w
+                from m group by ord
+            ),
+            -- a first score, as if each paper held each of its terms once: only the best of
+            -- these have their tsvectors read, so a common word costs an index scan and no more
+            pool as materialized (
+                select m.id, m.doclen from m join idf using (ord) where m.kept
+                group by m.id, m.doclen
+                order by sum(idf.w) / (1 + %(k1)s * (1 - %(b)s + %(b)s * m.doclen / %(avgdl)s)) desc, m.id
+                limit %(pool)s
+            ),
+            -- each pooled paper's tsvector is read once: weighted counts of the query's words
             counts as (
                 select p.id, u.lexeme,
                        sum(case w when 'A' then %(wa)s when 'B' then %(wb)s
                                   when 'C' then %(wc)s else %(wd)s end) as c
-                from (select distinct id from hits) h join papers p on p.id = h.id
+                from pool join papers p on p.id = pool.id
                 cross join lateral unnest(p.tsv) u cross join lateral unnest(u.weights) as w
                 where u.lexeme = any(array(select distinct l from q1, unnest(q1.lexemes) l))
                 group by p.id, u.lexeme
             ), tf as (
-                select hits.id, hits.ord, hits.doclen, min(counts.c) as f
-                from hits join counts on counts.id = hits.id and counts.lexeme = any(hits.lexemes)
-                group by hits.id, hits.ord, hits.doclen
+                -- a phrase's frequency is its rarest word's
+                select m.id, m.ord, pool.doclen, min(counts.c) as f
+                from pool join m on m.id = pool.id join q1 on q1.ord = m.ord
+                join counts on counts.id = m.id and counts.lexeme = any(q1.lexemes)
+                group by m.id, m.ord, pool.doclen
             )
             select tf.id, sum(
-                greatest(ln((%(n)s - df.n + 0.5) / (df.n + 0.5)), 1e-6)
-                * tf.f * (%(k1)s + 1)
+                idf.w * tf.f * (%(k1)s + 1)
                 / (tf.f + %(k1)s * (1 - %(b)s + %(b)s * tf.doclen / %(avgdl)s))) as score
-            from tf join df using (ord)
+            from tf join idf using (ord)
             group by tf.id order by score desc, tf.id limit %(limit)s"""
         return [(pid, float(score)) for pid, score in self._tuples(sql, args)]
+
+    def _common_lexemes(self) -> dict[str, int]:
+        """lexeme -> papers holding it, estimated by ANALYZE (pg_stats' most common elements of
+        papers.tsv), for words too common to count one by one; re-read when papers change."""
+        version = self.papers_version()
+        cached = self._mce_cache
+        if cached and cached[0] == version:
+            return cached[1]
+        row = self._one("""select s.most_common_elems::text::text[], s.most_common_elem_freqs
+                           from pg_stats s where s.schemaname = current_schema()
+                           and s.tablename = 'papers' and s.attname = 'tsv'""")
+        n, _ = self._corpus_stats()
+        common = ({lex: int(round(f * n)) for lex, f in zip(row[0], row[1] or [])}
+                  if row and row[0] else {})
+        self._mce_cache = (version, common)
+        return common
 
     def term_stats(self, words: Iterable[str], *, counts: bool = True) -> dict[str, tuple[str, int]]:
         """word -> (the term the index keeps it under, how many papers hold it).
@@ -580,9 +615,12 @@ class PostgresStore(ReplicaTables):
                           from unnest(%s::text[]) as t(word))
                select w.word, coalesce(w.term, ''),
                       case when w.term is null or not %s then 0 else
-                        (select count(*) from papers p where p.tsv @@ quote_literal(w.term)::tsquery) end
-               from w""", [words, counts])
-        out.update({word: (term, int(count)) for word, term, count in rows})
+                        (select count(*) from (select from papers p where p.tsv @@ quote_literal(w.term)::tsquery
+                                               limit %s) c) end
+               from w""", [words, counts, TERM_COUNT_CAP])
+        common = self._common_lexemes() if any(c >= TERM_COUNT_CAP for _, _, c in rows) else {}
+        out.update({word: (term, max(int(count), common.get(term, 0)) if count >= TERM_COUNT_CAP else int(count))
+                    for word, term, count in rows})
         return out
 
     # -- summaries cache -----------------------------------------------------
