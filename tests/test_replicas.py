@@ -281,3 +281,40 @@ def test_the_rows_of_replicas_silent_for_a_day_are_dropped_and_live_ones_kept(st
     assert forget_silent_replicas(store, now) == 0  # nothing more to drop
     store.close()
     assert check_health(store_url, now=now, replica="host-b:202").ok
+
+
+def _wait(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_papers_written_by_one_replica_reach_another_without_a_database_read_per_search(pg_url, monkeypatch):
+    writer, reader = open_store(pg_url), open_store(pg_url)
+    try:
+        row = {"id": "p1", "short_name": "P1", "headline": "", "abstract": "graph networks", "content_hash": "1"}
+        v0 = reader.papers_version()
+        assert _wait(lambda: reader._listener.live)
+        reads = []
+        real = reader.get_meta
+        monkeypatch.setattr(reader, "get_meta", lambda *a, **k: reads.append(a) or real(*a, **k))
+        assert [reader.papers_version() for _ in range(20)] == [v0] * 20
+        assert len(reads) <= 1  # LISTEN says when to read again; nothing changed, so nothing is read
+        writer.write_papers([row], [], now=1.0)
+        assert _wait(lambda: reader.papers_version() > v0, timeout=3.0)
+        # The listener's connection dropped: every call reads the counter until it is back.
+        v1 = reader.papers_version()
+        writer._one("select pg_terminate_backend(pid) from pg_stat_activity "
+                    "where query = 'listen paperclub_papers' and pid <> pg_backend_pid()")
+        writer.write_papers([{**row, "abstract": "graph networks again", "content_hash": "2"}], [], now=2.0)
+        assert _wait(lambda: reader.papers_version() > v1, timeout=3.0)
+        assert _wait(lambda: reader._listener.live)
+        v2 = reader.papers_version()
+        reader.write_papers([{**row, "abstract": "graph networks once more", "content_hash": "3"}], [], now=3.0)
+        assert reader.papers_version() > v2  # its own write, at once
+    finally:
+        writer.close()
+        reader.close()
