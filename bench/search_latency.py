@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from store import Searcher, Store, open_store  # noqa: E402
 from store.embed import DEFAULT_MODEL, make_embedder  # noqa: E402
-from store.search import POSTING_BUDGET, clip_query  # noqa: E402
+from store.search import clip_query  # noqa: E402
 from store.text import content_hash  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval" / "scitldr"
@@ -123,7 +123,7 @@ def main(argv=None) -> int:
                     help="torch intra-op threads for query encoding (default: torch's choice)")
     ap.add_argument("--bf16", default="auto", choices=("auto", "0", "1"),
                     help="bf16 autocast for the query model, as PAPERCLUB_EMBED_BF16")
-    ap.add_argument("--posting-budget", type=int, default=POSTING_BUDGET,
+    ap.add_argument("--posting-budget", type=int, default=None,
                     help="postings per BM25 query (see store/search.py)")
     ap.add_argument("--data", action="append", default=None,
                     help=f"SciTLDR-style JSONL (default: {EVAL}/train.jsonl and dev.jsonl)")
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
         searchers[enc] = Searcher(store, embedder, posting_budget=args.posting_budget)
         searchers[enc].embed_query("warm up the model")
     print(f"cpus: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}  model: {DEFAULT_MODEL}  "
-          f"posting budget: {args.posting_budget}  bf16: {args.bf16}  "
+          f"posting budget: {searchers[enc].posting_budget}  bf16: {args.bf16}  "
           f"torch threads: {__import__('torch').get_num_threads()}  "
           f"queries: {len(queries)} real TLDRs; {len(sentences)} source sentences")
     print(f"{'papers':>8} {'encoder':>7} {'build s':>8} {'load s':>7} {'matrix MB':>9} {'RSS +MB':>8} "

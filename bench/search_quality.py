@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
 from store.search import (  # noqa: E402
-    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, POSTING_BUDGET, Searcher, aspect_boost, clip_query,
+    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, aspect_boost, clip_query,
     fuse,
 )
 
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="only the first N records per file")
     ap.add_argument("--max-df", type=float, default=MAX_DF,
                     help="drop query words held by more than this share of papers")
-    ap.add_argument("--posting-budget", type=int, default=POSTING_BUDGET,
+    ap.add_argument("--posting-budget", type=int, default=None,
                     help="postings per BM25 query (scale it with the corpus to mimic a larger one)")
     args = ap.parse_args(argv)
 
@@ -308,7 +308,7 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
     store, ids = build_store(db, files, embedder)
     searcher = Searcher(store, embedder, max_df=args.max_df, posting_budget=args.posting_budget)
     print(f"titles searched: {'yes' if titles else 'no (--no-titles)'}; corpus {store.count_papers()} "
-          f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {args.posting_budget}; "
+          f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {searcher.posting_budget}; "
           f"backend {store.backend}")
 
     aspects = searcher.aspect_vectors(list(ids.values()))  # in the bot: only the top candidates'

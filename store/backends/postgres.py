@@ -55,9 +55,11 @@ _PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
 BM25_K1, BM25_B = 1.2, 0.75
 # Papers whose term frequencies are read for BM25: the best of a first score that counts each
 # term once (at least this many, and this many times the hits asked for).
-LEXICAL_POOL, LEXICAL_POOL_FACTOR = 1000, 5
-# term_stats counts a word's papers one by one up to this many (each is a heap read); a word
-# in more is given PostgreSQL's own estimate (ANALYZE's most common lexemes), never less.
+LEXICAL_POOL, LEXICAL_POOL_FACTOR = 300, 3
+# term_stats counts a word's papers one by one (each is a heap read) up to this many. In a
+# store of more papers, a word among ANALYZE's most common lexemes (pg_stats) takes its
+# estimate instead of being counted, and a counted word that reaches the cap is never
+# said to be rarer than the cap.
 TERM_COUNT_CAP = 5000
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
@@ -684,17 +686,25 @@ class PostgresStore(ReplicaTables):
         out = {w: ("", 0) for w in words}  # a word with a NUL holds nothing the index keeps
         words = _storable(words)
         rows = self._tuples(
-            """with w as (select t.word, (select u.lexeme from unnest(to_tsvector('english', t.word)) u
-                                           order by u.positions[1], u.lexeme limit 1) as term
-                          from unnest(%s::text[]) as t(word))
-               select w.word, coalesce(w.term, ''),
-                      case when w.term is null or not %s then 0 else
-                        (select count(*) from (select from papers p where p.tsv @@ quote_literal(w.term)::tsquery
-                                               limit %s) c) end
-               from w""", [words, counts, TERM_COUNT_CAP])
-        common = self._common_lexemes() if any(c >= TERM_COUNT_CAP for _, _, c in rows) else {}
-        out.update({word: (term, max(int(count), common.get(term, 0)) if count >= TERM_COUNT_CAP else int(count))
-                    for word, term, count in rows})
+            """select t.word, coalesce((select u.lexeme from unnest(to_tsvector('english', t.word)) u
+                                        order by u.positions[1], u.lexeme limit 1), '')
+               from unnest(%s::text[]) as t(word)""", [words])
+        out.update({word: (term, 0) for word, term in rows})
+        terms = {term for _, term in rows if term}
+        if not counts or not terms:
+            return out
+        # Past TERM_COUNT_CAP papers a common word takes ANALYZE's estimate, and is not counted.
+        common = self._common_lexemes() if self._corpus_stats()[0] > TERM_COUNT_CAP else {}
+        todo = sorted(terms - set(common))
+        counted = dict(self._tuples(
+            """select t.term, (select count(*) from (select from papers p
+                                                  where p.tsv @@ quote_literal(t.term)::tsquery limit %s) c)
+               from unnest(%s::text[]) as t(term)""", [TERM_COUNT_CAP, todo])) if todo else {}
+        for word, term in rows:
+            if term:
+                df = counted.get(term)
+                df = common[term] if df is None else max(df, common.get(term, 0)) if df >= TERM_COUNT_CAP else df
+                out[word] = (term, int(df))
         return out
 
     # -- summaries cache -----------------------------------------------------
