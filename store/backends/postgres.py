@@ -56,9 +56,10 @@ BM25_K1, BM25_B = 1.2, 0.75
 # Papers whose term frequencies are read for BM25: the best of a first score that counts each
 # term once (at least this many, and this many times the hits asked for).
 LEXICAL_POOL, LEXICAL_POOL_FACTOR = 300, 3
-# term_stats counts a word's papers one by one (each is a heap read), up to this many. In a
+# term_stats counts a word's papers one by one (each is a heap read) up to this many. In a
 # store of more papers, a word among ANALYZE's most common lexemes (pg_stats) takes its
-# estimate instead of being counted.
+# estimate instead of being counted, and a counted word that reaches the cap is never
+# said to be rarer than the cap.
 TERM_COUNT_CAP = 5000
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
@@ -196,10 +197,9 @@ class _PapersListener:
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=self.retry_s):
                             self.dirty = True
-            except Exception:  # noqa: BLE001 - whatever broke, the store reads the counter until we are back
+            except psycopg.Error:
                 pass
-            finally:
-                self.live, self.dirty = False, True
+            self.live, self.dirty = False, True
             self._stop.wait(self.retry_s)
 
     def close(self) -> None:
@@ -702,7 +702,9 @@ class PostgresStore(ReplicaTables):
                from unnest(%s::text[]) as t(term)""", [TERM_COUNT_CAP, todo])) if todo else {}
         for word, term in rows:
             if term:
-                out[word] = (term, int(counted[term] if term in counted else common[term]))
+                df = counted.get(term)
+                df = common[term] if df is None else max(df, common.get(term, 0)) if df >= TERM_COUNT_CAP else df
+                out[word] = (term, int(df))
         return out
 
     # -- summaries cache -----------------------------------------------------
