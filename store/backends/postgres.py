@@ -13,9 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import os
 import re
-import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -166,47 +164,6 @@ def _vec(blob) -> np.ndarray | None:
     return np.frombuffer(bytes(blob), dtype=np.float32) if blob is not None else None
 
 
-PAPERS_CHANNEL = "paperclub_papers"  # NOTIFY'd by every write that moves papers_version
-
-
-class _PapersListener:
-    """LISTEN for papers_version changes on one connection of its own (never a pooled one), so
-    papers_version() is read from the database only after a change, not on every search.
-
-    `live` is False until LISTEN is in place and whenever the connection is lost: the store
-    then reads the counter every time, as without a listener. `dirty` is set by every
-    notification, by a reconnect and by this process's own writes (before their NOTIFY comes
-    back), and cleared by the reader *before* it reads, so a change committed meanwhile
-    leaves it set again.
-    """
-
-    def __init__(self, conninfo: str, *, retry_s: float = 0.5):
-        self.conninfo, self.retry_s = conninfo, retry_s
-        self.live, self.dirty = False, True
-        self.pid = os.getpid()  # a forked child has no such thread: it starts its own
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pg-listen", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-                    conn.execute(f"listen {PAPERS_CHANNEL}")
-                    self.dirty, self.live = True, True
-                    while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=self.retry_s):
-                            self.dirty = True
-            except psycopg.Error:
-                pass
-            self.live, self.dirty = False, True
-            self._stop.wait(self.retry_s)
-
-    def close(self) -> None:
-        """Stop: the thread hangs up within retry_s (not waited for: a store closes at once)."""
-        self._stop.set()
-
-
 @_pg_errors_stay_inside
 class PostgresStore(ReplicaTables):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
@@ -220,9 +177,6 @@ class PostgresStore(ReplicaTables):
         self.path = redact(url)
         self._bm25_cache: tuple[int, int, float] | None = None  # (papers_version, N, avgdl)
         self._mce_cache: tuple[int, dict[str, int]] | None = None  # (papers_version, lexeme -> papers)
-        self._listener: _PapersListener | None = None  # started by the first papers_version()
-        self._version: int | None = None  # papers_version as last read, while the listener is live
-        self._listener_lock = threading.Lock()
         # lock_timeout joins any options the URL has (a test's search_path, say).
         try:
             params = conninfo_to_dict(url)
@@ -244,7 +198,6 @@ class PostgresStore(ReplicaTables):
         except PoolTimeout as e:
             self.pool.close()
             raise StoreError(f"cannot reach PostgreSQL at {self.path} within {CONNECT_TIMEOUT_S} s") from e
-        self._conninfo = conninfo
         if must_exist and not self._has_schema():
             self.pool.close()
             raise StoreError(f"no database at {self.path} (no paperclub tables there)")
@@ -280,8 +233,6 @@ class PostgresStore(ReplicaTables):
     _read_one = _one
 
     def close(self) -> None:
-        if self._listener is not None:
-            self._listener.close()
         self.pool.close()
 
     # -- schema ------------------------------------------------------------
@@ -326,37 +277,14 @@ class PostgresStore(ReplicaTables):
     @staticmethod
     def _bump(conn, key: str) -> int:
         """The counter's next value; its row stays locked until the caller's transaction ends, so
-        rows stamped with papers_version commit in the counter's order (see vector_changes).
-        papers_version's listeners hear of it when the transaction commits."""
-        value = int(conn.execute("insert into meta(key, value) values (%s, '1') "
-                                 "on conflict(key) do update set value = (meta.value::bigint + 1)::text "
-                                 "returning value", [key]).fetchone()[0])
-        if key == "papers_version":
-            conn.execute(f"notify {PAPERS_CHANNEL}")
-        return value
+        rows stamped with papers_version commit in the counter's order (see vector_changes)."""
+        return int(conn.execute("insert into meta(key, value) values (%s, '1') "
+                                "on conflict(key) do update set value = (meta.value::bigint + 1)::text "
+                                "returning value", [key]).fetchone()[0])
 
     def papers_version(self) -> int:
-        """Changes whenever papers or embeddings change; caches compare it.
-
-        Every search asks, so after the first call a listener (LISTEN/NOTIFY) tells this
-        process when to read it again, and until then the last value is the answer."""
-        listener = self._listener
-        if listener is None or listener.pid != os.getpid():
-            with self._listener_lock:
-                if self._listener is None or self._listener.pid != os.getpid():
-                    self._listener = _PapersListener(self._conninfo)
-            listener = self._listener
-        if not listener.live:
-            return int(self.get_meta("papers_version", "0"))
-        if listener.dirty or self._version is None:
-            listener.dirty = False
-            self._version = int(self.get_meta("papers_version", "0"))
-        return self._version
-
-    def _papers_changed(self) -> None:
-        """This process wrote papers: read the counter again next time, without waiting for the NOTIFY."""
-        if self._listener is not None:
-            self._listener.dirty = True
+        """Changes whenever papers or embeddings change; caches compare it."""
+        return int(self.get_meta("papers_version", "0"))
 
     # -- papers --------------------------------------------------------------
     def count_papers(self) -> int:
@@ -489,7 +417,6 @@ class PostgresStore(ReplicaTables):
                                     "on conflict do nothing", list(keys))
             if embeddings:
                 self._put_embeddings(conn, embeddings, version)
-        self._papers_changed()
 
     # -- embeddings ----------------------------------------------------------
     @staticmethod
@@ -506,7 +433,6 @@ class PostgresStore(ReplicaTables):
     def put_embeddings(self, embeddings: list[dict]) -> None:
         with self.transaction() as conn:
             self._put_embeddings(conn, embeddings, self._bump(conn, "papers_version"))
-        self._papers_changed()
 
     def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         """Cached vectors for these content hashes under this model."""
