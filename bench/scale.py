@@ -1,7 +1,7 @@
 """A million abstracts: ingest rate, dense (exact and approximate), lexical and hybrid latency,
 RSS and start-up time of one replica, per backend, with the aims of issue 18 beside them.
 
-    python bench/scale.py [--n 1000000] [--db DIR] [--pg postgresql://...] [--queries 200]
+    python bench/scale.py [--n 1000000] [--db DIR] [--pg postgresql://... [--pg-only]] [--queries 200]
                           [--exact-limit N] [--base 1000] [--rebuild-index]
 
 The store is built once in DIR (default: a temp dir) and reused by later runs with the same
@@ -270,6 +270,7 @@ def main(argv=None) -> int:
     ap.add_argument("--db", default=None, help="directory to build the SQLite store (and saved graphs) in, "
                     "reused by later runs (default: a temp dir)")
     ap.add_argument("--pg", default=None, help="a PostgreSQL URL to build and measure too (reused likewise)")
+    ap.add_argument("--pg-only", action="store_true", help="build and measure PostgreSQL only (with --pg)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--exact-limit", type=int, default=None,
                     help="vectors searched exactly; more go to the approximate index "
@@ -309,7 +310,7 @@ def main(argv=None) -> int:
     from store import SentenceTransformerEmbedder
 
     model = SentenceTransformerEmbedder().name
-    urls = [str(folder / "scale.db")] + ([args.pg] if args.pg else [])
+    urls = ([] if args.pg_only else [str(folder / "scale.db")]) + ([args.pg] if args.pg else [])
     builds = {}
     for url in urls:
         t = time.perf_counter()
