@@ -8,10 +8,12 @@ matrix (exact search) up to `exact_limit` vectors, an HNSW graph of int8 vectors
 from __future__ import annotations
 
 import re
+import contextvars
 import threading
 import unicodedata
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
@@ -290,6 +292,11 @@ def aspect_boost(fused: dict[str, float], query_vec: np.ndarray, aspects: dict[s
 
 
 # -- the searcher --------------------------------------------------------------------
+# The Searcher and index one search runs on (Searcher._snapshot); None outside a search.
+_PINNED: contextvars.ContextVar[tuple["Searcher", DenseIndex] | None] = contextvars.ContextVar(
+    "paperclub_search_snapshot", default=None)
+
+
 class Searcher:
     """Search over one Store with one embedder; safe to share across threads."""
 
@@ -333,12 +340,18 @@ class Searcher:
         self.index()
 
     def index(self) -> DenseIndex:
-        """The vector index, brought up to date with the rows changed since it was last loaded."""
+        """The vector index, brought up to date with the rows changed since it was last loaded.
+
+        Inside one search (see `_snapshot`) it is the index that search started with: the
+        store is asked for its papers_version once per search, not once per step."""
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] is self:
+            return pinned[1]
         version = self.store.papers_version()
         with self._lock:
             if self._index is None or version != self._version:
                 self._index, self._version = refresh(
-                    self._index, self.store, self.embedder.name, self._version,
+                    self._index, self.store, self.embedder.name, self._version, version=version,
                     cache=self.index_cache, exact_limit=self.exact_limit, dtype=self.graph_dtype)
                 self._names = self._index.names  # updated in place with the index
                 n = len(self._index)
@@ -347,6 +360,20 @@ class Searcher:
                 else:  # a rare word's count is cheap to take again, and may have just changed from 0
                     self._term_df = {t: df for t, df in self._term_df.items() if df >= DF_KEEP}
             return self._index
+
+    @contextmanager
+    def _snapshot(self):
+        """One search's view of the papers: index() (and with it the word counts) is read once
+        here and kept until the block ends, in this thread and in the jobs it hands to _pool()."""
+        pinned = _PINNED.get()
+        if pinned is not None and pinned[0] is self:
+            yield pinned[1]
+            return
+        token = _PINNED.set((self, self.index()))
+        try:
+            yield _PINNED.get()[1]
+        finally:
+            _PINNED.reset(token)
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's embedding, from a small LRU cache when the same text was asked before."""
@@ -489,10 +516,15 @@ class Searcher:
             raise EmptyQuery("Type some words to search for.")
         if limit <= 0:
             return []
-        index = self.index()
+        with self._snapshot() as index:
+            return self._search(text, limit, collection, year, index)
+
+    def _search(self, text: str, limit: int, collection: str | None, year: int | None,
+                index: DenseIndex) -> list[Hit]:
         pool = max(self.candidates, limit)  # a script asking for 1000 hits gets 1000 candidates
         # SQLite and torch/numpy release the GIL: the lexical search runs while the query is embedded.
-        lexical_job = self._pool().submit(self._lexical, text, collection, year, pool)
+        lexical_job = self._pool().submit(contextvars.copy_context().run, self._lexical, text,
+                                          collection, year, pool)
         qvec = self.embed_query(text)
         dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
@@ -525,8 +557,11 @@ class Searcher:
             raise PaperNotFound(f"No paper with id '{paper_id}'.")
         if limit <= 0:
             return []
+        with self._snapshot() as index:
+            return self._similar(paper, limit, index)
+
+    def _similar(self, paper: Paper, limit: int, index: DenseIndex) -> list[Hit]:
         cfg = self.similar_settings
-        index = self.index()
         vec = index.vector(paper.id)
         if vec is None:  # not embedded yet (ingested with --no-embed)
             vec = self.embed_query(clip_query(_paper_text(paper)))
@@ -599,6 +634,10 @@ class Searcher:
         ref = (ref or "").strip()
         if not ref:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.")
+        with self._snapshot():
+            return self._resolve(ref)
+
+    def _resolve(self, ref: str) -> tuple[Paper, bool]:
         paper = self.find_exact(ref)
         if paper:
             return paper, True

@@ -541,13 +541,16 @@ class DenseIndex:
 
 def refresh(index: DenseIndex | None, store, model: str, since: int | None, *,
             cache: str | Path | None = None, resave_after: int | None = None,
-            **kwargs) -> tuple[DenseIndex, int]:
+            version: int | None = None, **kwargs) -> tuple[DenseIndex, int]:
     """The index brought up to the store's current papers_version; (index, that version).
+
+    `version` is that papers_version when the caller has just read it (one round trip saved).
 
     With no index yet: from the saved graph at `cache` when there is one (then only facets
     and the vectors changed since it was saved are read), else every row. The graph at
     `cache` is saved again in the background once `resave_after` vectors changed since."""
-    version = store.papers_version()  # first: every change up to it is in what follows
+    if version is None:
+        version = store.papers_version()  # first: every change up to it is in what follows
     if index is not None and since == version:
         return index, version
     index, version = _refresh(index, store, model, since, version, cache, resave_after, kwargs)
