@@ -182,6 +182,38 @@ def test_a_common_word_does_not_crowd_out_the_paper_holding_every_query_word(sto
     assert term == "graph" and 3 <= count <= 13  # counted up to the cap, never said to be rarer
 
 
+def test_keyword_scores_follow_new_and_longer_papers_without_recounting_the_store(store):
+    if store.backend != "postgresql":
+        pytest.skip("SQLite's FTS5 keeps its own BM25 statistics")
+    def rows(texts, start=0):
+        return [{"id": f"p{i}", "short_name": f"P{i}", "headline": "", "abstract": t, "content_hash": t}
+                for i, t in enumerate(texts, start)]
+    others = [f"images from diffusion number {i}" for i in range(8)]
+    store.write_papers(rows(["graph learning on molecules", *others]), [], now=1.0)
+    first = store.lexical_search(["graph"], limit=5)
+    store.write_papers(rows(["graph learning on molecules " + "and proteins " * 30]), [], now=2.0)  # longer
+    store.write_papers(rows(["sparse graph kernels", "graph graph"], start=20), [], now=3.0)
+    store.write_papers(rows(["graph learning on molecules " + "and proteins " * 30]), [], now=4.0)  # again
+    kept = store.lexical_search(["graph"], limit=5)
+    assert [pid for pid, _ in kept] == ["p21", "p20", "p0"] and kept != first  # the long p0 is last
+    # The same scores as from counting every paper afresh (what the counters stand for).
+    with store.transaction() as conn:
+        conn.execute("delete from meta where key in ('papers_n', 'papers_doclen')")
+    afresh = store.lexical_search(["graph"], limit=5)
+    assert [pid for pid, _ in afresh] == [pid for pid, _ in kept]
+    assert [score for _, score in afresh] == pytest.approx([score for _, score in kept], rel=1e-9)
+
+
+def test_a_search_reads_its_cached_summaries_at_once_and_only_its_own_backends(store):
+    store.put_summary("h1", "extractive", {"tldr": "One."}, now=1.0)
+    store.put_summary("h2", "extractive", {"tldr": "Two."}, now=1.0)
+    store.put_summary("h2", "some-llm", {"tldr": "Two, by a model."}, now=1.0)
+    assert store.get_summaries(["h1", "h2", "h3", "h1"], "extractive") == {"h1": {"tldr": "One."},
+                                                                          "h2": {"tldr": "Two."}}
+    assert store.get_summaries(["h1", "h2"], "some-llm") == {"h2": {"tldr": "Two, by a model."}}
+    assert store.get_summaries([], "extractive") == {}
+
+
 def test_a_channel_follows_a_feed_once_and_can_unfollow_it(store):
     first = store.add_feed("C1", "arxiv", "cs.LG", "UANN", now=10.0)
     assert first is not None

@@ -18,7 +18,7 @@ from typing import Iterable
 from psycopg import sql
 
 from ..errors import StoreError
-from .postgres import PostgresStore
+from .postgres import CORPUS_KEYS, PostgresStore
 from .sqlite import SQLiteStore
 
 BATCH = 2000
@@ -112,6 +112,9 @@ def copy_sqlite_to_postgres(source: SQLiteStore, target: PostgresStore) -> list[
         # so a backup restored later is still forgotten again at start-up.
         for digest in sorted(source.forgotten_hashes()):
             conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing", [digest])
+        # BM25's corpus counters in meta are PostgreSQL's own, derived from papers: the copy may
+        # have added papers, so they go, and the next search counts them again.
+        conn.execute("delete from meta where key = any(%s)", [list(CORPUS_KEYS)])
     return [_verify(source, target, table, shared) for table, shared in plans]
 
 
@@ -166,6 +169,8 @@ def _verify(source: SQLiteStore, target: PostgresStore, table: str, cols: list[s
         ours.add(row)
     query = sql.SQL("select {} from {}").format(sql.SQL(", ").join(map(sql.Identifier, cols)),
                                                 sql.Identifier(table))
+    if table == "meta":  # but PostgreSQL's own counters (CORPUS_KEYS), which SQLite has no need of
+        query += sql.SQL(" where key <> all({})").format(sql.Literal(list(CORPUS_KEYS)))
     with target.connection() as conn, conn.cursor(name=f"verify_{table}") as cur:
         # A named (server-side) cursor needs a transaction: stream the table without holding it all.
         with conn.transaction():

@@ -59,6 +59,10 @@ LEXICAL_POOL, LEXICAL_POOL_FACTOR = 300, 3
 # estimate instead of being counted, and a counted word that reaches the cap is never
 # said to be rarer than the cap.
 TERM_COUNT_CAP = 5000
+# meta's rows that BM25 reads: how many papers and tokens there are, kept by write_papers;
+# derived from papers, so a copy into the store drops them (they are counted again when read)
+CORPUS_KEYS = ("papers_n", "papers_doclen")
+_STAT_KEYS = ("papers_version", *CORPUS_KEYS)
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
 
@@ -175,7 +179,6 @@ class PostgresStore(ReplicaTables):
                  max_size: int = POOL_MAX):
         self.url = url
         self.path = redact(url)
-        self._bm25_cache: tuple[int, int, float] | None = None  # (papers_version, N, avgdl)
         self._mce_cache: tuple[int, dict[str, int]] | None = None  # (papers_version, lexeme -> papers)
         # lock_timeout joins any options the URL has (a test's search_path, say).
         try:
@@ -407,11 +410,19 @@ class PostgresStore(ReplicaTables):
                 if replace:
                     cur.execute("delete from paper_keys where paper_id = any(%s) "
                                 "and (key like 'abs:%%' or key like 'sent:%%')", [replace])
+                ids = list({row["id"] for row in rows})
+                before = self._count_change(cur, ids) if ids else (0, 0)
                 for cols, values in by_columns.items():
                     updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != "id")
                     cur.executemany(
                         f"insert into papers({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))}) "
                         f"on conflict(id) do update set {updates}", values)
+                if ids:  # BM25's corpus counters move by this write's difference (see _stats_row)
+                    after = self._count_change(cur, ids)
+                    cur.execute("update meta set value = (value::bigint + %s)::text where key = %s",
+                                [after[0] - before[0], "papers_n"])
+                    cur.execute("update meta set value = (value::bigint + %s)::text where key = %s",
+                                [after[1] - before[1], "papers_doclen"])
                 if keys:
                     cur.executemany("insert into paper_keys(key, paper_id) values (%s, %s) "
                                     "on conflict do nothing", list(keys))
@@ -501,14 +512,34 @@ class PostgresStore(ReplicaTables):
 
     # -- lexical search (used by store/search.py) ----------------------------
     def _corpus_stats(self) -> tuple[int, float]:
-        """(papers, mean token count) for BM25, recomputed only when papers change."""
-        version = self.papers_version()
-        cached = self._bm25_cache
-        if cached and cached[0] == version:
-            return cached[1], cached[2]
-        n, avgdl = self._one("select count(*), coalesce(avg(doclen), 0) from papers")
-        self._bm25_cache = (version, int(n), float(avgdl))
-        return int(n), float(avgdl)
+        """(papers, mean token count) for BM25: counters in meta that write_papers keeps (one
+        row read, never a count over the table); a store from before them counts once."""
+        return self._stats_row()[1:]
+
+    def _stats_row(self) -> tuple[int, int, float]:
+        """(papers_version, papers, mean token count), read together."""
+        got = dict(self._tuples("select key, value from meta where key = any(%s)", [list(_STAT_KEYS)]))
+        if "papers_n" not in got:
+            got = self._count_corpus()
+        n, total = int(got["papers_n"]), int(got["papers_doclen"])
+        return int(got.get("papers_version", 0)), n, (total / n if n else 0.0)
+
+    def _count_corpus(self) -> dict[str, str]:
+        """Start the corpus counters from a count, with writers held off (a share lock on papers
+        waits for those in flight and blocks new ones until the counters are in)."""
+        with self.transaction() as conn:
+            conn.execute("lock table papers in share mode")
+            n, total = conn.execute("select count(*), coalesce(sum(doclen), 0) from papers").fetchone()
+            conn.execute("insert into meta(key, value) values ('papers_n', %s), ('papers_doclen', %s) "
+                         "on conflict(key) do update set value = excluded.value", [str(n), str(total)])
+            version = conn.execute("select value from meta where key = 'papers_version'").fetchone()
+        return {"papers_version": version[0] if version else "0", "papers_n": str(n), "papers_doclen": str(total)}
+
+    @staticmethod
+    def _count_change(cur, ids: list[str]) -> tuple[int, int]:
+        """(papers, summed token count) among these ids now: taken before and after an upsert."""
+        return tuple(int(x) for x in cur.execute(
+            "select count(*), coalesce(sum(doclen), 0) from papers where id = any(%s)", [ids]).fetchone())
 
     def lexical_search(self, terms: Sequence[str], *, limit: int = 100, collection: str | None = None,
                        year: int | None = None,
@@ -582,17 +613,15 @@ class PostgresStore(ReplicaTables):
             group by tf.id order by score desc, tf.id limit %(limit)s"""
         return [(pid, float(score)) for pid, score in self._tuples(sql, args)]
 
-    def _common_lexemes(self) -> dict[str, int]:
+    def _common_lexemes(self, version: int, n: int) -> dict[str, int]:
         """lexeme -> papers holding it, estimated by ANALYZE (pg_stats' most common elements of
         papers.tsv), for words too common to count one by one; re-read when papers change."""
-        version = self.papers_version()
         cached = self._mce_cache
         if cached and cached[0] == version:
             return cached[1]
         row = self._one("""select s.most_common_elems::text::text[], s.most_common_elem_freqs
                            from pg_stats s where s.schemaname = current_schema()
                            and s.tablename = 'papers' and s.attname = 'tsv'""")
-        n, _ = self._corpus_stats()
         common = ({lex: int(round(f * n)) for lex, f in zip(row[0], row[1] or [])}
                   if row and row[0] else {})
         self._mce_cache = (version, common)
@@ -620,17 +649,16 @@ class PostgresStore(ReplicaTables):
         if not counts or not terms:
             return out
         # Past TERM_COUNT_CAP papers a common word takes ANALYZE's estimate, and is not counted.
-        common = self._common_lexemes() if self._corpus_stats()[0] > TERM_COUNT_CAP else {}
+        version, n, _ = self._stats_row()
+        common = self._common_lexemes(version, n) if n > TERM_COUNT_CAP else {}
         todo = sorted(terms - set(common))
         counted = dict(self._tuples(
             """select t.term, (select count(*) from (select from papers p
                                                   where p.tsv @@ quote_literal(t.term)::tsquery limit %s) c)
                from unnest(%s::text[]) as t(term)""", [TERM_COUNT_CAP, todo])) if todo else {}
         for word, term in rows:
-            if term:
-                df = counted.get(term)
-                df = common[term] if df is None else max(df, common.get(term, 0)) if df >= TERM_COUNT_CAP else df
-                out[word] = (term, int(df))
+            if term:  # a word is either counted (up to the cap) or a common one, estimated
+                out[word] = (term, int(counted[term] if term in counted else common[term]))
         return out
 
     # -- summaries cache -----------------------------------------------------
@@ -638,6 +666,12 @@ class PostgresStore(ReplicaTables):
         row = self._one("select data from summaries where content_hash = %s and backend = %s",
                         [content_hash, backend])
         return json.loads(row[0]) if row else None
+
+    def get_summaries(self, content_hashes: Iterable[str], backend: str) -> dict[str, dict]:
+        """content hash -> cached summary, for those of these hashes the cache holds (one query)."""
+        return {h: json.loads(data) for h, data in self._tuples(
+            "select content_hash, data from summaries where backend = %s and content_hash = any(%s)",
+            [backend, _storable(dict.fromkeys(content_hashes))])}
 
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the row or no
