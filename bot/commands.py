@@ -230,6 +230,19 @@ def paper_summary(store: Store, paper: Paper, llm=None, *, now: float):
         return None
 
 
+def paper_summaries(store: Store, papers, llm=None, *, now: float) -> dict:
+    """paper id -> Summary for several papers, the cache read once for all; a paper whose
+    summariser fails is asked alone, and gets None (its abstract shows instead)."""
+    from store.summary import paper_summaries as cached_summaries
+
+    try:
+        return cached_summaries(store, papers, llm=llm, now=now)
+    except StoreError:
+        raise
+    except Exception:  # find the paper that broke it: the others keep their summaries
+        return {p.id: paper_summary(store, p, llm, now=now) for p in papers}
+
+
 def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     """Top papers for free text as result blocks with buttons."""
     if not has_words(query):
@@ -242,8 +255,8 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     text = f"Papers for {quoted(query)}: {names}" if hits else f"No papers match {quoted(query)}."
     # A TL;DR reads better than the derived headline; summaries are cached after the first time.
     now = deps.clock().timestamp()
-    tldrs = {h.paper.id: getattr(paper_summary(deps.store, h.paper, deps.llm, now=now), "tldr", None)
-             for h in hits}
+    summaries = paper_summaries(deps.store, [h.paper for h in hits], deps.llm, now=now)
+    tldrs = {pid: getattr(s, "tldr", None) for pid, s in summaries.items()}
     return Reply(text, bk.results_blocks(title, hits, note=note, empty=empty, tldrs=tldrs))
 
 

@@ -26,7 +26,7 @@ _LAZY = {
     "store.search": ["Searcher", "Hit", "hits_json"],
     "store.pick": ["pick_daily", "pick_for_channel", "DailyPick", "PickSettings", "Interest", "PastPost",
                    "Reacted", "interests_for", "like_text"],
-    "store.summary": ["paper_summary", "Summary", "summarize", "summarize_jsonl"],
+    "store.summary": ["paper_summary", "paper_summaries", "Summary", "summarize", "summarize_jsonl"],
     "store.overview": ["topic_overview", "Overview"],
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
     "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .backends.copy import TableCopy, migrate_store  # noqa: F401
     from .lease import FencedStore, Lease  # noqa: F401
     from .search import Hit, Searcher, hits_json  # noqa: F401
-    from .summary import Summary, paper_summary, summarize, summarize_jsonl  # noqa: F401
+    from .summary import Summary, paper_summaries, paper_summary, summarize, summarize_jsonl  # noqa: F401
 
 
 def __getattr__(name: str):

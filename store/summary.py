@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -724,8 +725,7 @@ def summary_version() -> str:
     return digest.hexdigest()[:12]
 
 
-def _cached(store: Store, key: str, backend: str) -> Summary | None:
-    data = store.get_summary(key, backend)
+def _valid(data: dict | None) -> Summary | None:
     if not data or data.get("version") != summary_version() or "tldr" not in data:
         return None
     return Summary.from_dict(data)
@@ -742,23 +742,39 @@ def paper_summary(store: Store, paper: Paper, *, now: float, llm=None,
     With an LLM client the model's TL;DR is cached under its model name; when the model
     fails the extractive summary is returned and nothing is cached for the model, so the
     next call asks again."""
-    key = content_hash(paper.abstract)
-    if llm is not None and (hit := _cached(store, key, llm.model)):
-        return hit
-    base = _cached(store, key, EXTRACTIVE)
-    if base is None:
-        base = summarize_paper(paper.abstract, paper.title, weights=weights)
-        if not base.points.get("code") and paper.code_urls:
-            base.points["code"] = paper.code_urls[0]
-        _put(store, key, base, now)
-    if llm is None or not base.tldr:
-        return base
-    made = _with_llm_tldr(base, llm, paper.abstract, paper.title, paper.id)
-    if made is None:
-        return base
-    _put(store, key, made, now)
-    return made
+    return paper_summaries(store, [paper], now=now, llm=llm, weights=weights)[paper.id]
 
+
+def paper_summaries(store: Store, papers: Sequence[Paper], *, now: float, llm=None,
+                    weights: Weights | None = None) -> dict[str, Summary]:
+    """paper id -> its summary, as paper_summary gives it, with the cache read once for all
+    (a search's five results: one round trip, not five)."""
+    keys = {p.id: content_hash(p.abstract) for p in papers}
+    hashes = list(dict.fromkeys(keys.values()))
+    model = store.get_summaries(hashes, llm.model) if llm is not None else {}
+    extractive = store.get_summaries(hashes, EXTRACTIVE)
+    out: dict[str, Summary] = {}
+    for paper in papers:
+        key = keys[paper.id]
+        if llm is not None and (hit := _valid(model.get(key))):
+            out[paper.id] = hit
+            continue
+        base = _valid(extractive.get(key))
+        if base is None:
+            base = summarize_paper(paper.abstract, paper.title, weights=weights)
+            if not base.points.get("code") and paper.code_urls:
+                base.points["code"] = paper.code_urls[0]
+            _put(store, key, base, now)
+            extractive[key] = {**base.to_dict(), "version": summary_version()}
+        out[paper.id] = base
+        if llm is None or not base.tldr:
+            continue
+        made = _with_llm_tldr(base, llm, paper.abstract, paper.title, paper.id)
+        if made is not None:
+            _put(store, key, made, now)
+            model[key] = {**made.to_dict(), "version": summary_version()}
+            out[paper.id] = made
+    return out
 
 # ------------------------------------------------------------------ batch mode
 def summarize_jsonl(in_stream, out_stream, *, llm=None, weights: Weights | None = None) -> tuple[int, int]:

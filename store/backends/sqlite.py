@@ -551,6 +551,17 @@ class SQLiteStore(ReplicaTables):
             [content_hash, backend]).fetchone()
         return json.loads(row[0]) if row else None
 
+    def get_summaries(self, content_hashes: Iterable[str], backend: str) -> dict[str, dict]:
+        """content hash -> cached summary, for those of these hashes the cache holds."""
+        hashes = list(dict.fromkeys(content_hashes))
+        out: dict[str, dict] = {}
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i : i + 500]
+            out.update((h, json.loads(data)) for h, data in self.db.execute(
+                f"select content_hash, data from summaries where backend = ? "
+                f"and content_hash in ({','.join('?' * len(chunk))})", [backend, *chunk]))
+        return out
+
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the database.
 
