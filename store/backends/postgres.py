@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import re
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,13 +57,20 @@ BM25_K1, BM25_B = 1.2, 0.75
 LEXICAL_POOL, LEXICAL_POOL_FACTOR = 300, 3
 # term_stats counts a word's papers one by one (each is a heap read) up to this many. In a
 # store of more papers, a word among ANALYZE's most common lexemes (pg_stats) takes its
-# estimate instead of being counted, and a counted word that reaches the cap is never
-# said to be rarer than the cap.
+# estimate instead of being counted, and a counted word that reaches the cap takes the
+# planner's guess for a word just short of those (never less than the cap).
 TERM_COUNT_CAP = 5000
-# meta's rows that BM25 reads: how many papers and tokens there are, kept by write_papers;
-# derived from papers, so a copy into the store drops them (they are counted again when read)
-CORPUS_KEYS = ("papers_n", "papers_doclen")
-_STAT_KEYS = ("papers_version", *CORPUS_KEYS)
+# Which words are too common to count comes from ANALYZE's statistics (pg_stats). Past
+# TERM_COUNT_CAP papers the store runs ANALYZE itself when it has grown by this share since
+# its last one, or has no statistics: autovacuum may be off, or behind, and without them
+# every common word would be taken for one of TERM_COUNT_CAP papers.
+ANALYZE_AFTER = 0.2
+# meta's rows that BM25 reads: how many papers and tokens there are, kept by write_papers
+# (and how many papers there were at the store's last ANALYZE); derived from papers, so a
+# copy into the store drops them (they are counted again when read)
+CORPUS_KEYS = ("papers_n", "papers_doclen", "papers_analyzed_n")
+_STAT_KEYS = ("papers_version", "papers_n", "papers_doclen")
+log = logging.getLogger(__name__)
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
 
@@ -428,6 +436,8 @@ class PostgresStore(ReplicaTables):
                                     "on conflict do nothing", list(keys))
             if embeddings:
                 self._put_embeddings(conn, embeddings, version)
+        if rows:
+            self._analyze_if_stale(self._stats_row()[1])
 
     # -- embeddings ----------------------------------------------------------
     @staticmethod
@@ -619,13 +629,38 @@ class PostgresStore(ReplicaTables):
         cached = self._mce_cache
         if cached and cached[0] == version:
             return cached[1]
-        row = self._one("""select s.most_common_elems::text::text[], s.most_common_elem_freqs
-                           from pg_stats s where s.schemaname = current_schema()
-                           and s.tablename = 'papers' and s.attname = 'tsv'""")
+        row = self._one(self._MCE_SQL)
+        if not (row and row[0]) and self._analyze_if_stale(n, missing=True):
+            row = self._one(self._MCE_SQL)
         common = ({lex: int(round(f * n)) for lex, f in zip(row[0], row[1] or [])}
                   if row and row[0] else {})
         self._mce_cache = (version, common)
         return common
+
+    _MCE_SQL = """select s.most_common_elems::text::text[], s.most_common_elem_freqs
+                  from pg_stats s where s.schemaname = current_schema()
+                  and s.tablename = 'papers' and s.attname = 'tsv'"""
+
+    def _analyze_if_stale(self, n: int, *, missing: bool = False) -> bool:
+        """ANALYZE papers when a store past TERM_COUNT_CAP papers has grown by ANALYZE_AFTER since
+        the store last ran it (its size then is in meta), or its statistics are `missing`; True
+        when it ran. One replica at a time (a transaction's advisory lock: the others go on with
+        the statistics there are); a failure is logged, never raised: the write it follows is in."""
+        try:
+            analyzed = self.get_meta("papers_analyzed_n")
+            if n <= TERM_COUNT_CAP or not (missing or analyzed is None or n > (1 + ANALYZE_AFTER) * int(analyzed)):
+                return False
+            with self.transaction() as conn:
+                if not conn.execute("select pg_try_advisory_xact_lock(hashtext(current_schema() "
+                                    "|| '.papers: analyze'))").fetchone()[0]:
+                    return False
+                conn.execute("analyze papers")
+                conn.execute("insert into meta(key, value) values ('papers_analyzed_n', %s) "
+                             "on conflict(key) do update set value = excluded.value", [str(n)])
+            return True
+        except (psycopg.Error, PoolTimeout) as e:
+            log.warning("could not ANALYZE papers (keyword search estimates common words less well): %s", e)
+            return False
 
     def term_stats(self, words: Iterable[str], *, counts: bool = True) -> dict[str, tuple[str, int]]:
         """word -> (the term the index keeps it under, how many papers hold it).
@@ -656,9 +691,13 @@ class PostgresStore(ReplicaTables):
             """select t.term, (select count(*) from (select from papers p
                                                   where p.tsv @@ quote_literal(t.term)::tsquery limit %s) c)
                from unnest(%s::text[]) as t(term)""", [TERM_COUNT_CAP, todo])) if todo else {}
+        # A word counted up to the cap, yet not among the most common, holds as many papers as
+        # PostgreSQL's planner guesses for it: half the rarest most-common word's (tsmatchsel).
+        floor = min(common.values(), default=0) // 2
         for word, term in rows:
             if term:  # a word is either counted (up to the cap) or a common one, estimated
-                out[word] = (term, int(counted[term] if term in counted else common[term]))
+                df = counted[term] if term in counted else common[term]
+                out[word] = (term, int(max(df, floor) if df >= TERM_COUNT_CAP else df))
         return out
 
     # -- summaries cache -----------------------------------------------------
