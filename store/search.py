@@ -44,7 +44,8 @@ CANDIDATES = 100  # per ranker, before fusion
 # BM25 gives it ~zero weight anyway, and its posting list is the slow part at 100k.
 MAX_DF = 0.5
 # At most this many (word, paper) postings per BM25 query: keeps p95 latency flat
-# as the corpus grows, and only ever drops a query's most common words. Per backend: a
+# as the corpus grows, and only ever drops a query's most common words (a query of only
+# such words is left to the embedding, as one of only stopwords is). Per backend: a
 # posting costs PostgreSQL a heap read (about 3.7 us at 200k papers, against FTS5's
 # fraction of that), so it reads a third as many for the same latency.
 POSTING_BUDGET = {"sqlite": 30_000, "postgresql": 10_000}
@@ -463,7 +464,7 @@ class Searcher:
         # bounded: rarest words first, common ones only while the budget lasts.
         kept, rows = [], 0
         for df, phrase in chosen:
-            if kept and rows + df > self.posting_budget:
+            if rows + df > self.posting_budget:  # a word past the budget alone is left to the embedding
                 break
             kept.append(phrase)
             rows += df
