@@ -1227,6 +1227,9 @@ class _HttpServer(ThreadingHTTPServer):
     """Threaded HTTP server whose request threads close() waits for."""
 
     daemon_threads = False  # so server_close() joins them: no thread outlives the fake
+    # socketserver's default backlog of 5 dropped connections in a burst of 40 replies, each
+    # costing the client a 1 s SYN retransmit that Slack's own servers never make it wait
+    request_queue_size = 128
     fake: FakeSlack
 
 
