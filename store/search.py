@@ -691,6 +691,9 @@ class Searcher:
         order = order[:limit]
         papers = {p.id: p for p in self.store.get_papers(order)}
         lex_rank = {pid: i for i, (pid, _) in enumerate(lexical, start=1)}
+        # The words _matched looks up, for every keyword hit at once: one round trip, not one each.
+        self.word_terms(list(dict.fromkeys(w.lower() for pid in order if pid in lex_rank and pid in papers
+                                           for w in _WORD.findall(_paper_text(papers[pid])))))
         dense_rank = {pid: i for i, (pid, _) in enumerate(dense, start=1)}
         lex_score, dense_score = dict(lexical), dict(dense)
         top = max(fused.values(), default=1.0) or 1.0
