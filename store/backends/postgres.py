@@ -69,7 +69,6 @@ ANALYZE_AFTER = 0.2
 # (and how many papers there were at the store's last ANALYZE); derived from papers, so a
 # copy into the store drops them (they are counted again when read)
 CORPUS_KEYS = ("papers_n", "papers_doclen", "papers_analyzed_n")
-_STAT_KEYS = ("papers_version", "papers_n", "papers_doclen")
 log = logging.getLogger(__name__)
 _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.DeadlockDetected,
          pg_errors.QueryCanceled)
@@ -437,7 +436,8 @@ class PostgresStore(ReplicaTables):
             if embeddings:
                 self._put_embeddings(conn, embeddings, version)
         if rows:
-            self._analyze_if_stale(self._stats_row()[1])
+            meta = self._corpus_meta()
+            self._analyze_if_stale(int(meta["papers_n"]), analyzed=meta.get("papers_analyzed_n"))
 
     # -- embeddings ----------------------------------------------------------
     @staticmethod
@@ -528,11 +528,15 @@ class PostgresStore(ReplicaTables):
 
     def _stats_row(self) -> tuple[int, int, float]:
         """(papers_version, papers, mean token count), read together."""
-        got = dict(self._tuples("select key, value from meta where key = any(%s)", [list(_STAT_KEYS)]))
-        if "papers_n" not in got:
-            got = self._count_corpus()
+        got = self._corpus_meta()
         n, total = int(got["papers_n"]), int(got["papers_doclen"])
         return int(got.get("papers_version", 0)), n, (total / n if n else 0.0)
+
+    def _corpus_meta(self) -> dict[str, str]:
+        """papers_version and the CORPUS_KEYS rows of meta, in one read (counted first when missing)."""
+        got = dict(self._tuples("select key, value from meta where key = any(%s)",
+                                [["papers_version", *CORPUS_KEYS]]))
+        return got if "papers_n" in got else {**got, **self._count_corpus()}
 
     def _count_corpus(self) -> dict[str, str]:
         """Start the corpus counters from a count, with writers held off (a share lock on papers
@@ -641,13 +645,13 @@ class PostgresStore(ReplicaTables):
                   from pg_stats s where s.schemaname = current_schema()
                   and s.tablename = 'papers' and s.attname = 'tsv'"""
 
-    def _analyze_if_stale(self, n: int, *, missing: bool = False) -> bool:
+    def _analyze_if_stale(self, n: int, *, analyzed: str | None = None, missing: bool = False) -> bool:
         """ANALYZE papers when a store past TERM_COUNT_CAP papers has grown by ANALYZE_AFTER since
-        the store last ran it (its size then is in meta), or its statistics are `missing`; True
-        when it ran. One replica at a time (a transaction's advisory lock: the others go on with
-        the statistics there are); a failure is logged, never raised: the write it follows is in."""
+        the store last ran it (`analyzed`: meta's papers_analyzed_n, None when it never has), or
+        its statistics are `missing`; True when it ran. One replica at a time (a transaction's
+        advisory lock: the others go on with the statistics there are); a failure is logged,
+        never raised: the write it follows is in."""
         try:
-            analyzed = self.get_meta("papers_analyzed_n")
             if n <= TERM_COUNT_CAP or not (missing or analyzed is None or n > (1 + ANALYZE_AFTER) * int(analyzed)):
                 return False
             with self.transaction() as conn:
