@@ -7,8 +7,8 @@ matrix (exact search) up to `exact_limit` vectors, an HNSW graph of int8 vectors
 """
 from __future__ import annotations
 
-import re
 import contextvars
+import re
 import threading
 import unicodedata
 from collections import OrderedDict
@@ -345,9 +345,9 @@ class Searcher:
 
         Inside one search (see `_snapshot`) it is the index that search started with: the
         store is asked for its papers_version once per search, not once per step."""
-        pinned = _PINNED.get()
-        if pinned is not None and pinned[0] is self:
-            return pinned[1]
+        pinned = self._pinned()
+        if pinned is not None:
+            return pinned
         version = self.store.papers_version()
         with self._lock:
             if self._index is None or version != self._version:
@@ -362,17 +362,23 @@ class Searcher:
                     self._term_df = {t: df for t, df in self._term_df.items() if df >= DF_KEEP}
             return self._index
 
+    def _pinned(self) -> DenseIndex | None:
+        """The index of the search this code runs in (_snapshot), None outside one."""
+        pinned = _PINNED.get()
+        return pinned[1] if pinned is not None and pinned[0] is self else None
+
     @contextmanager
     def _snapshot(self):
         """One search's view of the papers: index() (and with it the word counts) is read once
         here and kept until the block ends, in this thread and in the jobs it hands to _pool()."""
-        pinned = _PINNED.get()
-        if pinned is not None and pinned[0] is self:
-            yield pinned[1]
+        index = self._pinned()
+        if index is not None:  # a search within a search (resolve's): the outer one's view
+            yield index
             return
-        token = _PINNED.set((self, self.index()))
+        index = self.index()
+        token = _PINNED.set((self, index))
         try:
-            yield _PINNED.get()[1]
+            yield index
         finally:
             _PINNED.reset(token)
 
@@ -691,9 +697,11 @@ class Searcher:
         order = order[:limit]
         papers = {p.id: p for p in self.store.get_papers(order)}
         lex_rank = {pid: i for i, (pid, _) in enumerate(lexical, start=1)}
-        # The words _matched looks up, for every keyword hit at once: one round trip, not one each.
-        self.word_terms(list(dict.fromkeys(w.lower() for pid in order if pid in lex_rank and pid in papers
-                                           for w in _WORD.findall(_paper_text(papers[pid])))))
+        # Each keyword hit's words, and their index terms for all of them at once: one round
+        # trip, not one per hit (_matched then finds them cached).
+        words = {pid: [w.lower() for w in _WORD.findall(_paper_text(papers[pid]))]
+                 for pid in order if pid in lex_rank and pid in papers}
+        self.word_terms(list(dict.fromkeys(w for ws in words.values() for w in ws)))
         dense_rank = {pid: i for i, (pid, _) in enumerate(dense, start=1)}
         lex_score, dense_score = dict(lexical), dict(dense)
         top = max(fused.values(), default=1.0) or 1.0
@@ -709,14 +717,13 @@ class Searcher:
             hit = Hit(paper=paper, score=(1.0 if is_exact else fused.get(pid, 0.0) / top),
                       why="", bm25_rank=lex_rank.get(pid), dense_rank=dense_rank.get(pid),
                       dense_score=cos, bm25_score=lex_score.get(pid), exact=is_exact,
-                      terms=self._matched(phrases, paper) if pid in lex_rank else [])
+                      terms=self._matched(phrases, words[pid]) if pid in lex_rank else [])
             hit.why = explain(hit, query)
             hits.append(hit)
         return hits
 
-    def _matched(self, phrases: Sequence[str], paper: Paper, most: int = 4) -> list[str]:
-        """The query's words and phrases this paper holds, rarest first."""
-        words = [w.lower() for w in _WORD.findall(_paper_text(paper))]
+    def _matched(self, phrases: Sequence[str], words: Sequence[str], most: int = 4) -> list[str]:
+        """The query's words and phrases a paper holds (its lower-cased words), rarest first."""
         flat = " " + " ".join(words) + " "
         singles = [p for p in phrases if " " not in p]
         info = self.terms(singles)  # cached by the query plan

@@ -776,6 +776,7 @@ def paper_summaries(store: Store, papers: Sequence[Paper], *, now: float, llm=No
             out[paper.id] = made
     return out
 
+
 # ------------------------------------------------------------------ batch mode
 def summarize_jsonl(in_stream, out_stream, *, llm=None, weights: Weights | None = None) -> tuple[int, int]:
     """Read {id, title?, abstract} lines, write {id, tldr, points, backend} lines; returns (done, failed).
