@@ -34,10 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
-from store.search import (  # noqa: E402
-    ASPECT_SEARCH, COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, aspect_boost, clip_query,
-    fuse,
-)
+from store.rerank import RERANK  # noqa: E402
+from store.search import COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, clip_query, fuse  # noqa: E402
 
 DEPTH = 10
 
@@ -161,6 +159,17 @@ def onnx_encoder():
     return _ONNX["enc"]
 
 
+def paired(base: np.ndarray, new: np.ndarray, *, rounds: int = 2000, seed: int = 0) -> str:
+    """Mean per-query gain of new over base, its 95% paired-bootstrap interval, wins and losses."""
+    d = np.asarray(new, dtype=float) - np.asarray(base, dtype=float)
+    if not len(d):
+        return "no queries"
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, len(d), size=(rounds, len(d)))].mean(axis=1)
+    lo, hi = np.percentile(means, [2.5, 97.5])
+    return f"{d.mean():+.4f} ({lo:+.4f}..{hi:+.4f}; {int((d > 0).sum())} better, {int((d < 0).sum())} worse)"
+
+
 class Runs:
     """Per-query candidate lists, computed once per BM25 column weighting and reused by fusion."""
 
@@ -178,6 +187,8 @@ class Runs:
             self.dense.append(index.search(v, searcher.candidates))
         self.qv = qv
         self._bm25: dict[tuple, list] = {}
+        self._heads: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self.papers: dict = {}  # paper id -> Paper, every paper, read once by run_one
         self.aspects: dict[str, np.ndarray] = {}  # paper id -> aspect vectors, read once by run_one
 
     def bm25(self, weights: tuple) -> list[list[tuple[str, float]]]:
@@ -186,13 +197,56 @@ class Runs:
             self._bm25[weights] = [self.searcher.bm25(clip_query(q)) for q, _ in self.queries]
         return self._bm25[weights]
 
-    def score(self, weights: tuple, fusion: dict, aspect: dict | None = None) -> dict[str, dict[str, float]]:
-        """bm25, dense and hybrid without aspect match ('hybrid') and with it ('hybrid+': the
-        aspect settings given, by default the store's ASPECT_SEARCH)."""
-        aspect = ASPECT_SEARCH if aspect is None else aspect
+    def heads(self, weights: tuple, fusion: dict, top: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's re-rank features over its fused head, (queries, top, len(FEATURES)) with
+        NaN rows where a head is short, and the target's place in its head (-1: not there)."""
+        key = (weights, tuple(sorted(fusion.items())), top)
+        if key not in self._heads:
+            lex_all = self.bm25(weights)
+            index = self.searcher.index()
+            feats = np.full((len(self.queries), top, 5), np.nan)
+            where = np.full(len(self.queries), -1)
+            for i, (q, target) in enumerate(self.queries):
+                fused = fuse(lex_all[i], self.dense[i], index=index, query_vec=self.qv[i], **fusion)
+                head = sorted(fused, key=lambda p: -fused[p])[:top]
+                f = self.searcher.head_features(clip_query(q), head, lexical=lex_all[i], dense=self.dense[i],
+                                                qvec=self.qv[i], index=index, papers=self.papers,
+                                                aspects=self.aspects)
+                for j, pid in enumerate(head):
+                    feats[i, j] = f[pid]
+                    if pid == target:
+                        where[i] = j
+            self._heads[key] = (feats, where)
+        return self._heads[key]
+
+    def reranked_rr(self, weights: tuple, fusion: dict, rerank: dict) -> np.ndarray:
+        """Each query's reciprocal rank (0 past DEPTH) with the re-rank's settings."""
+        top = max(rerank["top"], DEPTH)  # a head shorter than DEPTH leaves the fused order below it
+        feats, where = self.heads(weights, fusion, top)
+        if rerank["top"] < top:
+            feats = feats.copy()
+            feats[:, rerank["top"]:] = np.nan
+        w = np.array([1.0, rerank["bm25_weight"], rerank["coverage"], rerank["proximity"], rerank["aspect"]])
+        scores = feats @ w  # NaN for a short head's missing rows
+        rr = np.zeros(len(where))
+        for i, j in enumerate(where):
+            if j < 0:
+                continue
+            if j >= rerank["top"]:  # below the re-ranked part: its fused place
+                rank = j + 1
+            else:
+                s = scores[i, : rerank["top"]]
+                rank = 1 + int((s[np.isfinite(s)] > s[j]).sum())
+            rr[i] = 1.0 / rank if rank <= DEPTH else 0.0
+        return rr
+
+    def score(self, weights: tuple, fusion: dict, rerank: dict | None = None) -> dict[str, dict[str, float]]:
+        """bm25, dense and hybrid without the re-rank ('hybrid') and with it ('hybrid+': the
+        settings given, by default the store's RERANK)."""
+        rerank = RERANK if rerank is None else rerank
         lex_all = self.bm25(weights)
         index = self.searcher.index()
-        ranks = {"bm25": [], "dense": [], "hybrid": [], "hybrid+": []}
+        ranks = {"bm25": [], "dense": [], "hybrid": []}
         for i, (_, target) in enumerate(self.queries):
             lex, den = lex_all[i], self.dense[i]
             ranks["bm25"].append(rank_of([p for p, _ in lex], target))
@@ -200,25 +254,31 @@ class Runs:
             fused = fuse(lex, den, index=index, query_vec=self.qv[i], **fusion)
             order = sorted(fused, key=lambda p: -fused[p])[:DEPTH]
             ranks["hybrid"].append(rank_of(order, target))
-            if aspect["weight"]:
-                fused = aspect_boost(fused, self.qv[i], self.aspects, weight=aspect["weight"],
-                                     mode=aspect["mode"], top=max(aspect["top"], DEPTH), index=index)
-            order = sorted(fused, key=lambda p: -fused[p])[:DEPTH]
-            ranks["hybrid+"].append(rank_of(order, target))
-        return {k: metrics(v) for k, v in ranks.items()}
+        out = {k: metrics(v) for k, v in ranks.items()}
+        self.rr = {"hybrid": np.array([1 / r if r and r <= DEPTH else 0.0 for r in ranks["hybrid"]])}
+        if rerank["top"]:
+            self.rr["hybrid+"] = self.reranked_rr(weights, fusion, rerank)
+            rr = self.rr["hybrid+"]
+            out["hybrid+"] = {"MRR@10": float(rr.mean()) if len(rr) else 0.0,
+                              "R@1": float((rr == 1).mean()) if len(rr) else 0.0,
+                              "R@10": float((rr > 0).mean()) if len(rr) else 0.0}
+        else:
+            self.rr["hybrid+"] = self.rr["hybrid"]
+            out["hybrid+"] = out["hybrid"]
+        return out
 
 
-def table(title: str, res: dict[str, dict[str, float]], n: int) -> None:
+def table(title: str, res: dict[str, dict[str, float]], n: int, gain: str = "") -> None:
     print(f"\n{title}  ({n} queries)")
     print(f"  {'':8} {'MRR@10':>7} {'R@1':>7} {'R@10':>7}")
     for name in ("bm25", "dense", "hybrid", "hybrid+"):
         m = res[name]
         print(f"  {name:8} {m['MRR@10']:7.3f} {m['R@1']:7.3f} {m['R@10']:7.3f}")
-    print(f"  hybrid+ = hybrid with aspect match {ASPECT_SEARCH}: "
-          f"{res['hybrid+']['MRR@10'] - res['hybrid']['MRR@10']:+.4f} MRR@10")
+    print(f"  hybrid+ = hybrid, then the re-rank {RERANK}: "
+          f"{res['hybrid+']['MRR@10'] - res['hybrid']['MRR@10']:+.4f} MRR@10" + (f"; paired {gain}" if gain else ""))
     best_part = max(res["bm25"]["MRR@10"], res["dense"]["MRR@10"])
-    verdict = "beats" if res["hybrid"]["MRR@10"] > best_part else "DOES NOT beat"
-    print(f"  hybrid {verdict} both parts on MRR@10 ({res['hybrid']['MRR@10'] - best_part:+.3f})")
+    verdict = "beats" if res["hybrid+"]["MRR@10"] > best_part else "DOES NOT beat"
+    print(f"  hybrid+ {verdict} both parts on MRR@10 ({res['hybrid+']['MRR@10'] - best_part:+.3f})")
 
 
 def grid():
@@ -233,13 +293,11 @@ def grid():
     return columns, fusions
 
 
-def lever_grid():
-    """Aspect-match settings tried by --levers, and the BM25 weight swept beside them."""
-    aspects = [{"weight": w, "mode": m, "top": t}
-               for m in ("add", "max") for t in (10, 30, 100) for w in (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)]
-    joint = [{"bm25_weight": b, "weight": w, "mode": "max", "top": 30}
-             for b in (0.3, 0.4, 0.5, 0.6) for w in (0.0, 0.2, 0.3, 0.5)]
-    return aspects, joint
+def rerank_grid():
+    """Re-rank settings tried by --rerank (the window is fixed: the features are computed once)."""
+    return [{**RERANK, "top": t, "bm25_weight": b, "coverage": c, "proximity": p, "aspect": a}
+            for t in (10, 20) for b in (0.1, 0.15, 0.2, 0.3) for c in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6)
+            for p in (0.0, 0.05, 0.1, 0.15, 0.2, 0.3) for a in (0.0, 0.1, 0.2, 0.3)]
 
 
 def main(argv=None) -> int:
@@ -253,11 +311,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pg-url", default="postgresql://postgres@127.0.0.1:5432",
                     help="PostgreSQL server for --backend postgresql (a throwaway database is made there)")
     ap.add_argument("--tune", action="store_true", help="grid-search fusion on the first file")
-    ap.add_argument("--levers", action="store_true",
-                    help="sweep issue 19's aspect-match settings (and the BM25 weight with them); every file's hybrid+ "
-                         "MRR@10 per setting, the best on the first file marked")
-    ap.add_argument("--levers-only", action="append", choices=("aspect", "joint"), default=None,
-                    help="with --levers: only these sweeps (repeatable)")
+    ap.add_argument("--rerank", action="store_true",
+                    help="sweep the re-rank's settings (store.rerank); every file's hybrid+ MRR@10 per setting, "
+                         "the ten best on the first file, and the one chosen there with its paired gains")
     ap.add_argument("--query-encoder", choices=("torch", "onnx", "both"), default="torch",
                     help="encode the queries with sentence-transformers, the bot's ONNX Runtime encoder, or both "
                          "(both: the ONNX results after the torch ones, and their MRR@10 side by side)")
@@ -290,13 +346,13 @@ def main(argv=None) -> int:
         if pg:
             pg.close()
     if len(summary) * len(backends) > 1:
-        print("\nside by side (MRR@10)")
-        head = "".join(f" {b + ' hybrid':>18} {b + ' bm25':>16}" for b in backends)
+        print("\nside by side (MRR@10; search = hybrid then the re-rank, as the bot answers)")
+        head = "".join(f" {b + ' search':>18} {b + ' bm25':>16}" for b in backends)
         print(f"  {'file':10} {'titles':6}{head}" + ("   hybrid diff" if len(backends) == 2 else ""))
         for (name, titles), per in summary.items():
-            cells = "".join(f" {per[b]['hybrid']['MRR@10']:18.4f} {per[b]['bm25']['MRR@10']:16.4f}"
+            cells = "".join(f" {per[b]['hybrid+']['MRR@10']:18.4f} {per[b]['bm25']['MRR@10']:16.4f}"
                             for b in backends)
-            diff = (f" {per[backends[1]]['hybrid']['MRR@10'] - per[backends[0]]['hybrid']['MRR@10']:+13.4f}"
+            diff = (f" {per[backends[1]]['hybrid+']['MRR@10'] - per[backends[0]]['hybrid+']['MRR@10']:+13.4f}"
                     if len(backends) == 2 else "")
             print(f"  {name:10} {'yes' if titles else 'no':6}{cells}{diff}")
     return 0
@@ -306,19 +362,22 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
     """Load the files into the store at db, run every query; file -> the results table."""
     files = {Path(f).stem: load(f, titles)[: args.limit] for f in args.data}
     store, ids = build_store(db, files, embedder)
-    searcher = Searcher(store, embedder, max_df=args.max_df, posting_budget=args.posting_budget)
+    searcher = Searcher(store, embedder, max_df=args.max_df, posting_budget=args.posting_budget,
+                        doc_terms_cache=1_000_000)
     print(f"titles searched: {'yes' if titles else 'no (--no-titles)'}; corpus {store.count_papers()} "
           f"papers; model {embedder.name}; max_df {args.max_df}; posting budget {searcher.posting_budget}; "
           f"backend {store.backend}")
 
-    aspects = searcher.aspect_vectors(list(ids.values()))  # in the bot: only the top candidates'
+    # Every paper and its aspect vectors, read once (the bot reads only each search's head).
+    papers = {p.id: p for p in store.get_papers(list(ids.values()))}
+    aspects = searcher.aspect_vectors(list(ids.values()))
     print(f"aspect vectors: {len(aspects)} of {len(ids)} papers", file=sys.stderr)
     runs = {}
     cache = Path(args.db) if args.db else None
     for name, rows in files.items():
         queries = [(q, ids[r["id"]]) for r in rows if r["id"] in ids for q in r["queries"] if q.strip()]
         runs[name] = Runs(searcher, queries, cache, "onnx" if args.query_encoder == "onnx" else "torch")
-        runs[name].aspects = aspects
+        runs[name].papers, runs[name].aspects = papers, aspects
         print(f"{name}: {len(queries)} queries embedded in {runs[name].embed_s:.1f}s", file=sys.stderr)
 
     weights, fusion = COLUMN_WEIGHTS, dict(FUSION)
@@ -340,29 +399,31 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
         print(f"  BM25 alone is best with columns {bm25_best}")
         _, weights, fusion = max(best.values(), key=lambda b: b[0])
 
-    if args.levers:
+    if args.rerank:
         first = next(iter(runs))
-        no_aspect = {**ASPECT_SEARCH, "weight": 0.0}
-        base = "  ".join(f"{name} {run.score(weights, fusion, no_aspect)['hybrid']['MRR@10']:.4f}"
+        rows = []
+        for setting in rerank_grid():
+            rows.append((setting, {name: float(run.reranked_rr(weights, fusion, setting).mean())
+                                   for name, run in runs.items()}))
+        rows.sort(key=lambda r: -r[1][first])
+        base = "  ".join(f"{name} {run.score(weights, fusion, {'top': 0})['hybrid']['MRR@10']:.4f}"
                          for name, run in runs.items())
-        print(f"\nlevers (hybrid+ MRR@10; baseline hybrid: {base}); * = best on {first}")
-        aspects_grid, joint = lever_grid()
-        # The aspect term adds to the cosine side, so the BM25 weight is swept with it ("joint").
-        for label, grid_, make in (
-                ("aspect", aspects_grid, lambda a: (fusion, a)),
-                ("joint", joint, lambda j: ({**fusion, "bm25_weight": j["bm25_weight"]},
-                                            {k: v for k, v in j.items() if k != "bm25_weight"}))):
-            if args.levers_only and label not in args.levers_only:
-                continue
-            rows = []
-            for setting in grid_:
-                f, a = make(setting)
-                rows.append((setting, {name: run.score(weights, f, a)["hybrid+"]["MRR@10"]
-                                       for name, run in runs.items()}))
-            best = max(rows, key=lambda r: r[1][first])
-            for setting, per in rows:
-                mark = "*" if setting is best[0] else " "
-                print(f" {mark}{label:6} {str(setting):45} " + "  ".join(f"{n} {v:.4f}" for n, v in per.items()))
+        print(f"\nre-rank settings, the ten best on {first} of {len(rows)} (hybrid+ MRR@10; hybrid: {base})")
+        for setting, per in rows[:10]:
+            shown = {k: setting[k] for k in ("top", "bm25_weight", "coverage", "proximity", "aspect")}
+            print(f"  {str(shown):78} " + "  ".join(f"{n} {v:.4f}" for n, v in per.items()))
+        # The cheapest head within 0.001 of the best on the first file: a head of 10 reads half
+        # the papers of one of 20 per search.
+        near = [r for r in rows if r[1][first] >= rows[0][1][first] - 0.001]
+        chosen = min(near, key=lambda r: (r[0]["top"], -r[1][first]))[0]
+        print(f"chosen on {first} (the smallest head within 0.001 of the best): {chosen}")
+        for name, run in runs.items():
+            run.score(weights, fusion, chosen)
+            print(f"  {name}: paired gain over hybrid {paired(run.rr['hybrid'], run.rr['hybrid+'])}")
+        for part in ("coverage", "proximity", "aspect"):
+            alone = {**chosen, **{k: 0.0 for k in ("coverage", "proximity", "aspect") if k != part}}
+            print(f"  {part} the only text/aspect part (cosine + BM25 beside it): " + "  ".join(
+                f"{name} {run.reranked_rr(weights, fusion, alone).mean():.4f}" for name, run in runs.items()))
 
     print(f"\nsettings: columns {weights}, fusion {fusion}")
     out = {}
@@ -373,7 +434,7 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
                 run = Runs(searcher, run.queries, cache, encoder)
             res = run.score(weights, fusion)
             out[name if len(encoders) == 1 else f"{name}/{encoder}"] = res
-            table(f"{name} (queries: {encoder})", res, len(run.queries))
+            table(f"{name} (queries: {encoder})", res, len(run.queries), paired(run.rr["hybrid"], run.rr["hybrid+"]))
     if len(encoders) == 2:
         print("\nquery encoder torch vs onnx (MRR@10)")
         for name in runs:

@@ -24,6 +24,7 @@ from .embed import Embedder, aspect_model
 from .errors import EmptyQuery, PaperNotFound
 from .ingest import source_ids
 from .paper import Paper
+from .rerank import RERANK, QueryTerms, aspect_gain, combine, overlap, reorder
 from .text import ASPECTS, BOILERPLATE, aspect_texts
 from .text import STOPWORDS as BASE_STOPWORDS
 from .vectors import EXACT_LIMIT, GRAPH_DTYPE, DenseIndex, refresh
@@ -73,21 +74,6 @@ DF_DRIFT, DF_KEEP = 0.01, 1000
 SIMILAR_MIN_TF = 2
 SIMILAR = {"terms": 48, "bm25_weight": 0.8, "aspect_weight": 1.0, "aspect_match": "best",
            "dense_weight": 1.0}
-# Aspect match in search (issue 19): a TLDR-like query often paraphrases one part of an
-# abstract (its contribution), so the best fused candidates are re-ranked with the best
-# cosine between the query and one of their aspect vectors (store.text.aspect_texts).
-# 'add' adds weight x that cosine; 'max' adds weight x how far it beats the paper's own
-# cosine (weight = dense_weight: the cosine term becomes max(paper, best aspect)).
-# Only the `top` best fused candidates are re-ranked: one read of their aspect vectors
-# (top x 3 x d floats: 46 KB for 10 at d 384) and a (3, d) x (d,) product per candidate.
-# bench/search_quality.py --levers, SciTLDR without titles, MRR@10 (baseline 0.9246 train,
-# 0.8687 dev): 'max' 0.3 (best on train) 0.9279 / 0.8734 (+0.0033 / +0.0048; paired bootstrap
-# 95% +0.0009..+0.0057 / +0.0016..+0.0080; dev 43 queries better, 24 worse), the same for top
-# 10, 30 or 100; 'max' 0.2-0.5 +0.003..+0.005 on dev; 'add' at most +0.002 (0.1-0.3) and worse
-# from 0.5; sweeping the BM25 weight beside it (0.3-0.6) found nothing better; one aspect
-# alone (method, result or background) gained less than the best of the three.
-# Off: the gain is real on both splits but under the +0.005 asked of a new default.
-ASPECT_SEARCH = {"weight": 0.0, "mode": "max", "top": 10}
 # Fusion by the query's character (issue 19) was tried and is noise: the BM25 weight times
 # 1 + n x (share of name-like words: 'SPIKE', 'G-NLL', 'ResNet-50') and x (words/12)^-g, for
 # n 0..4 and g -0.5..0.5, moved SciTLDR dev (no titles) MRR@10 by -0.005..+0.001; the best on
@@ -101,6 +87,8 @@ RESOLVE_MIN_COSINE = 0.3
 MAX_EMBED_CHARS = 2000
 MAX_QUERY_TERMS = 48
 QUERY_CACHE_SIZE = 256
+# Papers whose index terms (in order) the re-rank keeps: a popular paper is not tokenised per search.
+DOC_TERMS_CACHE = 4096
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SEPARATOR = re.compile(r"[^\w\s\-.'\u2019/]+", re.UNICODE)
@@ -267,31 +255,6 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
             for pid in cos.keys() | lex.keys()}
 
 
-def aspect_boost(fused: dict[str, float], query_vec: np.ndarray, aspects: dict[str, np.ndarray], *,
-                 weight: float, mode: str = "add", top: int = 30,
-                 index: VectorIndex | None = None) -> dict[str, float]:
-    """fused with its `top` candidates re-scored by their best aspect cosine to the query.
-
-    'add': + weight x best aspect cosine; 'max': + weight x max(0, best aspect cosine -
-    paper cosine). Bonuses are never negative, so a candidate past `top` stays below
-    every re-scored one; one without aspect vectors counts its paper cosine as its best."""
-    if not weight or not fused:
-        return fused
-    head = sorted(fused, key=lambda pid: -fused[pid])[:top]
-    q = np.asarray(query_vec, dtype=np.float32)
-    out = dict(fused)
-    for pid in head:
-        vec = index.vector(pid) if index is not None else None
-        paper = float(vec @ q) if vec is not None else 0.0
-        mat = aspects.get(pid)
-        held = np.linalg.norm(mat, axis=1) > 0 if mat is not None else None
-        # Without aspect vectors (ingested before they existed) the paper's own cosine stands in.
-        best = float((mat[held] @ q).max()) if held is not None and held.any() else paper
-        bonus = max(0.0, best - paper) if mode == "max" else max(0.0, best)
-        out[pid] = fused[pid] + weight * bonus
-    return out
-
-
 # -- the searcher --------------------------------------------------------------------
 # The Searcher and index one search runs on (Searcher._snapshot); None outside a search.
 _PINNED: contextvars.ContextVar[tuple["Searcher", DenseIndex] | None] = contextvars.ContextVar(
@@ -306,10 +269,10 @@ class Searcher:
                  max_df: float = MAX_DF, posting_budget: int | None = None,
                  exact_limit: int = EXACT_LIMIT, index_cache: str | None = None,
                  graph_dtype: str = GRAPH_DTYPE, similar: dict | None = None,
-                 aspect_search: dict | None = None):
+                 rerank: dict | None = None, doc_terms_cache: int = DOC_TERMS_CACHE):
         self.store = store
         self.similar_settings = {**SIMILAR, **(similar or {})}
-        self.aspect_search = {**ASPECT_SEARCH, **(aspect_search or {})}
+        self.rerank_settings = {**RERANK, **(rerank or {})}
         self.embedder = embedder
         self.fusion = dict(FUSION if fusion is None else fusion)
         self.column_weights = tuple(column_weights)
@@ -330,6 +293,8 @@ class Searcher:
         self._df_papers = 0  # how many papers there were when _term_df was started
         self._executor: ThreadPoolExecutor | None = None
         self._names: dict[str, str] = {}  # lower-cased short name -> paper id
+        self._doc_terms: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()  # id -> (text, terms)
+        self._doc_terms_size = doc_terms_cache
 
     # -- state ----------------------------------------------------------------
     def warm(self) -> None:
@@ -536,14 +501,66 @@ class Searcher:
         dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
         fused = fuse(lexical, dense, index=index, query_vec=qvec, **self.fusion)
-        cfg = self.aspect_search
-        if cfg["weight"] and fused:
-            top = max(cfg["top"], limit)
-            head = sorted(fused, key=lambda pid: -fused[pid])[:top]
-            fused = aspect_boost(fused, qvec, self.aspect_vectors(head), weight=cfg["weight"],
-                                 mode=cfg["mode"], top=top, index=index)
+        papers: dict[str, Paper] = {}
+        cfg = self.rerank_settings
+        if cfg["top"] and fused:
+            head = sorted(fused, key=lambda pid: -fused[pid])[:cfg["top"]]
+            papers = {p.id: p for p in self.store.get_papers(head)}  # _hits shows them from this read
+            features = self.head_features(text, head, lexical=lexical, dense=dense, qvec=qvec,
+                                          index=index, papers=papers)
+            fused = reorder(fused, combine(features, cfg))
         return self._hits(lexical, dense, exact=exact, limit=limit, phrases=phrases, query=text,
-                          index=index, qvec=qvec, fused=fused)
+                          index=index, qvec=qvec, fused=fused, papers=papers)
+
+    def head_features(self, text: str, head: Sequence[str], *, lexical, dense, qvec: np.ndarray,
+                      index: VectorIndex, papers: dict[str, Paper],
+                      aspects: dict[str, np.ndarray] | None = None) -> dict[str, tuple[float, ...]]:
+        """store.rerank.FEATURES of each head candidate: its cosine, its BM25 over the query's
+        best, the query's coverage and proximity in its text, its aspects' gain over its cosine.
+
+        aspects: the candidates' aspect vectors when the caller has them (else read here)."""
+        cfg = self.rerank_settings
+        words = [w for pieces in query_words(text)[:400] for w in pieces if w not in STOPWORDS]
+        info = self.terms(list(dict.fromkeys(words)))  # cached by the query plan
+        query = QueryTerms.of([info[w] for w in words], self._papers_total())
+        if aspects is None:
+            aspects = self.aspect_vectors(head) if cfg["aspect"] else {}
+        cos, lex = dict(dense), dict(lexical)
+        best = max(lex.values(), default=0.0) or 1.0
+        out = {}
+        for pid in head:
+            paper = papers.get(pid)
+            if paper is None:
+                continue
+            c = cos.get(pid)
+            if c is None:
+                vec = index.vector(pid)
+                c = float(vec @ qvec) if vec is not None else 0.0
+            coverage, proximity = overlap(query, self.doc_terms(paper), cfg["window"])
+            out[pid] = (c, lex.get(pid, 0.0) / best, coverage, proximity,
+                        aspect_gain(qvec, aspects.get(pid), c))
+        return out
+
+    def doc_terms(self, paper: Paper) -> list[str]:
+        """The paper's words as index terms, in order; the last DOC_TERMS_CACHE papers' are kept."""
+        text = _paper_text(paper)
+        with self._lock:
+            kept = self._doc_terms.get(paper.id)
+            if kept is not None and kept[0] == text:
+                self._doc_terms.move_to_end(paper.id)
+                return kept[1]
+        words = _WORD.findall(text.lower())
+        known = self._word_term  # read without the lock: a dict lookup is atomic, and a miss is asked below
+        terms = [known.get(w) for w in words]
+        if None in terms:
+            found = self.word_terms([w for w, t in zip(words, terms) if t is None])
+            terms = [found[w] if t is None else t for w, t in zip(words, terms)]
+        with self._lock:
+            self._doc_terms[paper.id] = (text, terms)
+            self._doc_terms.move_to_end(paper.id)
+            while len(self._doc_terms) > self._doc_terms_size:
+                self._doc_terms.popitem(last=False)
+        return terms
 
     def _lexical(self, text: str, collection: str | None, year: int | None, limit: int):
         exact = self._exact(text, collection, year)
@@ -588,16 +605,9 @@ class Searcher:
                           index=index, qvec=vec, fusion=fusion, extra=extra)
 
     def aspect_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """paper id -> its stored aspect vectors (3, d) (zero rows for an absent aspect)."""
-        rows = self.store.paper_rows(ids)
-        by_hash = self.store.vectors_by_hash(aspect_model(self.embedder.name),
-                                             [r["content_hash"] for r in rows.values()])
-        out = {}
-        for pid, r in rows.items():
-            flat = by_hash.get(r["content_hash"])
-            if flat is not None and len(flat) % len(ASPECTS) == 0:
-                out[pid] = flat.reshape(len(ASPECTS), -1)
-        return out
+        """paper id -> its current aspect vectors (3, d) (zero rows for an absent aspect); one read."""
+        flat = self.store.vectors_of(aspect_model(self.embedder.name), ids)
+        return {pid: v.reshape(len(ASPECTS), -1) for pid, v in flat.items() if len(v) % len(ASPECTS) == 0}
 
     def aspect_scores(self, paper: Paper, cands: Sequence[str], dense, lexical, index: VectorIndex,
                       vec: np.ndarray) -> dict[str, float]:
@@ -686,7 +696,8 @@ class Searcher:
 
     def _hits(self, lexical, dense, *, exact: Paper | None, limit: int, phrases: Sequence[str],
               query: str, index: VectorIndex, qvec: np.ndarray, fusion: dict | None = None,
-              extra: dict[str, float] | None = None, fused: dict[str, float] | None = None) -> list[Hit]:
+              extra: dict[str, float] | None = None, fused: dict[str, float] | None = None,
+              papers: dict[str, Paper] | None = None) -> list[Hit]:
         if fused is None:
             fused = fuse(lexical, dense, index=index, query_vec=qvec, **(fusion or self.fusion))
         if extra:  # further score parts (similar's aspects), added to the fused score
@@ -695,7 +706,9 @@ class Searcher:
         if exact is not None:
             order = [exact.id] + [pid for pid in order if pid != exact.id]
         order = order[:limit]
-        papers = {p.id: p for p in self.store.get_papers(order)}
+        known = papers or {}
+        papers = {pid: known[pid] for pid in order if pid in known}  # read by the re-rank already
+        papers.update((p.id, p) for p in self.store.get_papers([pid for pid in order if pid not in known]))
         lex_rank = {pid: i for i, (pid, _) in enumerate(lexical, start=1)}
         # Each keyword hit's words, and their index terms for all of them at once: one round
         # trip, not one per hit (_matched then finds them cached).
