@@ -527,40 +527,50 @@ class Searcher:
             aspects = self.aspect_vectors(head) if cfg["aspect"] else {}
         cos, lex = dict(dense), dict(lexical)
         best = max(lex.values(), default=0.0) or 1.0
+        texts = self.doc_terms([papers[pid] for pid in head if pid in papers])
         out = {}
         for pid in head:
-            paper = papers.get(pid)
-            if paper is None:
+            if pid not in texts:
                 continue
             c = cos.get(pid)
             if c is None:
                 vec = index.vector(pid)
                 c = float(vec @ qvec) if vec is not None else 0.0
-            coverage, proximity = overlap(query, self.doc_terms(paper), cfg["window"])
+            coverage, proximity = overlap(query, texts[pid][1], cfg["window"])
             out[pid] = (c, lex.get(pid, 0.0) / best, coverage, proximity,
                         aspect_gain(qvec, aspects.get(pid), c))
         return out
 
-    def doc_terms(self, paper: Paper) -> list[str]:
-        """The paper's words as index terms, in order; the last DOC_TERMS_CACHE papers' are kept."""
-        text = _paper_text(paper)
+    def doc_terms(self, papers: Sequence[Paper]) -> dict[str, tuple[list[str], list[str]]]:
+        """paper id -> (its lower-cased words, their index terms), in text order; the last
+        DOC_TERMS_CACHE papers' are kept, and words not seen before are looked up in one ask."""
+        out, todo = {}, []
         with self._lock:
-            kept = self._doc_terms.get(paper.id)
-            if kept is not None and kept[0] == text:
-                self._doc_terms.move_to_end(paper.id)
-                return kept[1]
-        words = _WORD.findall(text.lower())
-        known = self._word_term  # read without the lock: a dict lookup is atomic, and a miss is asked below
-        terms = [known.get(w) for w in words]
-        if None in terms:
-            found = self.word_terms([w for w, t in zip(words, terms) if t is None])
-            terms = [found[w] if t is None else t for w, t in zip(words, terms)]
+            for paper in papers:
+                text = _paper_text(paper)
+                kept = self._doc_terms.get(paper.id)
+                if kept is not None and kept[0] == text:
+                    self._doc_terms.move_to_end(paper.id)
+                    out[paper.id] = kept[1]
+                else:
+                    todo.append((paper.id, text, _WORD.findall(text.lower())))
+        if not todo:
+            return out
+        known = self._word_term  # read without the lock: a dict lookup is atomic; misses are asked
+        missing = [w for _, _, words in todo for w in words if w not in known]
+        found = self.word_terms(list(dict.fromkeys(missing))) if missing else {}
+        for pid, text, words in todo:
+            terms = list(map(known.get, words))
+            if None in terms:  # asked just now (or the cache was cleared meanwhile)
+                terms = [found.get(w, "") if t is None else t for w, t in zip(words, terms)]
+            out[pid] = (words, terms)
         with self._lock:
-            self._doc_terms[paper.id] = (text, terms)
-            self._doc_terms.move_to_end(paper.id)
+            for pid, text, _ in todo:
+                self._doc_terms[pid] = (text, out[pid])
+                self._doc_terms.move_to_end(pid)
             while len(self._doc_terms) > self._doc_terms_size:
                 self._doc_terms.popitem(last=False)
-        return terms
+        return out
 
     def _lexical(self, text: str, collection: str | None, year: int | None, limit: int):
         exact = self._exact(text, collection, year)
@@ -710,11 +720,9 @@ class Searcher:
         papers = {pid: known[pid] for pid in order if pid in known}  # read by the re-rank already
         papers.update((p.id, p) for p in self.store.get_papers([pid for pid in order if pid not in known]))
         lex_rank = {pid: i for i, (pid, _) in enumerate(lexical, start=1)}
-        # Each keyword hit's words, and their index terms for all of them at once: one round
-        # trip, not one per hit (_matched then finds them cached).
-        words = {pid: [w.lower() for w in _WORD.findall(_paper_text(papers[pid]))]
-                 for pid in order if pid in lex_rank and pid in papers}
-        self.word_terms(list(dict.fromkeys(w for ws in words.values() for w in ws)))
+        # Each keyword hit's words and their index terms: kept from the re-rank, or looked up
+        # for all of them at once (one round trip, not one per hit).
+        words = self.doc_terms([papers[pid] for pid in order if pid in lex_rank and pid in papers])
         dense_rank = {pid: i for i, (pid, _) in enumerate(dense, start=1)}
         lex_score, dense_score = dict(lexical), dict(dense)
         top = max(fused.values(), default=1.0) or 1.0
@@ -730,17 +738,19 @@ class Searcher:
             hit = Hit(paper=paper, score=(1.0 if is_exact else fused.get(pid, 0.0) / top),
                       why="", bm25_rank=lex_rank.get(pid), dense_rank=dense_rank.get(pid),
                       dense_score=cos, bm25_score=lex_score.get(pid), exact=is_exact,
-                      terms=self._matched(phrases, words[pid]) if pid in lex_rank else [])
+                      terms=self._matched(phrases, *words[pid]) if pid in lex_rank else [])
             hit.why = explain(hit, query)
             hits.append(hit)
         return hits
 
-    def _matched(self, phrases: Sequence[str], words: Sequence[str], most: int = 4) -> list[str]:
-        """The query's words and phrases a paper holds (its lower-cased words), rarest first."""
+    def _matched(self, phrases: Sequence[str], words: Sequence[str], terms: Sequence[str],
+                 most: int = 4) -> list[str]:
+        """The query's words and phrases a paper holds (its lower-cased words and their index
+        terms), rarest first."""
         flat = " " + " ".join(words) + " "
         singles = [p for p in phrases if " " not in p]
         info = self.terms(singles)  # cached by the query plan
-        held = set(self.word_terms(words).values())
+        held = set(terms)
         found = [(0, p.replace(" ", "-")) for p in phrases if " " in p and f" {p} " in flat]
         found += [(info[w][1], w) for w in singles if info[w][0] in held]
         return [w for _, w in sorted(found)[:most]]
