@@ -77,16 +77,20 @@ def _near(a: Sequence[int], b: Sequence[int], window: int) -> bool:
     return False
 
 
-def overlap(query: QueryTerms, doc: Sequence[str], window: int) -> tuple[float, float]:
-    """(coverage, proximity) of a paper, given as its index terms in order."""
+def positions(doc: Sequence[str]) -> dict[str, list[int]]:
+    """term -> where it stands in a paper given as its index terms in order (kept with the paper)."""
+    where: dict[str, list[int]] = {}
+    for i, term in enumerate(doc):
+        where.setdefault(term, []).append(i)
+    return where
+
+
+def overlap(query: QueryTerms, where: Mapping[str, Sequence[int]], window: int) -> tuple[float, float]:
+    """(coverage, proximity) of a paper, given as its terms' positions (`positions`)."""
     if not query.mass:
         return 0.0, 0.0
     idf = query.idf
-    where: dict[str, list[int]] = {}
-    for i, term in enumerate(doc):
-        if term in idf:
-            where.setdefault(term, []).append(i)
-    coverage = sum(idf[t] for t in where) / query.mass
+    coverage = sum(v for t, v in idf.items() if t in where) / query.mass
     total = sum(w for _, _, w in query.pairs)
     if not total:
         return coverage, 0.0
@@ -95,14 +99,22 @@ def overlap(query: QueryTerms, doc: Sequence[str], window: int) -> tuple[float, 
     return coverage, found / total
 
 
-def aspect_gain(query_vec: np.ndarray, aspects: np.ndarray | None, cosine: float) -> float:
-    """How far the best of a paper's aspect vectors beats its own cosine (0 without aspects)."""
-    if aspects is None:
-        return 0.0
-    held = np.abs(aspects).sum(axis=1) > 0  # an absent aspect is a zero row
-    if not held.any():
-        return 0.0
-    return max(0.0, float((aspects[held] @ query_vec).max()) - cosine)
+def aspect_gains(query_vec: np.ndarray, aspects: Sequence[np.ndarray | None],
+                 cosines: Sequence[float]) -> list[float]:
+    """For each paper, how far the best of its aspect vectors (3, d) beats its own cosine: one
+    product for all of them; 0 for a paper without aspect vectors (None, or all zero rows)."""
+    held = [i for i, a in enumerate(aspects) if a is not None]
+    out = [0.0] * len(aspects)
+    if not held:
+        return out
+    stack = np.stack([aspects[i] for i in held])  # (papers, 3, d)
+    sims = stack @ np.asarray(query_vec, dtype=stack.dtype)
+    sims[np.abs(stack).sum(axis=2) == 0] = -np.inf  # an absent aspect is a zero row
+    best = sims.max(axis=1)
+    for k, i in enumerate(held):
+        if np.isfinite(best[k]):
+            out[i] = max(0.0, float(best[k]) - cosines[i])
+    return out
 
 
 def combine(features: Mapping[str, Sequence[float]], settings: Mapping[str, float]) -> dict[str, float]:

@@ -24,7 +24,7 @@ from .embed import Embedder, aspect_model
 from .errors import EmptyQuery, PaperNotFound
 from .ingest import source_ids
 from .paper import Paper
-from .rerank import RERANK, QueryTerms, aspect_gain, combine, overlap, reorder
+from .rerank import RERANK, QueryTerms, aspect_gains, combine, overlap, positions, reorder
 from .text import ASPECTS, BOILERPLATE, aspect_texts
 from .text import STOPWORDS as BASE_STOPWORDS
 from .vectors import EXACT_LIMIT, GRAPH_DTYPE, DenseIndex, refresh
@@ -87,8 +87,9 @@ RESOLVE_MIN_COSINE = 0.3
 MAX_EMBED_CHARS = 2000
 MAX_QUERY_TERMS = 48
 QUERY_CACHE_SIZE = 256
-# Papers whose index terms (in order) the re-rank keeps: a popular paper is not tokenised per search.
-DOC_TERMS_CACHE = 4096
+# Papers whose words, index terms and term positions the re-rank keeps (about 25 MB for 1,024):
+# a popular paper is not tokenised again for every search.
+DOC_TERMS_CACHE = 1024
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _SEPARATOR = re.compile(r"[^\w\s\-.'\u2019/]+", re.UNICODE)
@@ -528,22 +529,25 @@ class Searcher:
         cos, lex = dict(dense), dict(lexical)
         best = max(lex.values(), default=0.0) or 1.0
         texts = self.doc_terms([papers[pid] for pid in head if pid in papers])
-        out = {}
-        for pid in head:
-            if pid not in texts:
-                continue
+        held = [pid for pid in head if pid in texts]
+        cosines = []
+        for pid in held:
             c = cos.get(pid)
             if c is None:
                 vec = index.vector(pid)
                 c = float(vec @ qvec) if vec is not None else 0.0
-            coverage, proximity = overlap(query, texts[pid][1], cfg["window"])
-            out[pid] = (c, lex.get(pid, 0.0) / best, coverage, proximity,
-                        aspect_gain(qvec, aspects.get(pid), c))
+            cosines.append(c)
+        gains = aspect_gains(qvec, [aspects.get(pid) for pid in held], cosines)
+        out = {}
+        for pid, c, gain in zip(held, cosines, gains):
+            coverage, proximity = overlap(query, texts[pid][2], cfg["window"])
+            out[pid] = (c, lex.get(pid, 0.0) / best, coverage, proximity, gain)
         return out
 
-    def doc_terms(self, papers: Sequence[Paper]) -> dict[str, tuple[list[str], list[str]]]:
-        """paper id -> (its lower-cased words, their index terms), in text order; the last
-        DOC_TERMS_CACHE papers' are kept, and words not seen before are looked up in one ask."""
+    def doc_terms(self, papers: Sequence[Paper]) -> dict[str, tuple[list[str], list[str], dict]]:
+        """paper id -> (its lower-cased words, their index terms, in text order; where each term
+        stands, store.rerank.positions). The last DOC_TERMS_CACHE papers' are kept, and words
+        not seen before are looked up in one ask for all the papers."""
         out, todo = {}, []
         with self._lock:
             for paper in papers:
@@ -563,7 +567,7 @@ class Searcher:
             terms = list(map(known.get, words))
             if None in terms:  # asked just now (or the cache was cleared meanwhile)
                 terms = [found.get(w, "") if t is None else t for w, t in zip(words, terms)]
-            out[pid] = (words, terms)
+            out[pid] = (words, terms, positions(terms))
         with self._lock:
             for pid, text, _ in todo:
                 self._doc_terms[pid] = (text, out[pid])
@@ -738,7 +742,7 @@ class Searcher:
             hit = Hit(paper=paper, score=(1.0 if is_exact else fused.get(pid, 0.0) / top),
                       why="", bm25_rank=lex_rank.get(pid), dense_rank=dense_rank.get(pid),
                       dense_score=cos, bm25_score=lex_score.get(pid), exact=is_exact,
-                      terms=self._matched(phrases, *words[pid]) if pid in lex_rank else [])
+                      terms=self._matched(phrases, *words[pid][:2]) if pid in lex_rank else [])
             hit.why = explain(hit, query)
             hits.append(hit)
         return hits

@@ -6,7 +6,7 @@ import time
 from dataclasses import replace
 
 from store import HashingEmbedder, Record, Searcher, ingest_records
-from store.rerank import QueryTerms, overlap, reorder
+from store.rerank import QueryTerms, overlap, positions, reorder
 
 # Both hold every word of the query. The first says it in the query's order, in one breath, and
 # is the longer abstract (so BM25 alone prefers the second); the second scatters the words.
@@ -60,30 +60,30 @@ def test_a_paper_whose_text_changed_is_judged_on_its_new_words(store):
     paper = next(p for p in store.iter_papers() if p.abstract == TOGETHER)
     changed = replace(paper, abstract=TOGETHER.replace("Sparse attention kernels", "Pruned convolution filters"))
     assert "spars" in searcher.doc_terms([paper])[paper.id][1]
-    words, terms = searcher.doc_terms([changed])[paper.id]
+    words, terms, _ = searcher.doc_terms([changed])[paper.id]
     assert "spars" not in terms and "prune" in terms and "pruned" in words
 
 
 def test_coverage_counts_rare_words_for_more_than_common_ones():
     query = QueryTerms.of([("rare", 2), ("common", 900)], papers=1000)
-    rare_only, _ = overlap(query, ["rare", "x"], window=4)
-    common_only, _ = overlap(query, ["common", "x"], window=4)
+    rare_only, _ = overlap(query, positions(["rare", "x"]), window=4)
+    common_only, _ = overlap(query, positions(["common", "x"]), window=4)
     assert rare_only > 0.5 > common_only
-    assert overlap(query, ["rare", "common"], window=4)[0] == 1.0
+    assert overlap(query, positions(["rare", "common"]), window=4)[0] == 1.0
 
 
 def test_proximity_needs_the_query_neighbours_within_the_window():
     query = QueryTerms.of([("graph", 10), ("kernel", 10)], papers=1000)
     near = ["graph", "a", "b", "kernel"]
     far = ["graph", *["x"] * 10, "kernel"]
-    assert overlap(query, near, window=4)[1] == 1.0
-    assert overlap(query, far, window=4)[1] == 0.0
-    assert overlap(query, far, window=4)[0] == 1.0  # both words are still held
+    assert overlap(query, positions(near), window=4)[1] == 1.0
+    assert overlap(query, positions(far), window=4)[1] == 0.0
+    assert overlap(query, positions(far), window=4)[0] == 1.0  # both words are still held
 
 
 def test_a_query_of_words_no_paper_holds_scores_nothing():
     query = QueryTerms.of([("zzz", 0), ("", 0)], papers=1000)
-    assert overlap(query, ["zzz"], window=4) == (0.0, 0.0)
+    assert overlap(query, positions(["zzz"]), window=4) == (0.0, 0.0)
 
 
 def test_reorder_keeps_everything_past_the_head_below_it_in_its_order():
