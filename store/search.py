@@ -557,9 +557,10 @@ class Searcher:
                     self._doc_terms.move_to_end(paper.id)
                     out[paper.id] = kept[1]
                 else:
-                    todo.append((paper.id, text, _WORD.findall(text.lower())))
+                    todo.append((paper.id, text))
         if not todo:
             return out
+        todo = [(pid, text, _WORD.findall(text.lower())) for pid, text in todo]  # outside the lock
         known = self._word_term  # read without the lock: a dict lookup is atomic; misses are asked
         missing = [w for _, _, words in todo for w in words if w not in known]
         found = self.word_terms(list(dict.fromkeys(missing))) if missing else {}
