@@ -38,6 +38,7 @@ from store.rerank import RERANK  # noqa: E402
 from store.search import COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, clip_query, fuse  # noqa: E402
 
 DEPTH = 10
+OFF = {"top": 0}  # fusion alone: what --tune chooses on (the re-rank's head follows fusion)
 
 
 def load(path: str, titles: bool) -> list[dict]:
@@ -209,11 +210,15 @@ class Runs:
             for i, (q, target) in enumerate(self.queries):
                 fused = fuse(lex_all[i], self.dense[i], index=index, query_vec=self.qv[i], **fusion)
                 head = sorted(fused, key=lambda p: -fused[p])[:top]
+                missing = [p for p in head if p not in self.papers]  # a reused store may hold more papers
+                if missing:
+                    self.papers.update((p.id, p) for p in self.searcher.store.get_papers(missing))
+                    self.aspects.update(self.searcher.aspect_vectors(missing))
                 f = self.searcher.head_features(clip_query(q), head, lexical=lex_all[i], dense=self.dense[i],
                                                 qvec=self.qv[i], index=index, papers=self.papers,
                                                 aspects=self.aspects)
                 for j, pid in enumerate(head):
-                    feats[i, j] = f[pid]
+                    feats[i, j] = f.get(pid, np.nan)
                     if pid == target:
                         where[i] = j
             self._heads[key] = (feats, where)
@@ -387,15 +392,15 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
         best: dict[str, tuple] = {}  # per fusion method: (train MRR@10, columns, fusion)
         for w in columns:
             for f in fusions:
-                mrr = runs[first].score(w, f)["hybrid"]["MRR@10"]
+                mrr = runs[first].score(w, f, OFF)["hybrid"]["MRR@10"]
                 if f["method"] not in best or mrr > best[f["method"]][0]:
                     best[f["method"]] = (mrr, w, f)
         print(f"\ntuned on {first} (columns = short_name, headline, title, abstract):")
         for method, (mrr, w, f) in sorted(best.items()):
-            held = "  ".join(f"{name} {run.score(w, f)['hybrid']['MRR@10']:.4f}"
+            held = "  ".join(f"{name} {run.score(w, f, OFF)['hybrid']['MRR@10']:.4f}"
                              for name, run in runs.items())
             print(f"  best {method:5}: columns {w} {f}  hybrid MRR@10: {held}")
-        bm25_best = max(columns, key=lambda w: runs[first].score(w, fusion)["bm25"]["MRR@10"])
+        bm25_best = max(columns, key=lambda w: runs[first].score(w, fusion, OFF)["bm25"]["MRR@10"])
         print(f"  BM25 alone is best with columns {bm25_best}")
         _, weights, fusion = max(best.values(), key=lambda b: b[0])
 
@@ -406,7 +411,7 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
             rows.append((setting, {name: float(run.reranked_rr(weights, fusion, setting).mean())
                                    for name, run in runs.items()}))
         rows.sort(key=lambda r: -r[1][first])
-        base = "  ".join(f"{name} {run.score(weights, fusion, {'top': 0})['hybrid']['MRR@10']:.4f}"
+        base = "  ".join(f"{name} {run.score(weights, fusion, OFF)['hybrid']['MRR@10']:.4f}"
                          for name, run in runs.items())
         print(f"\nre-rank settings, the ten best on {first} of {len(rows)} (hybrid+ MRR@10; hybrid: {base})")
         for setting, per in rows[:10]:
