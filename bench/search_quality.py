@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store import Record, SentenceTransformerEmbedder, Store, ingest_records, open_store  # noqa: E402
-from store.rerank import RERANK  # noqa: E402
+from store.rerank import FEATURES, RERANK  # noqa: E402
 from store.search import COLUMN_WEIGHTS, FUSION, MAX_DF, Searcher, clip_query, fuse  # noqa: E402
 
 DEPTH = 10
@@ -205,7 +205,7 @@ class Runs:
         if key not in self._heads:
             lex_all = self.bm25(weights)
             index = self.searcher.index()
-            feats = np.full((len(self.queries), top, 5), np.nan)
+            feats = np.full((len(self.queries), top, len(FEATURES)), np.nan)
             where = np.full(len(self.queries), -1)
             for i, (q, target) in enumerate(self.queries):
                 fused = fuse(lex_all[i], self.dense[i], index=index, query_vec=self.qv[i], **fusion)

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Container, Protocol, Sequence
 
 import numpy as np
 
@@ -294,7 +294,8 @@ class Searcher:
         self._df_papers = 0  # how many papers there were when _term_df was started
         self._executor: ThreadPoolExecutor | None = None
         self._names: dict[str, str] = {}  # lower-cased short name -> paper id
-        self._doc_terms: OrderedDict[str, tuple[str, list[str]]] = OrderedDict()  # id -> (text, terms)
+        # paper id -> (the text it was split from, (its words, where each index term stands))
+        self._doc_terms: OrderedDict[str, tuple[str, tuple[list[str], dict]]] = OrderedDict()
         self._doc_terms_size = doc_terms_cache
 
     # -- state ----------------------------------------------------------------
@@ -540,14 +541,14 @@ class Searcher:
         gains = aspect_gains(qvec, [aspects.get(pid) for pid in held], cosines)
         out = {}
         for pid, c, gain in zip(held, cosines, gains):
-            coverage, proximity = overlap(query, texts[pid][2], cfg["window"])
+            coverage, proximity = overlap(query, texts[pid][1], cfg["window"])
             out[pid] = (c, lex.get(pid, 0.0) / best, coverage, proximity, gain)
         return out
 
-    def doc_terms(self, papers: Sequence[Paper]) -> dict[str, tuple[list[str], list[str], dict]]:
-        """paper id -> (its lower-cased words, their index terms, in text order; where each term
-        stands, store.rerank.positions). The last DOC_TERMS_CACHE papers' are kept, and words
-        not seen before are looked up in one ask for all the papers."""
+    def doc_terms(self, papers: Sequence[Paper]) -> dict[str, tuple[list[str], dict[str, list[int]]]]:
+        """paper id -> (its lower-cased words in text order, where each of its index terms stands:
+        store.rerank.positions). The last DOC_TERMS_CACHE papers' are kept, and words not seen
+        before are looked up in one ask for all the papers."""
         out, todo = {}, []
         with self._lock:
             for paper in papers:
@@ -568,7 +569,7 @@ class Searcher:
             terms = list(map(known.get, words))
             if None in terms:  # asked just now (or the cache was cleared meanwhile)
                 terms = [found.get(w, "") if t is None else t for w, t in zip(words, terms)]
-            out[pid] = (words, terms, positions(terms))
+            out[pid] = (words, positions(terms))
         with self._lock:
             for pid, text, _ in todo:
                 self._doc_terms[pid] = (text, out[pid])
@@ -743,19 +744,18 @@ class Searcher:
             hit = Hit(paper=paper, score=(1.0 if is_exact else fused.get(pid, 0.0) / top),
                       why="", bm25_rank=lex_rank.get(pid), dense_rank=dense_rank.get(pid),
                       dense_score=cos, bm25_score=lex_score.get(pid), exact=is_exact,
-                      terms=self._matched(phrases, *words[pid][:2]) if pid in lex_rank else [])
+                      terms=self._matched(phrases, *words[pid]) if pid in lex_rank else [])
             hit.why = explain(hit, query)
             hits.append(hit)
         return hits
 
-    def _matched(self, phrases: Sequence[str], words: Sequence[str], terms: Sequence[str],
+    def _matched(self, phrases: Sequence[str], words: Sequence[str], held: Container[str],
                  most: int = 4) -> list[str]:
-        """The query's words and phrases a paper holds (its lower-cased words and their index
-        terms), rarest first."""
+        """The query's words and phrases a paper holds (its lower-cased words and the index
+        terms it holds), rarest first."""
         flat = " " + " ".join(words) + " "
         singles = [p for p in phrases if " " not in p]
         info = self.terms(singles)  # cached by the query plan
-        held = set(terms)
         found = [(0, p.replace(" ", "-")) for p in phrases if " " in p and f" {p} " in flat]
         found += [(info[w][1], w) for w in singles if info[w][0] in held]
         return [w for _, w in sorted(found)[:most]]
