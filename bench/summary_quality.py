@@ -241,7 +241,7 @@ def _check_against_rouge_score(records: list[dict], preds: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Print Lead-1, our TL;DR and the oracle sentence side by side."""
-    from store.summary import figures, is_dangling, load_weights, split_sentences, summarize_paper
+    from store.summary import figures, is_dangling, load_weights, main_sentence, split_sentences, summarize_paper
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="SciTLDR-style JSON Lines file")
@@ -254,12 +254,19 @@ def main(argv: list[str] | None = None) -> None:
     records = _load(args.data)[: args.limit]
     weights = load_weights(args.weights) if args.weights else load_weights()
     lead, ours, ours_t, oracle, preds, times = [], [], [], [], [], []
+    title_rows, ours_whole, oracle_comp = [], [], []
     tldrs, points = [], []
     for rec in records:
         golds, sents = rec["target"], rec["source"]
         text = " ".join(s.strip() for s in sents)
         lead.append(rouge_multi(sents[0], golds))
         oracle.append(max((rouge_multi(s, golds) for s in sents), key=lambda x: x[0]))
+        if rec.get("title"):
+            title_rows.append(rouge_multi(rec["title"], golds))
+        # where the gap to the oracle is: the sentence chosen, or what compression makes of it
+        split, comp, main = main_sentence(text, weights=weights)
+        ours_whole.append(rouge_multi(split[main], golds))
+        oracle_comp.append(max((rouge_multi(c, golds) for c, _ in comp), key=lambda x: x[0]))
         t0 = time.perf_counter()
         summary = summarize_paper(text, weights=weights)
         tldr = summary.tldr
@@ -278,6 +285,11 @@ def main(argv: list[str] | None = None) -> None:
     print(_row("ours, extractive TL;DR", ours))
     print(_row("ours, extractive TL;DR, with title", ours_t))
     print(_row("oracle best single sentence", oracle))
+    print("\nwhere the gap is (abstract only):")
+    print(_row("  our sentence, not compressed", ours_whole))
+    print(_row("  best sentence, as we compress it", oracle_comp))
+    if title_rows:
+        print(_row(f"  the title itself ({len(title_rows)} papers)", title_rows))
     print(f"\nTL;DR words: mean {statistics.fmean(n_words):.1f}, max {max(n_words)}, "
           f"<= 30 words: {100 * sum(n <= 30 for n in n_words) / len(n_words):.1f}%")
     print(f"start without a dangling reference: "

@@ -529,20 +529,28 @@ def key_points(sents: list[str], main: int, text: str) -> dict:
     }
 
 
+def main_sentence(text: str, title: str | None = None, *, weights: Weights | None = None
+                  ) -> tuple[list[str], list[tuple[str, int]], int]:
+    """The abstract's sentences, each compressed, and the index of the one the TL;DR is made from
+    (-1 when there are none)."""
+    sents = split_sentences(_tidy(text))
+    if not sents:
+        return [], [], -1
+    weights = weights or load_weights()
+    comp = [compress(s) for s in sents]
+    return sents, comp, pick_sentence(weights.score(sents, title and _tidy(title), comp), comp)
+
+
 def summarize_paper(text: str, title: str | None = None, *, weights: Weights | None = None) -> Summary:
     """Extractive TL;DR (one standalone sentence, <= 30 words) and key points of an abstract."""
-    raw, text = text, _tidy(text)
-    sents = split_sentences(text)
+    sents, comp, main = main_sentence(text, title, weights=weights)
     if not sents:
         tldr = fit_words(_tidy(title), WORD_LIMIT)[0] if title else ""
         return Summary(tldr, {"problem": None, "approach": None, "results": None, "code": None})
-    weights = weights or load_weights()
-    comp = [compress(s) for s in sents]
-    main = pick_sentence(weights.score(sents, title and _tidy(title), comp), comp)
     tldr = comp[main][0]
     if is_dangling(tldr):
         tldr = _undangle(tldr)
-    return Summary(tldr, key_points(sents, main, raw), EXTRACTIVE)  # raw: a markdown link's URL is kept
+    return Summary(tldr, key_points(sents, main, text), EXTRACTIVE)  # the raw text: a markdown link's URL is kept
 
 
 # ------------------------------------------------------------------ LLM backend
