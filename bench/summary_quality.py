@@ -241,6 +241,7 @@ def _check_against_rouge_score(records: list[dict], preds: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Print Lead-1, our TL;DR and the oracle sentence side by side."""
+    from store.parse import ends_mid_phrase
     from store.summary import figures, is_dangling, load_weights, main_sentence, split_sentences, summarize_paper
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
     records = _load(args.data)[: args.limit]
     weights = load_weights(args.weights) if args.weights else load_weights()
     lead, ours, ours_t, oracle, preds, times = [], [], [], [], [], []
-    title_rows, ours_whole, oracle_comp = [], [], []
+    title_rows, ours_whole, oracle_comp, hard_cuts = [], [], [], []
     tldrs, points = [], []
     for rec in records:
         golds, sents = rec["target"], rec["source"]
@@ -266,6 +267,8 @@ def main(argv: list[str] | None = None) -> None:
         # where the gap to the oracle is: the sentence chosen, or what compression makes of it
         split, comp, main = main_sentence(text, weights=weights)
         ours_whole.append(rouge_multi(split[main], golds))
+        if comp[main][1] == 2:
+            hard_cuts.append(comp[main][0])
         oracle_comp.append(max((rouge_multi(c, golds) for c, _ in comp), key=lambda x: x[0]))
         t0 = time.perf_counter()
         summary = summarize_paper(text, weights=weights)
@@ -292,6 +295,8 @@ def main(argv: list[str] | None = None) -> None:
         print(_row(f"  the title itself ({len(title_rows)} papers)", title_rows))
     print(f"\nTL;DR words: mean {statistics.fmean(n_words):.1f}, max {max(n_words)}, "
           f"<= 30 words: {100 * sum(n <= 30 for n in n_words) / len(n_words):.1f}%")
+    print(f"cut inside a clause to fit: {len(hard_cuts)}, of which end on a stranded modifier or mid-phrase: "
+          f"{sum(ends_mid_phrase(t.rstrip('.')) for t in hard_cuts)}")
     print(f"start without a dangling reference: "
           f"{100 * sum(not is_dangling(t) for t in tldrs) / len(tldrs):.1f}%")
     print(f"one sentence (splitter finds one): "

@@ -934,7 +934,7 @@ def _trim_tail(s: str, truncated: bool = False) -> str:
     return s
 
 
-def _dangling(s: str) -> bool:
+def ends_mid_phrase(s: str) -> bool:
     """Does a cut phrase end mid-thought: '... by utilizing', '... to quantify', "... the model's"?"""
     words = s.split()
     if len(words) < 3:
@@ -955,7 +955,7 @@ def _fit(s: str, limit: int = HEADLINE_MAX) -> str:
     if breaks and breaks[-1] >= 0.75 * limit:
         cut = cut[:breaks[-1]]
     out = _trim_tail(cut, truncated=True)
-    if _dangling(out):  # back off to the last clause boundary that keeps most of the line
+    if ends_mid_phrase(out):  # back off to the last clause boundary that keeps most of the line
         breaks = [m.start() for m in _WEAK_BREAK.finditer(out) if m.start() >= 0.45 * limit]
         if breaks:
             out = _trim_tail(out[:breaks[-1]])
@@ -1146,7 +1146,7 @@ def headline_problems(headline: str, name: str | None = None) -> list[str]:
         problems.append("dangling reference")
     plain = [w for w in words if w not in ",;:"]
     if (words[0] in ",;:" or " , " in body or plain[-1] in STOPWORDS or plain[-1] in _VAGUE
-            or body.endswith(" in order") or _dangling(body) and not body.split()[-1][:1].isupper()
+            or body.endswith(" in order") or ends_mid_phrase(body) and not body.split()[-1][:1].isupper()
             or plain[-1] in _END_VERBS or _verb_stem(plain[-1]) and len(plain) > 2):
         problems.append("clause fragment")
     if len(headline.split()) > HEADLINE_WORDS:
@@ -1197,21 +1197,27 @@ def _as_title(phrase: str) -> str:
 _OUR = re.compile(r"\b(?:our|their|its)\s+", re.I)
 
 
-def _fit_words(s: str, limit: int = HEADLINE_WORDS) -> str:
-    """At most `limit` words, cut at a clause boundary where one keeps most of the line."""
+def cut_words(s: str, limit: int) -> str:
+    """At most `limit` words, cut at a clause boundary where one keeps most of the line (no end
+    punctuation): the words past the limit are cut off mid-phrase ("... from selfish"), so it ends
+    at the last whole one."""
     s = " ".join(s.split()).rstrip(".;:, ")
     words = s.split(" ")
     if len(words) <= limit:
-        return _fit(s)
+        return s
     cut = " ".join(words[:limit])
-    # the words past the limit are cut off mid-phrase ("... from selfish"): end at the last whole one
     for pattern in (_CLAUSE_BREAK, _WEAK_BREAK):
         breaks = [m.start() for m in pattern.finditer(cut) if m.start() >= 0.5 * len(cut)]
         for b in reversed(breaks):
             out = _trim_tail(cut[:b], truncated=True)
-            if not _dangling(out):
-                return _fit(out)
-    return _fit(_trim_tail(cut, truncated=True))
+            if not ends_mid_phrase(out):
+                return out
+    return _trim_tail(cut, truncated=True)
+
+
+def _fit_words(s: str, limit: int = HEADLINE_WORDS) -> str:
+    """At most `limit` words, cut at a clause boundary where one keeps most of the line."""
+    return _fit(cut_words(s, limit))
 
 
 def _headline(name: _Candidate | None, contribs: list[_Contribution], sentences: list[str],

@@ -23,6 +23,7 @@ import numpy as np
 
 from .base import Store
 from .paper import Paper
+from .parse import cut_words, ends_mid_phrase
 from .text import (
     ANALYSIS_VERBS, BOILERPLATE, CONTRIBUTION_VERBS, STOPWORDS, content_hash, split_sentences, third_person,
 )
@@ -228,7 +229,11 @@ def fit_words(s: str, limit: int) -> tuple[str, int]:
     tail = _LIST_TAIL.search(head)
     if tail and n_words(head[:tail.start()]) >= limit // 2:
         head = head[:tail.start()]
-    return _end(_trim_end(head)), 2
+    head = _trim_end(head)
+    # "... distribution of the produced": the cut fell inside a phrase, so end at the last whole one
+    if ends_mid_phrase(head):
+        head = _trim_end(cut_words(s, limit))
+    return _end(head), 2
 
 
 def _trim_end(head: str) -> str:

@@ -103,6 +103,21 @@ def test_compress_fits_thirty_words_at_a_clause_boundary():
     assert len(short.split()) <= 30 and how == 1 and short.endswith("clips.")
 
 
+def test_a_hard_cut_ends_at_the_last_whole_phrase_not_on_a_stranded_modifier():
+    # no clause boundary to cut at, and word 30 is "deep", the start of "deep layer"
+    long = ("The proposed model learns a shared space for text and images and aligns the modalities with a "
+            "contrastive objective to control the smoothness of the learned representations in every deep layer "
+            "of the network.")
+    assert len(long.split()) > 30 and long.split()[29] == "deep"
+    short, how = compress(long)
+    assert how == 2 and len(short.split()) <= 30
+    assert short.endswith("of the learned representations."), short
+    assert summarize_paper(long).tldr == short
+    # a window that ends where a phrase ends is kept whole
+    whole = long.replace("in every deep layer of the network", "of every layer in the network")
+    assert compress(whole)[0].endswith("representations of every layer."), compress(whole)[0]
+
+
 def test_sentence_splitter_keeps_abbreviations_and_decimals():
     text = ("Prior work (Liao et al., 2016) uses e.g. cats. We gain 7.1% vs. 3.2% on X. "
             "Models like LLMs. Are essential. Done (a, b, etc.). Next (x, y etc). Last!")
