@@ -16,7 +16,8 @@ from ..base import Store
 from ..embed import Embedder
 from ..ingest import Record, ingest_records, normalize
 from ..parse import clean_text
-from . import Sources, openreview
+from . import openreview
+from .clients import Sources
 
 MIN_OVERLAP = 0.5  # Jaccard of word trigrams: an edited copy scores ~0.7-0.95, a topical neighbour < 0.2
 MARGIN = 1.5  # and the best must beat the second best by this factor

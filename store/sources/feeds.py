@@ -1,0 +1,278 @@
+"""Feeds: a category's or a venue's papers, harvested and polled into the store's ingest path.
+
+HTTP in, records out (arxiv.py, openreview.py), then `ingest_records`, so
+dedupe, the embedding cache and chunked transactions apply. Each source's
+cursor lives in the store (`source_state`) and is written after the page's
+papers are committed: a killed harvest resumes at the page it was on.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import date, datetime, timedelta, timezone
+from typing import Callable
+
+from ..base import Store
+from ..embed import Embedder
+from ..errors import StoreError
+from ..ingest import IngestResult, Record, external_ids, ingest_records
+from . import arxiv, openreview
+from .clients import Sources
+from .http import SourceError
+
+log = logging.getLogger("paperclub.sources")
+FEED_KINDS = ("arxiv", "openreview")
+
+
+def _paper_ids(store: Store, records: list[Record]) -> dict[int, str]:
+    """Index in records -> the paper id its external key now names."""
+    keys = {i: external_ids(r) for i, r in enumerate(records)}
+    found = store.lookup_keys({k for ks in keys.values() for k in ks})
+    out = {}
+    for i, ks in keys.items():
+        for k in ks:
+            if found.get(k):
+                out[i] = found[k][0]
+                break
+    return out
+
+
+def ingest_batch(store: Store, records: list[Record], embedder: Embedder | None, *, now: float,
+            announce: str | None = None, announced_at: float | None = None,
+            result: IngestResult | None = None) -> IngestResult:
+    """Ingest records; with `announce`, note the papers new to that source as announced then."""
+    r = ingest_records(store, records, embedder, now=now) if records else IngestResult()
+    if result is not None:
+        for k in ("added", "updated", "unchanged", "skipped", "embedded"):
+            setattr(result, k, getattr(result, k) + getattr(r, k))
+        result.warnings += r.warnings
+    if announce and records:
+        ids = _paper_ids(store, records)
+        store.mark_announced((pid, announce, announced_at or now) for pid in set(ids.values()))
+    return r
+
+
+def _failing(store: Store, source: str, error: Exception, now: float) -> None:
+    store.update_source(source, now=now, error=str(error))
+
+
+# -- arXiv: the API by category and date range ------------------------------------------
+def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder | None, *, now: float,
+                  since: date, until: date | None = None, page_size: int = 200,
+                  progress: Callable[[int, int], None] | None = None, announce: bool = True) -> IngestResult:
+    """Every paper submitted to `category` from `since` to `until`, resuming an interrupted run."""
+    if not arxiv.valid_category(category):
+        raise SourceError(f"{category!r} is not an arXiv category (e.g. cs.LG, or cs.CV+cs.CL)")
+    until = until or datetime.fromtimestamp(now, timezone.utc).date()
+    source = f"arxiv-api:{category}"
+    query = arxiv.date_query(category, since, until)
+    state = store.source_state(source) or {"cursor": {}}
+    cur = state["cursor"]
+    start = cur.get("start", 0) if cur.get("query") == query and not cur.get("done") else 0
+    result = IngestResult()
+    try:
+        for at, page in arxiv.query_pages(sources.arxiv_fetcher, query, start=start, page_size=page_size,
+                                          base=sources.arxiv_api):
+            ingest_batch(store, page.records, embedder, now=now, result=result)
+            if announce:  # first seen now, but new as of its submission: a backfill is not "today's" news
+                ids = _paper_ids(store, page.records)
+                store.mark_announced((pid, "arxiv", min(now, page.published[i] or now)) for i, pid in ids.items())
+            nxt = at + len(page.records)
+            done = not page.records or nxt >= page.total
+            store.update_source(source, now=now, cursor={"query": query, "start": nxt, "total": page.total,
+                                                         "until": until.isoformat(), "done": done})
+            if progress:
+                progress(len(page.records), page.total)
+    except SourceError as e:
+        _failing(store, source, e, now)
+        raise
+    store.update_source(source, now=now, ok=True)
+    return result
+
+
+# -- arXiv: the daily listing -------------------------------------------------------------
+def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder | None, *,
+               now: float) -> tuple[str, IngestResult]:
+    """Read today's listing: ('new' | 'unchanged' | 'empty' | 'stale', result).
+
+    A stale listing (the same as the last one although arXiv has announced since) catches up by the API.
+    """
+    source = f"arxiv-rss:{category}"
+    cur = (store.source_state(source) or {"cursor": {}})["cursor"]
+    try:
+        listing = arxiv.fetch_listing(sources.arxiv_fetcher, category, base=sources.arxiv_rss)
+    except SourceError as e:
+        _failing(store, source, e, now)
+        raise
+    result = IngestResult()
+    if not listing.items:  # no announcement tonight (Friday, Saturday, a holiday): normal
+        store.update_source(source, now=now, ok=True)
+        return "empty", result
+    if listing.signature == cur.get("listing"):
+        # The same listing again is news we already have, unless arXiv has announced since we read it:
+        # then this category was not rebuilt (stale), and the API fills the gap.
+        seen = cur.get("fetched_at") or 0
+        if arxiv.last_announcement(datetime.fromtimestamp(now, timezone.utc)).timestamp() <= seen:
+            store.update_source(source, now=now, ok=True)
+            return "unchanged", result
+        log.warning("arXiv listing for %s is the same as the last one (stale): catching up by the API", category)
+        store.update_source(source, now=now, error="stale listing (same as the last one); caught up by the API")
+        last = cur.get("announced") or datetime.fromtimestamp(now - 3 * 86400, timezone.utc).date().isoformat()
+        since = date.fromisoformat(last[:10]) - timedelta(days=3)  # papers can be held back a few days
+        try:
+            harvest_arxiv(store, sources, category, embedder, now=now, since=since)
+        except SourceError:
+            pass  # recorded on the API source; the listing is retried at the next poll
+        return "stale", result
+    announced_at = listing.announced.timestamp() if listing.announced else now
+    fresh = [r for t, r in listing.items if t in arxiv.KEEP_TYPES]
+    replaced = [r for t, r in listing.items if t in arxiv.UPDATE_TYPES]
+    if replaced:  # a new version updates a paper we have; one we never had is not news
+        known = _paper_ids(store, replaced)
+        replaced = [r for i, r in enumerate(replaced) if i in known]
+    ingest_batch(store, fresh, embedder, now=now, announce="arxiv", announced_at=announced_at, result=result)
+    ingest_batch(store, replaced, embedder, now=now, result=result)
+    day = (listing.announced or datetime.fromtimestamp(now, timezone.utc)).date().isoformat()
+    store.update_source(source, now=now, ok=True, cursor={"listing": listing.signature, "announced": day,
+                                                          "items": len(listing.items), "fetched_at": now})
+    return "new", result
+
+
+# -- OpenReview: a venue ---------------------------------------------------------------------
+def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Embedder | None, *, now: float,
+                       page_size: int = openreview.PAGE_SIZE, restart: bool = False,
+                       progress: Callable[[int, int], None] | None = None) -> IngestResult:
+    """Every note of a venue, page by page; an interrupted run resumes at its page."""
+    if not openreview.valid_venue(venue):
+        raise SourceError(f"{venue!r} is not an OpenReview venue id (e.g. ICLR.cc/2026/Conference)")
+    source = f"openreview:{venue}"
+    cur = (store.source_state(source) or {"cursor": {}})["cursor"]
+    offset = 0 if restart or cur.get("done") else cur.get("offset", 0)
+    # A note is news on OpenReview when its paper is new to the store. The keys of the new ones are
+    # written down before they are ingested and dropped once they are announced, so a run killed in
+    # between (a page's ingest takes a while) leaves them for the next run to announce, which would
+    # otherwise find them stored and take them for the library's.
+    pending = set(cur.get("pending") or ())
+    result = IngestResult()
+    try:
+        for at, page in openreview.note_pages(sources.openreview_fetcher, venue, offset=offset,
+                                              page_size=page_size, base=sources.openreview_api):
+            keys = {i: set(external_ids(r)) for i, r in enumerate(page.records)}
+            ids = _paper_ids(store, page.records)  # before: which are new to the store
+            new = {i for i in keys if i not in ids or keys[i] & pending}
+            new_keys = {k for i in new for k in keys[i]}
+            if new_keys - pending:
+                pending |= new_keys
+                store.update_source(source, now=now, cursor={"offset": at, "count": page.count, "done": False,
+                                                             "pending": sorted(pending)})
+            ingest_batch(store, page.records, embedder, now=now, result=result)
+            after = _paper_ids(store, page.records)
+            store.mark_announced((pid, "openreview", page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
+                                 for i, pid in after.items() if i in new)
+            pending -= new_keys
+            nxt = at + page.notes
+            store.update_source(source, now=now, cursor={"offset": nxt, "count": page.count,
+                                                         "done": page.notes == 0 or nxt >= page.count,
+                                                         **({"pending": sorted(pending)} if pending else {})})
+            if progress:
+                progress(page.notes, page.count)
+    except SourceError as e:
+        _failing(store, source, e, now)
+        raise
+    store.update_source(source, now=now, ok=True)
+    return result
+
+
+# -- feeds --------------------------------------------------------------------------------
+def parse_feed(kind: str, target: str) -> tuple[str, str]:
+    """A validated (kind, target); SourceError naming what is wrong."""
+    kind = kind.lower()
+    if kind == "arxiv":
+        if not arxiv.valid_category(target):
+            raise SourceError(f"{target!r} is not an arXiv category (e.g. cs.LG, or cs.CV+cs.CL)")
+        return kind, target
+    if kind == "openreview":
+        if not openreview.valid_venue(target):
+            raise SourceError(f"{target!r} is not an OpenReview venue id (e.g. ICLR.cc/2026/Conference)")
+        return kind, target
+    raise SourceError(f"unknown feed kind {kind!r}: use arxiv or openreview")
+
+
+def feed_source(kind: str, target: str) -> str:
+    """The source_state name a feed's health is kept under."""
+    return f"arxiv-rss:{target}" if kind == "arxiv" else f"openreview:{target}"
+
+
+def poll_feed(store: Store, sources: Sources, kind: str, target: str, embedder: Embedder | None, *,
+              now: float) -> str:
+    """Poll one feed once; a short word for the log."""
+    if kind == "arxiv":
+        return poll_arxiv(store, sources, target, embedder, now=now)[0]
+    harvest_openreview(store, sources, target, embedder, now=now, restart=True)
+    return "read"
+
+
+def feeds_due(store: Store, since: dict[str, float]) -> list[tuple[str, str]]:
+    """The distinct feeds (kind, target) not polled to an end since `since[kind]` (epoch seconds).
+
+    A poll ends in a success or a recorded error; a poll whose process died on the way (a
+    replica killed mid-harvest) recorded neither, so its feed is still due, as is a feed
+    never polled at all.
+    """
+    out = []
+    for kind, target in sorted({(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in since}):
+        st = store.source_state(feed_source(kind, target)) or {}
+        ended = max(st.get("last_success") or 0.0, st.get("last_error_at") or 0.0)
+        if ended < since[kind]:
+            out.append((kind, target))
+    return out
+
+
+def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now: float,
+               kinds: tuple[str, ...] = FEED_KINDS,
+               only: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
+    """Poll each distinct feed once (or those in `only`), however many channels follow it; a failure
+    is recorded, not raised."""
+    out = {}
+    feeds = {(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}
+    for kind, target in sorted(feeds if only is None else feeds & set(only)):
+        try:
+            out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
+        except StoreError as e:  # recorded on the source by poll_*; the next feed still runs
+            log.warning("feed %s %s failed: %s", kind, target, e)
+            out[(kind, target)] = "failed"
+    return out
+
+
+# -- freshness: what the paper of the day prefers for a channel with feeds -----------------------
+DEFAULT_FRESH_DAYS = 7
+
+
+def fresh_days(store: Store, channel: str) -> int:
+    """How many days a feed's paper counts as new for this channel (`/paper feed fresh N`)."""
+    value = store.get_meta(f"fresh_days:{channel}")
+    return int(value) if value and value.isdigit() else DEFAULT_FRESH_DAYS
+
+
+def fresh_papers(store: Store, channel: str, day: date) -> dict[str, tuple[float, str]]:
+    """Paper id -> (announced at, 'arxiv' | 'openreview') for papers new in the channel's feeds by `day`."""
+    feeds = store.feeds(channel)
+    if not feeds:
+        return {}
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    since = start - fresh_days(store, channel) * 86400
+    out: dict[str, tuple[float, str]] = {}
+    for kind in sorted({f["kind"] for f in feeds}):
+        for pid, at in store.announced_since(since, [kind]).items():
+            if at < start + 86400 and (pid not in out or at < out[pid][0]):
+                out[pid] = (at, kind)
+    return out
+
+
+def fresh_label(kind: str, announced_at: float, day: date) -> str:
+    """'new on arXiv today', 'new on arXiv this week', 'new on OpenReview' ... for the explanation."""
+    where = {"arxiv": "arXiv", "openreview": "OpenReview"}.get(kind, kind)
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    age = start - announced_at
+    if age <= 86400:  # last evening's announcement (20:00 US Eastern is after midnight UTC)
+        return f"new on {where} today"
+    return f"new on {where} {int(age // 86400)} days ago" if age < 7 * 86400 else f"new on {where}"
