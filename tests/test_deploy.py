@@ -347,7 +347,7 @@ def test_compose_postgres_profile_runs_two_replicas_on_a_healthy_postgresql():
     for key in ("build", "image", "env_file", "restart", "init", "stop_grace_period"):
         assert bots[key] == single[key], key
     # Without naming bot-pg, the profile would also start the SQLite bot beside the replicas.
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(f.read_text() for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     assert "docker compose -f deploy/compose.yaml --profile postgres up -d --build bot-pg" in readme
 
 

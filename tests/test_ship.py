@@ -136,10 +136,21 @@ def test_json_logs_hold_the_fatal_lines_too(tmp_path, fake_slack):
     assert records[-1]["level"] == "error"
 
 
+def test_swapped_or_wrong_kind_tokens_stop_the_start_with_a_line_that_names_the_fix(tmp_path):
+    for bot, app, says in [(APP_TOKEN, BOT_TOKEN, "are swapped"),
+                           (APP_TOKEN, APP_TOKEN, "SLACK_BOT_TOKEN is not a bot token"),
+                           (BOT_TOKEN, BOT_TOKEN, "SLACK_APP_TOKEN is not an app-level token")]:
+        out = paperclub("run", cwd=tmp_path, LOG_FORMAT="json", PAPERCLUB_DB=str(tmp_path / "p.db"),
+                        SLACK_BOT_TOKEN=bot, SLACK_APP_TOKEN=app, SLACK_API_URL="http://127.0.0.1:9/api/")
+        assert out.returncode == 1
+        records = json_lines(out.stderr)  # and no token in them
+        assert says in records[-1]["msg"], records[-1]["msg"]
+
+
 # -- 5. the compose file needs Compose v2 ---------------------------------------------------------
 def test_the_readme_says_the_compose_file_needs_compose_v2():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
-    readme = (ROOT / "README.md").read_text()
+    readme = "\n".join(f.read_text() for f in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     if "name" in compose:  # Compose v1 rejects a top-level name
         assert "Compose v2" in readme and "docker-compose" in readme
 
