@@ -536,6 +536,8 @@ def run(c: Ctx, load_samples):
                                        "no terminal for the local console: set the Slack tokens.")
         say(f"{missing} {verb} not set (environment or .env): starting the local console instead.",
             level=logging.WARNING)
+    elif problem := c.settings.token_problem():
+        raise click.ClickException(problem)
     if load_samples:
         load_samples_if_empty(c)
     if not c.settings.has_slack_tokens:

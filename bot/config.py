@@ -119,6 +119,26 @@ class Settings(BaseSettings):
     def has_slack_tokens(self) -> bool:
         return bool(self.slack_bot_token and self.slack_app_token)
 
+    def token_problem(self) -> str | None:
+        """What is wrong with the two Slack tokens' kinds (swapped, or the wrong kind), or None.
+
+        Names the variables and the prefixes only, never a token.
+        """
+        def value(token) -> str:
+            return token.get_secret_value() if hasattr(token, "get_secret_value") else (token or "")
+
+        bot, app = value(self.slack_bot_token), value(self.slack_app_token)
+        if bot.startswith("xapp-") and app.startswith("xox"):
+            return ("SLACK_BOT_TOKEN and SLACK_APP_TOKEN are swapped (environment or .env): the bot "
+                    "token starts with xoxb-, the app-level token with xapp-.")
+        if bot and not bot.startswith("xoxb-"):
+            return ("SLACK_BOT_TOKEN is not a bot token: it starts with xoxb- (Install App → Bot User "
+                    "OAuth Token).")
+        if app and not app.startswith("xapp-"):
+            return ("SLACK_APP_TOKEN is not an app-level token: it starts with xapp- (Basic "
+                    "Information → App-Level Tokens, scope connections:write).")
+        return None
+
     @property
     def admin_ids(self) -> set[str]:
         # Commas, semicolons or spaces between ids, and pasted mentions (<@U123|ann>) work too:
