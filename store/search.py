@@ -7,13 +7,11 @@ matrix (exact search) up to `exact_limit` vectors, an HNSW graph of int8 vectors
 """
 from __future__ import annotations
 
-import contextvars
 import re
 import threading
 import unicodedata
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Container, Protocol, Sequence
 
@@ -257,9 +255,6 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
 
 
 # -- the searcher --------------------------------------------------------------------
-# The Searcher and index one search runs on (Searcher._snapshot); None outside a search.
-_PINNED: contextvars.ContextVar[tuple["Searcher", DenseIndex] | None] = contextvars.ContextVar(
-    "paperclub_search_snapshot", default=None)
 
 
 class Searcher:
@@ -293,7 +288,6 @@ class Searcher:
         self._term_df: dict[str, int] = {}  # reset when the paper count drifts (DF_DRIFT)
         self._df_papers = 0  # how many papers there were when _term_df was started
         self._executor: ThreadPoolExecutor | None = None
-        self._names: dict[str, str] = {}  # lower-cased short name -> paper id
         # paper id -> (the text it was split from, (its words, where each index term stands))
         self._doc_terms: OrderedDict[str, tuple[str, tuple[list[str], dict]]] = OrderedDict()
         self._doc_terms_size = doc_terms_cache
@@ -310,18 +304,14 @@ class Searcher:
     def index(self) -> DenseIndex:
         """The vector index, brought up to date with the rows changed since it was last loaded.
 
-        Inside one search (see `_snapshot`) it is the index that search started with: the
-        store is asked for its papers_version once per search, not once per step."""
-        pinned = self._pinned()
-        if pinned is not None:
-            return pinned
+        One search reads it once and hands that snapshot to every step (their `index=`
+        argument): the store is asked for its papers_version once per search, not once per step."""
         version = self.store.papers_version()
         with self._lock:
             if self._index is None or version != self._version:
                 self._index, self._version = refresh(
                     self._index, self.store, self.embedder.name, self._version, version=version,
                     cache=self.index_cache, exact_limit=self.exact_limit, dtype=self.graph_dtype)
-                self._names = self._index.names  # updated in place with the index
                 n = len(self._index)
                 if abs(n - self._df_papers) > DF_DRIFT * self._df_papers:
                     self._term_df, self._df_papers = {}, n
@@ -329,25 +319,10 @@ class Searcher:
                     self._term_df = {t: df for t, df in self._term_df.items() if df >= DF_KEEP}
             return self._index
 
-    def _pinned(self) -> DenseIndex | None:
-        """The index of the search this code runs in (_snapshot), None outside one."""
-        pinned = _PINNED.get()
-        return pinned[1] if pinned is not None and pinned[0] is self else None
-
-    @contextmanager
-    def _snapshot(self):
-        """One search's view of the papers: index() (and with it the word counts) is read once
-        here and kept until the block ends, in this thread and in the jobs it hands to _pool()."""
-        index = self._pinned()
-        if index is not None:  # a search within a search (resolve's): the outer one's view
-            yield index
-            return
-        index = self.index()
-        token = _PINNED.set((self, index))
-        try:
-            yield index
-        finally:
-            _PINNED.reset(token)
+    def _current(self, index: DenseIndex | None) -> DenseIndex:
+        """The snapshot a search passed down, else the index as it is now (which also resets
+        the document counts when papers changed)."""
+        return self.index() if index is None else index
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's embedding, from a small LRU cache when the same text was asked before."""
@@ -389,26 +364,28 @@ class Searcher:
         with self._lock:
             return {w: self._word_term.get(w, "") for w in words}
 
-    def terms(self, words: Sequence[str]) -> dict[str, tuple[str, int]]:
+    def terms(self, words: Sequence[str], *, index: DenseIndex | None = None) -> dict[str, tuple[str, int]]:
         """word -> (index term, papers holding it), cached until papers change."""
-        self.index()  # resets the document counts when papers changed
+        self._current(index)  # resets the document counts when papers changed
         self._stats(words)
         with self._lock:
             return {w: (self._word_term.get(w, ""), self._term_df.get(self._word_term.get(w, ""), 0))
                     for w in words}
 
-    def _papers_total(self) -> int:
-        return max(len(self.index()), 1)
+    def _papers_total(self, index: VectorIndex | None = None) -> int:
+        return max(len(self.index() if index is None else index), 1)
 
     # -- lexical query planning -------------------------------------------------
-    def query_phrases(self, text: str, *, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
+    def query_phrases(self, text: str, *, max_terms: int = MAX_QUERY_TERMS,
+                      index: DenseIndex | None = None) -> list[str]:
         """The phrases BM25 searches for: stopwords, repeats and near-universal words dropped.
 
         Long text keeps its rarest words. Hyphenated names ('G-NLL') stay phrases.
         """
         words = query_words(text)[:400]
-        info = self.terms(list(dict.fromkeys(w for pieces in words for w in pieces)))
-        n = self._papers_total()
+        index = self._current(index)
+        info = self.terms(list(dict.fromkeys(w for pieces in words for w in pieces)), index=index)
+        n = self._papers_total(index)
         rare, common, seen = [], [], set()
         for pieces in words:
             if len(pieces) > 1:
@@ -443,12 +420,14 @@ class Searcher:
             rows += df
         return kept
 
-    def distinctive_words(self, paper: Paper, most: int = SIMILAR["terms"]) -> list[str]:
+    def distinctive_words(self, paper: Paper, most: int = SIMILAR["terms"], *,
+                          index: DenseIndex | None = None) -> list[str]:
         """The paper's words that best tell it apart: frequent in it, rare elsewhere (tf x idf)."""
         words = [w for w in (x.lower() for x in _WORD.findall(_paper_text(paper)))
                  if w not in STOPWORDS and len(w) > 1 and not w.isdigit()]
-        info = self.terms(list(dict.fromkeys(words)))
-        n = self._papers_total()
+        index = self._current(index)
+        info = self.terms(list(dict.fromkeys(words)), index=index)
+        n = self._papers_total(index)
         tf: dict[str, int] = {}
         surface: dict[str, str] = {}
         for w in words:
@@ -463,9 +442,10 @@ class Searcher:
 
     # -- rankers --------------------------------------------------------------
     def bm25(self, text: str, *, limit: int | None = None, collection: str | None = None,
-             year: int | None = None, phrases: Sequence[str] | None = None) -> list[tuple[str, float]]:
+             year: int | None = None, phrases: Sequence[str] | None = None,
+             index: DenseIndex | None = None) -> list[tuple[str, float]]:
         """(id, lexical score) best first; empty when the text has no searchable words."""
-        terms = self.query_phrases(text) if phrases is None else list(phrases)
+        terms = self.query_phrases(text, index=index) if phrases is None else list(phrases)
         if not terms:
             return []
         return self.store.lexical_search(terms, weights=self.column_weights,
@@ -473,9 +453,9 @@ class Searcher:
                                          collection=collection, year=year)
 
     def dense(self, text: str, *, limit: int | None = None, collection: str | None = None,
-              year: int | None = None) -> list[tuple[str, float]]:
+              year: int | None = None, index: DenseIndex | None = None) -> list[tuple[str, float]]:
         """(id, cosine) best first."""
-        index = self.index()
+        index = self._current(index)
         if not len(index):
             return []
         return index.search(self.embed_query(text), limit or self.candidates,
@@ -483,22 +463,22 @@ class Searcher:
 
     # -- public -----------------------------------------------------------------
     def search(self, query: str, *, limit: int = 5, collection: str | None = None,
-               year: int | None = None) -> list[Hit]:
-        """Papers for free text, best first; EmptyQuery when there is nothing to search for."""
+               year: int | None = None, index: DenseIndex | None = None) -> list[Hit]:
+        """Papers for free text, best first; EmptyQuery when there is nothing to search for.
+
+        `index`: the snapshot of a search this one runs within (resolve's); else read once here."""
         text = clip_query(query or "")
         if not has_content(text):
             raise EmptyQuery("Type some words to search for.")
         if limit <= 0:
             return []
-        with self._snapshot() as index:
-            return self._search(text, limit, collection, year, index)
+        return self._search(text, limit, collection, year, self._current(index))
 
     def _search(self, text: str, limit: int, collection: str | None, year: int | None,
                 index: DenseIndex) -> list[Hit]:
         pool = max(self.candidates, limit)  # a script asking for 1000 hits gets 1000 candidates
         # SQLite and torch/numpy release the GIL: the lexical search runs while the query is embedded.
-        lexical_job = self._pool().submit(contextvars.copy_context().run, self._lexical, text,
-                                          collection, year, pool)
+        lexical_job = self._pool().submit(self._lexical, text, collection, year, pool, index)
         qvec = self.embed_query(text)
         dense = index.search(qvec, pool, collection=collection, year=year) if len(index) else []
         exact, phrases, lexical = lexical_job.result()
@@ -523,8 +503,8 @@ class Searcher:
         aspects: the candidates' aspect vectors when the caller has them (else read here)."""
         cfg = self.rerank_settings
         words = [w for pieces in query_words(text)[:400] for w in pieces if w not in STOPWORDS]
-        info = self.terms(list(dict.fromkeys(words)))  # cached by the query plan
-        query = QueryTerms.of([info[w] for w in words], self._papers_total())
+        info = self.terms(list(dict.fromkeys(words)), index=index)  # cached by the query plan
+        query = QueryTerms.of([info[w] for w in words], self._papers_total(index))
         if aspects is None:
             aspects = self.aspect_vectors(head) if cfg["aspect"] else {}
         cos, lex = dict(dense), dict(lexical)
@@ -578,9 +558,9 @@ class Searcher:
                 self._doc_terms.popitem(last=False)
         return out
 
-    def _lexical(self, text: str, collection: str | None, year: int | None, limit: int):
-        exact = self._exact(text, collection, year)
-        phrases = self.query_phrases(text)
+    def _lexical(self, text: str, collection: str | None, year: int | None, limit: int, index: DenseIndex):
+        exact = self._exact(text, collection, year, index)
+        phrases = self.query_phrases(text, index=index)
         return exact, phrases, self.bm25(text, phrases=phrases, collection=collection, year=year,
                                          limit=limit)
 
@@ -597,8 +577,7 @@ class Searcher:
             raise PaperNotFound(f"No paper with id '{paper_id}'.")
         if limit <= 0:
             return []
-        with self._snapshot() as index:
-            return self._similar(paper, limit, index)
+        return self._similar(paper, limit, self.index())
 
     def _similar(self, paper: Paper, limit: int, index: DenseIndex) -> list[Hit]:
         cfg = self.similar_settings
@@ -607,7 +586,7 @@ class Searcher:
             vec = self.embed_query(clip_query(_paper_text(paper)))
         pool = max(self.candidates, limit)
         dense = index.search(vec, pool + 1, exclude=paper.id) if len(index) else []
-        phrases = self.distinctive_words(paper, cfg["terms"])
+        phrases = self.distinctive_words(paper, cfg["terms"], index=index)
         lexical = [(pid, s) for pid, s in self.bm25("", phrases=phrases, limit=pool + 1)
                    if pid != paper.id] if cfg["bm25_weight"] else []
         fusion = {**FUSION, "method": "score", "bm25_weight": cfg["bm25_weight"],
@@ -667,15 +646,14 @@ class Searcher:
         ref = (ref or "").strip()
         if not ref:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.")
-        with self._snapshot():
-            return self._resolve(ref)
+        return self._resolve(ref, self.index())
 
-    def _resolve(self, ref: str) -> tuple[Paper, bool]:
-        paper = self.find_exact(ref)
+    def _resolve(self, ref: str, index: DenseIndex) -> tuple[Paper, bool]:
+        paper = self.find_exact(ref, index=index)
         if paper:
             return paper, True
         try:
-            hits = self.search(ref, limit=1)
+            hits = self.search(ref, limit=1, index=index)
         except EmptyQuery:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
         # A best guess needs some evidence: a shared word, or a clearly close meaning.
@@ -683,7 +661,7 @@ class Searcher:
             raise PaperNotFound(f"No paper matches '{ref[:80]}'.")
         return hits[0].paper, False
 
-    def find_exact(self, ref: str) -> Paper | None:
+    def find_exact(self, ref: str, *, index: DenseIndex | None = None) -> Paper | None:
         """A paper by id or short name, case-insensitive, latest update winning; None otherwise.
 
         Names are kept in memory (no table scan); resolve() starts here."""
@@ -692,13 +670,12 @@ class Searcher:
             return None
         paper = self.store.get_paper(ref)
         if paper is None:
-            self.index()
-            pid = self._names.get(ref)
+            pid = self._current(index).names.get(ref)
             paper = self.store.get_paper(pid) if pid else None
         return paper
 
-    def _exact(self, text: str, collection: str | None, year: int | None) -> Paper | None:
-        paper = self.find_exact(text)
+    def _exact(self, text: str, collection: str | None, year: int | None, index: DenseIndex) -> Paper | None:
+        paper = self.find_exact(text, index=index)
         if paper is None:
             return None
         if collection:
