@@ -684,8 +684,8 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
                  sleep=time.sleep):
     """DM the session's presenter once: the paper's summary and a suggested outline.
 
-    The claim row is the club channel's (`presenter:<date>:<member>`, so a swap's new presenter gets
-    their own), the message goes to the DM. Never raises: a DM that fails is logged, and the next
+    The claim row is the club channel's (`presenter:<date>:<member tag>`, so a swap's new presenter
+    gets their own; a tag, not the id, as in the log lines that name the key), the message goes to the DM. Never raises: a DM that fails is logged, and the next
     tick tries again, without touching the announcement."""
     from . import posting
     from .commands import paper_summary
@@ -698,7 +698,7 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
             paper = store.get_paper(session["paper_id"])
         if not presenter or paper is None:
             return None
-        key = f"presenter:{day.isoformat()}:{presenter}"
+        key = f"presenter:{day.isoformat()}:{member_tag(presenter)}"
         row = store.get_scheduled(channel, key)
         if row and row["status"] == "posted":
             return posting.PostResult("already", now.date(), ts=row["ts"])

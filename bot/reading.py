@@ -174,6 +174,8 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
         done.append(f"took your name off {_count(counts['shares'], 'shared paper')}")
     if counts["picks"]:
         done.append(f"took your name off {_count(counts['picks'], 'past pick')}")
+    if counts.get("feeds"):
+        done.append(f"took your name off {_count(counts['feeds'], 'feed')} you added (the feeds stay)")
     if counts.get("club"):
         done.append("took you out of the reading group's rotation and votes, and your name off its history")
     text = "Done. I " + (", ".join(done[:-1]) + " and " if len(done) > 1 else "") + done[-1] + "."

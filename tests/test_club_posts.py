@@ -12,6 +12,7 @@ from bot.posting import SCHEDULED_EVENT
 from conftest import Clock, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 from store.club import ClubSpec, set_club
+from store.text import member_tag
 
 CH = "C1"
 MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
@@ -205,7 +206,7 @@ def test_a_crash_after_slack_accepted_the_dm_is_recovered_not_resent(world):
     presenter = decide(store, CH, SESSION.date(), at)["presenter"]
     dead = f"{socket.gethostname()}:{2**22 + 9}:deadbeef"
     assert not os.path.exists(f"/proc/{2**22 + 9}")
-    key = f"presenter:2026-12-03:{presenter}"
+    key = f"presenter:2026-12-03:{member_tag(presenter)}"
     assert store.claim_scheduled(CH, key, kind="presenter_dm", claimer=dead, now=at.timestamp())
     dm = deps.slack.conversations_open(users=presenter)["channel"]["id"]
     fake.add_message(dm, "You present", user="UBOT", bot_id="B1",
@@ -321,7 +322,7 @@ def test_a_presenter_who_cannot_be_dmed_is_recorded_once_and_not_asked_about_eve
     results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
     assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
     session = store.get_club_session(CH, "2026-12-03")
-    row = store.get_scheduled(CH, f"presenter:2026-12-03:{session['presenter']}")
+    row = store.get_scheduled(CH, f"presenter:2026-12-03:{member_tag(session['presenter'])}")
     assert row["status"] == "failed" and "user_disabled" in row["error"]
     for minute in range(2, 6):  # the winner step stays due until the session: no new attempts
         tick(deps, MOMENTS["winner"] + timedelta(minutes=minute))

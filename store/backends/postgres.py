@@ -32,10 +32,11 @@ from ..errors import SchemaError, StoreBusy, StoreError
 from ..paper import Paper
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+from .forget import FORGET_METHODS, ForgetMember
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
-    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, MEMBER_COLUMNS_SQL, PICKS_SQL, SESSION_FIELDS, channel_message_rows,
-    interest_from_row, members_to_forget, paper_from_row, paper_signal, pick_without, post_from_row,
+    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, SESSION_FIELDS, channel_message_rows,
+    interest_from_row, paper_from_row, paper_signal, post_from_row,
     source_from_row, utc_day,
 )
 
@@ -161,6 +162,8 @@ def _pg_errors_stay_inside(cls):
         setattr(cls, name, _translated(value))
     for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
         setattr(cls, name, _translated(getattr(ReplicaTables, name)))
+    for name in FORGET_METHODS:
+        setattr(cls, name, _translated(getattr(ForgetMember, name)))
     return cls
 
 
@@ -179,11 +182,12 @@ def _vec(blob) -> np.ndarray | None:
 
 
 @_pg_errors_stay_inside
-class PostgresStore(ReplicaTables):
+class PostgresStore(ForgetMember, ReplicaTables):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
 
     backend = "postgresql"
     _PARAM = "%s"
+    _FOR_UPDATE = " for update"
 
     def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
                  max_size: int = POOL_MAX):
@@ -1000,65 +1004,17 @@ class PostgresStore(ReplicaTables):
         return self._rows('select paper_id, source, saved_at from saved_papers where "user" = %s '
                           "order by saved_at desc, seq desc", [user])
 
-    def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
-        """Delete a member's reactions and reading list and unlink their name from interests,
-        shares, schedules and stored picks (their texts too), in one transaction; counts of what changed.
-
-        remember=True also puts the member's hash on the forgotten list (forgotten_members), which
-        every start-up re-applies. Unlike SQLite's file beside the database, that list lives in
-        the database: a pg_dump restore from before the request brings the member's rows back and
-        drops their entry too, unless the operator keeps the list across the restore.
-        """
-        with self.transaction() as conn:
-            if remember:
-                # forgotten_at is the server's clock (a record of when, like the migrations' applied_at).
-                conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing",
-                             [member_hash(user)])
-            counts = {
-                "reactions": conn.execute('delete from reactions where "user" = %s', [user]).rowcount,
-                "saved": conn.execute('delete from saved_papers where "user" = %s', [user]).rowcount,
-                "interests": conn.execute("update interests set added_by = null where added_by = %s",
-                                          [user]).rowcount,
-                "shares": conn.execute("update message_papers set posted_by = null where posted_by = %s",
-                                       [user]).rowcount,
-            }
-            conn.execute("update schedules set set_by = null where set_by = %s", [user])
-            picks = 0
-            for channel, day, pick in conn.execute(
-                    "select channel, day, pick from posts where strpos(pick, %s) > 0 for update",
-                    [user]).fetchall():
-                scrubbed = pick_without(pick, user)
-                if scrubbed is not None:
-                    picks += 1
-                    conn.execute("update posts set pick = %s where channel = %s and day = %s",
-                                 [scrubbed, channel, day])
-            counts["picks"] = picks
-            # The reading group: out of the rotation and the votes; history keeps the sessions, not the name.
-            club = sum(conn.execute(sql, [user]).rowcount for sql in (
-                'delete from club_members where "user" = %s', 'delete from club_votes where "user" = %s',
-                'delete from club_aways where "user" = %s',
-                'update club_nominations set "user" = null where "user" = %s',
-                "update club_sessions set presenter = null where presenter = %s",
-                "update club_sessions set nominator = null where nominator = %s"))
-            if club:  # only members of a club see the key (and the line in forget-me's answer)
-                counts["club"] = club
-            return counts
-
     # -- the forgotten-members list (made by m005; see forget_user for its restore limit) ----
     def forgotten_hashes(self) -> set[str]:
         """Hashes (store.text.member_hash) of every member who ran forget-me here."""
         return {r[0] for r in self._tuples("select hash from forgotten_members")}
 
-    def reapply_forgotten(self) -> int:
-        """Forget again every listed member still named in the database (after a restore); how many."""
-        hashes = self.forgotten_hashes()
-        if not hashes:
-            return 0
-        names = {r[0] for sql in MEMBER_COLUMNS_SQL for r in self._tuples(sql)}
-        found = members_to_forget(names, [r[0] for r in self._tuples(PICKS_SQL)], hashes)
-        for user in found:
-            self.forget_user(user, remember=False)
-        return len(found)
+    def _remember_forgotten(self, conn, user: str) -> None:
+        # In the database, in forget-me's own transaction. Unlike SQLite's file beside the
+        # database, a pg_dump restore from before the request drops the entry too, unless the
+        # operator keeps the list across the restore. forgotten_at is the server's clock.
+        conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing",
+                     [member_hash(user)])
 
     # -- sources: cursors and health, announcements, channel feeds ---------------------
     def source_state(self, source: str) -> dict | None:

@@ -10,10 +10,9 @@ from datetime import datetime, timezone
 import numpy as np
 
 from ..paper import Paper
-from ..text import member_hash
 
 JSON_FIELDS = ("authors", "keywords", "code_urls", "numbers")
-MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a stored pick may hold
+MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a text (a stored pick, a claim key) may hold
 # The columns set_club and put_club_session may write (the names go into SQL: checked first).
 CLUB_FIELDS = ("weekday", "hour", "minute", "tz", "cadence", "anchor", "lead_hours", "cutoff_hours",
                "mode", "active")
@@ -89,21 +88,3 @@ def paper_signal(code_urls: str | None, numbers: str | None) -> float:
 def source_from_row(row: dict) -> dict:
     """A source_state row with its cursor decoded ({} before the first page)."""
     return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}
-
-
-# Every column that names a member, as SQL both engines run ("user" quoted for PostgreSQL).
-MEMBER_COLUMNS_SQL = tuple(f'select distinct {col} from {table}' for table, col in (
-    ("reactions", '"user"'), ("saved_papers", '"user"'), ("interests", "added_by"),
-    ("message_papers", "posted_by"), ("schedules", "set_by"), ("club_members", '"user"'),
-    ("club_votes", '"user"'), ("club_aways", '"user"'), ("club_nominations", '"user"'),
-    ("club_sessions", "presenter"), ("club_sessions", "nominator")))
-PICKS_SQL = "select pick from posts where pick is not null"
-
-
-def members_to_forget(names: set[str], picks: list[str], hashes: set[str]) -> list[str]:
-    """The member ids, among those named in the database (`names`, plus any in stored picks'
-    text), whose hash is on the forgotten list: whom reapply_forgotten forgets again."""
-    ids = {n for n in names if n}
-    for pick in picks:
-        ids.update(MEMBER_ID.findall(pick))
-    return sorted(u for u in ids if member_hash(u) in hashes)

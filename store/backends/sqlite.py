@@ -27,10 +27,11 @@ from ..base import BackupResult
 from ..errors import NewerSchema, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from ..paper import Paper
 from ..text import member_hash
+from .forget import FORGET_METHODS, ForgetMember
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
-    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, MEMBER_COLUMNS_SQL, PICKS_SQL, SESSION_FIELDS, channel_message_rows,
-    interest_from_row, members_to_forget, paper_from_row, paper_signal, pick_without, post_from_row,
+    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, SESSION_FIELDS, channel_message_rows,
+    interest_from_row, paper_from_row, paper_signal, post_from_row,
     source_from_row, utc_day,
 )
 from .sqlite_migrations import migrations
@@ -93,6 +94,8 @@ def _sqlite_errors_stay_inside(cls):
         setattr(cls, name, _translated(value))
     for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
         setattr(cls, name, _translated(getattr(ReplicaTables, name)))
+    for name in FORGET_METHODS:
+        setattr(cls, name, _translated(getattr(ForgetMember, name)))
     return cls
 
 
@@ -103,7 +106,7 @@ def _remove_db_files(path: Path) -> None:
 
 
 @_sqlite_errors_stay_inside
-class SQLiteStore(ReplicaTables):
+class SQLiteStore(ForgetMember, ReplicaTables):
     """The paperclub database in one SQLite file; safe to share across threads."""
 
     backend = "sqlite"
@@ -910,45 +913,6 @@ class SQLiteStore(ReplicaTables):
             "select paper_id, source, saved_at from saved_papers where user = ? "
             "order by saved_at desc, rowid desc", [user]))
 
-    def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
-        """Delete a member's reactions and reading list and unlink their name from interests,
-        shares, schedules and stored picks (their texts too), in one transaction; counts of what changed.
-
-        remember=True also puts the member's hash on the forgotten list beside the database, which
-        every start-up re-applies, so a restored backup from before the request forgets them again.
-        """
-        if remember:
-            self._remember_forgotten(user)
-        with self.transaction() as db:
-            counts = {
-                "reactions": db.execute("delete from reactions where user = ?", [user]).rowcount,
-                "saved": db.execute("delete from saved_papers where user = ?", [user]).rowcount,
-                "interests": db.execute("update interests set added_by = null where added_by = ?",
-                                        [user]).rowcount,
-                "shares": db.execute("update message_papers set posted_by = null where posted_by = ?",
-                                     [user]).rowcount,
-            }
-            db.execute("update schedules set set_by = null where set_by = ?", [user])
-            picks = 0
-            for channel, day, pick in list(db.execute(
-                    "select channel, day, pick from posts where pick like ?", [f"%{user}%"])):
-                scrubbed = pick_without(pick, user)
-                if scrubbed is not None:
-                    picks += 1
-                    db.execute("update posts set pick = ? where channel = ? and day = ?",
-                               [scrubbed, channel, day])
-            counts["picks"] = picks
-            # The reading group: out of the rotation and the votes; history keeps the sessions, not the name.
-            club = sum(db.execute(sql, [user]).rowcount for sql in (
-                "delete from club_members where user = ?", "delete from club_votes where user = ?",
-                "delete from club_aways where user = ?",
-                "update club_nominations set user = null where user = ?",
-                "update club_sessions set presenter = null where presenter = ?",
-                "update club_sessions set nominator = null where nominator = ?"))
-            if club:  # only members of a club see the key (and the line in forget-me's answer)
-                counts["club"] = club
-            return counts
-
     # -- the forgotten-members list ----------------------------------------------------
     # A file beside the database (not in it), so restoring an old backup cannot bring it back.
     def _forgotten_path(self) -> Path | None:
@@ -961,7 +925,9 @@ class SQLiteStore(ReplicaTables):
             return set(self._memory_forgotten)
         return {line.strip() for line in path.read_text().splitlines() if line.strip()}
 
-    def _remember_forgotten(self, user: str) -> None:
+    def _remember_forgotten(self, db, user: str) -> None:
+        # Written (and fsynced) before the transaction commits: a crash between leaves the member
+        # listed, and the next start-up forgets them.
         digest = member_hash(user)
         path = self._forgotten_path()
         if path is None:
@@ -973,18 +939,6 @@ class SQLiteStore(ReplicaTables):
             f.write(digest + "\n")
             f.flush()
             os.fsync(f.fileno())
-
-    def reapply_forgotten(self) -> int:
-        """Forget again every listed member still named in the database (after a restore); how many."""
-        hashes = self.forgotten_hashes()
-        if not hashes:
-            return 0
-        db = self.db
-        names = {r[0] for sql in MEMBER_COLUMNS_SQL for r in db.execute(sql)}
-        found = members_to_forget(names, [r[0] for r in db.execute(PICKS_SQL)], hashes)
-        for user in found:
-            self.forget_user(user, remember=False)
-        return len(found)
 
     # -- sources: cursors and health, announcements, channel feeds ---------------------
     def source_state(self, source: str) -> dict | None:
