@@ -91,7 +91,7 @@ def main() -> None:
             clock_now[0] = at
             club_tick(ctx, client, at, budget=20, sleep=lambda s: None)
 
-        from bot.club import _moments
+        from bot.club.posts import _moments
 
         for w, s in enumerate(sessions):
             moments = _moments(spec, s)

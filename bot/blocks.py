@@ -539,7 +539,7 @@ def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
     return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
 
 
-# -- the reading group (bot/club.py) ----------------------------------------------------------
+# -- the reading group (bot/club/) ------------------------------------------------------------
 ACTION_NOMINATE = "club_nominate"  # value: paper id; puts it on the next session's list
 ACTION_CLUB_SETUP = "club_setup"  # opens the setup modal (value: channel)
 ACTION_VOTE = "club_vote"  # value: "<session date>|<paper id>"

@@ -129,7 +129,7 @@ class DailyService:
                 self.scheduler.add_job(self.poll_feeds_now, trigger, id=job_id, replace_existing=True,
                                        kwargs={"kinds": FEED_JOB_KINDS[job_id]})
         # The reading group's posts: every minute, and once on taking the lease (take_over_now: a step
-        # missed by downtime within bot.club.CLUB_GRACE goes out late rather than never).
+        # missed by downtime within bot.club.posts.CLUB_GRACE goes out late rather than never).
         self.scheduler.add_job(self.club_tick_now, "interval", seconds=60, id="club:tick", replace_existing=True)
 
     # -- the sweeps' lease -----------------------------------------------------------------

@@ -1,51 +1,36 @@
-"""The reading group in Slack: `/paper club ...`, `/paper nominate`, the setup modal, votes, swaps.
+"""`/paper club ...`, `/paper nominate`, the setup modal, votes and swaps.
 
 A handler parses, calls store/club.py, renders with bot/blocks.py. Votes arrive
 as clicks on the agenda post, which is updated in place (chat.update) with the
-counts; a click after the cutoff gets a polite ephemeral answer.
+counts; a click after the cutoff gets a polite ephemeral answer. The club's
+scheduled posts and DMs are in bot/club/posts.py.
 """
 from __future__ import annotations
 
 import logging
 import re
-import time
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from typing import TYPE_CHECKING
-
-from slack_sdk.errors import SlackApiError
 
 from store import club as cl
 from store.errors import StoreError
 from store.text import member_tag
 
-from . import blocks as bk
-from .blocks import code, mention
-from .commands import Call, Reply, Subcommand, channel_of, problem_reply, resolve
-from .commands_daily import is_admin
+from .. import blocks as bk
+from ..blocks import code, mention
+from ..commands import Call, Reply, Subcommand, channel_of, problem_reply, resolve
+from ..commands_daily import is_admin
+from .posts import _label, _spec, agenda_message, dm_presenter
 
 if TYPE_CHECKING:
     from slack_bolt import App
-    from slack_sdk import WebClient
 
-    from .deps import Deps
+    from ..deps import Deps
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("bot.club")
 
-AGENDA_EVENT = "paperclub_club"  # message metadata on the club's posts: {"kind", "date"}
 _MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")
 HISTORY_LISTED = 15
-
-
-def _label(dt: datetime) -> str:
-    return f"{dt:%a %-d %b} at {dt:%H:%M} {dt.tzinfo}"
-
-
-def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
-    spec = cl.club_for(deps.store, channel)
-    if spec is None or not spec.active:
-        raise cl.ClubError(f"This channel has no reading group yet: {deps.command} club sets one up.")
-    return spec
 
 
 def _next(deps: Deps, channel: str, spec: cl.ClubSpec) -> datetime | None:
@@ -267,43 +252,6 @@ def nominate_reply(deps: Deps, channel: str, paper, user: str, *, note: str | No
     return Reply(text, bk.message_blocks(text))
 
 
-# -- the agenda ---------------------------------------------------------------------------------
-def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False) -> dict:
-    """chat.postMessage / chat.update arguments for the session's agenda, counts included."""
-    store = deps.store
-    spec = _spec(deps, channel)
-    noms = store.nominations(channel, day.isoformat())
-    counts: dict[str, int] = {}
-    for v in store.club_votes(channel, day.isoformat()):
-        counts[v["paper_id"]] = counts.get(v["paper_id"], 0) + 1
-    papers = {p.id: p for p in store.get_papers([n["paper_id"] for n in noms])}
-    candidates = [(papers[n["paper_id"]], n["user"], counts.get(n["paper_id"], 0)) for n in noms
-                  if n["paper_id"] in papers]
-    start = [s for s in cl.session_starts(spec, deps.clock() - timedelta(days=15), count=6) if s.date() == day]
-    cutoff = cl.timeline(spec, start[0]).cutoff if start else None
-    chooser = chosen = None
-    if spec.mode == cl.PRESENTER_CHOOSES:
-        row = store.get_club_session(channel, day.isoformat()) or {}
-        chooser, chosen = row.get("presenter"), row.get("paper_id")
-    blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(), note=None,
-                              cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
-                              chooser=chooser, chosen=chosen)
-    what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
-    return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: {what}"),
-            "blocks": [b.to_dict() for b in blocks],
-            "metadata": {"event_type": AGENDA_EVENT, "event_payload": {"kind": "agenda", "date": day.isoformat()}},
-            "unfurl_links": False, "unfurl_media": False}
-
-
-def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
-    """Post the session's agenda now (once; the scheduler's path); its ts."""
-    start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
-                 if s.date() == day)
-    result = _run_step(deps, client, channel, _spec(deps, channel), "agenda", start, deps.clock(), budget=60.0,
-                       sleep=time.sleep)
-    return result.ts
-
-
 _VOTE_ANSWERS = {
     "already": "You have already voted for that paper; your vote counts once.",
     "full": f"You have used your {cl.MAX_VOTES} votes. Clear your votes to choose again.",
@@ -502,256 +450,3 @@ SUBCOMMANDS = (
     Subcommand("nominate", handle_nominate, usage="nominate <paper>", example="nominate SPIKE",
                help="Put a paper on the list for the club's next session.", aliases=("propose",)),
 )
-
-
-# -- scheduled club posts: each through posting.post_once (claim row, metadata, lookup, retries) --
-@dataclass(frozen=True)
-class ClubContext:
-    """What the club's jobs use: the scheduler builds one; a Deps has the same attributes."""
-
-    store: object
-    searcher: object
-    llm: object
-    clock: object
-    command: str = "/paper"
-
-    @property
-    def embedder(self):
-        return self.searcher.embedder
-
-
-STEPS = ("agenda", "winner", "reminder", "thread", "recap")
-CLUB_GRACE = timedelta(hours=3)  # a step missed by less than this is done on the next tick (catch-up)
-
-
-def _moments(spec: cl.ClubSpec, start: datetime) -> dict[str, datetime]:
-    t = cl.timeline(spec, start)
-    return {"agenda": t.nominations_close, "winner": t.cutoff, "reminder": t.reminder, "thread": t.start,
-            "recap": t.recap}
-
-
-def due_steps(spec: cl.ClubSpec, now: datetime, *, skipped=(), grace: timedelta = CLUB_GRACE):
-    """(step, session start) pairs whose moment is in (now - grace, now], oldest first."""
-    out = []
-    for start in cl.session_starts(spec, now - timedelta(days=14), skipped=skipped, count=4):
-        for step, at in _moments(spec, start).items():
-            if now - grace < at <= now or (step == "winner" and at <= now < start):
-                out.append((at, step, start))
-    return [(step, start) for at, step, start in sorted(out, key=lambda x: x[0])]
-
-
-def club_tick(deps: Deps, client: WebClient, now: datetime, *, budget: float = 600.0, sleep=None) -> list:
-    """Every due club post in every club, each exactly once (the scheduler calls this each minute)."""
-    from . import posting
-
-    results = []
-    for row in deps.store.clubs():
-        channel = row["channel"]
-        spec = cl.ClubSpec.from_row(row)
-        for step, start in due_steps(spec, now, skipped=cl.skipped_for(deps.store, channel)):
-            try:
-                result = _run_step(deps, client, channel, spec, step, start, now, budget=budget,
-                                   sleep=sleep or time.sleep)
-            except StoreError as exc:
-                log.error("club %s for %s on %s failed: %s", step, channel, start.date(), exc)
-                continue
-            if result is not None:
-                results.append((step, start.date(), result))
-    return results
-
-
-def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, start: datetime, now: datetime,
-              *, budget: float, sleep):
-    from . import posting
-
-    store = deps.store
-    day = start.date()
-    key = f"{step}:{day.isoformat()}"
-    once = lambda build, **kw: posting.post_once(client, store, channel, key, build, now, kind=step,  # noqa: E731
-                                                 budget=budget, sleep=sleep, **kw)
-    if step == "agenda":
-        if spec.mode == cl.PRESENTER_CHOOSES:
-            cl.assign_presenter(store, channel, day, now)
-        note = None
-        if not store.nominations(channel, day.isoformat()):
-            for pid in cl.propose(store, deps.embedder, channel, day):
-                store.add_nomination(channel, day.isoformat(), pid, None, now=now.timestamp())
-            note = "Nobody nominated a paper, so here are three from the team's interests, none read before."
-
-        def build():
-            message = agenda_message(deps, channel, day)
-            if note:
-                message["blocks"].insert(1, bk.context(bk.esc(note)).to_dict())
-            message.pop("metadata")
-            return message
-        result = once(build)
-        if result.ts:
-            store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
-        return result
-    if step == "winner":
-        session = cl.decide(store, channel, day, now)
-        paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
-        agenda_ts = session.get("agenda_ts")
-        if agenda_ts and not (store.get_scheduled(channel, key) or {}).get("ts"):
-            try:  # the agenda shows the final counts, without buttons
-                closed = agenda_message(deps, channel, day, closed=True)
-                client.chat_update(channel=channel, ts=agenda_ts, text=closed["text"], blocks=closed["blocks"])
-            except Exception:
-                log.warning("could not close the agenda for %s %s", channel, day, exc_info=True)
-        who = mention(session["presenter"]) if session.get("presenter") else "nobody (everyone is away)"
-        if paper is None:
-            text = f"No paper was chosen for {day:%a %-d %b}. Presenter: {who}."
-        elif spec.mode == cl.PRESENTER_CHOOSES:
-            text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b}. Presenter: {who}"
-            if session.get("tiebreak") or not session.get("presenter"):
-                text += (f".\n_The presenter did not choose by the cutoff, so the candidates were tied: "
-                         f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
-            else:
-                text += ", who chose it."
-        else:
-            text = (f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} "
-                    f"({session.get('votes') or 0} votes). Presenter: {who}.")
-            if session.get("tiebreak"):
-                text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
-        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                               bk.club_note_blocks("The reading group has chosen", text)]})
-        if paper is not None:  # reactions on the announcement, and on the agenda from now on, are about it
-            _about(store, channel, result.ts, paper.id, now)
-            _about(store, channel, agenda_ts, paper.id, now)
-        if paper is not None and session.get("presenter") and result.status != "busy":
-            dm_presenter(deps, client, channel, day, now, budget=min(budget, DM_BUDGET), sleep=sleep)
-        return result
-    session = store.get_club_session(channel, day.isoformat()) or {}
-    paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
-    if paper is None:
-        return None
-    if step == "reminder":
-        who = mention(session["presenter"]) if session.get("presenter") else "nobody yet"
-        text = f"Reading group at {start:%H:%M}: *{bk.esc(paper.short_name)}*, presented by {who}."
-        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                               bk.club_note_blocks("Reading group soon", text)]})
-        _about(store, channel, result.ts, paper.id, now)
-        return result
-    if step == "thread":
-        def build():
-            from .commands import paper_summary
-
-            summary = paper_summary(store, paper, deps.llm, now=now.timestamp())
-            blocks = bk.session_thread_blocks(paper, presenter=session.get("presenter"),
-                                              tldr=summary.tldr if summary else None,
-                                              points=summary.points if summary else None,
-                                              questions=cl.session_questions(paper.abstract, paper.title,
-                                                                             llm=deps.llm))
-            return {"text": bk.fallback_text(f"Reading group: {bk.esc(paper.short_name)}"),
-                    "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
-        result = once(build)
-        if result.ts:
-            store.put_club_session(channel, day.isoformat(), thread_ts=result.ts, now=now.timestamp())
-        _about(store, channel, result.ts, paper.id, now)
-        return result
-    if step == "recap":
-        thread = session.get("thread_ts")
-        if not thread:
-            return None
-        messages = _thread(client, channel, thread)
-        recap = cl.thread_recap(messages, bot_user=_bot_user(client))
-        result = once(lambda: {"text": bk.fallback_text(f"Recap of {bk.esc(paper.short_name)}"),
-                               "blocks": [b.to_dict() for b in bk.recap_blocks(recap, paper_name=paper.short_name)]},
-                      thread_ts=thread)
-        if result.ts:
-            store.put_club_session(channel, day.isoformat(), state="held", now=now.timestamp())
-        _about(store, channel, result.ts, paper.id, now)
-        return result
-    return None
-
-
-CLUB_KIND = "club"  # message_papers.kind of the club's posts about one paper
-
-
-def _about(store, channel: str, ts: str | None, paper_id: str, now: datetime) -> None:
-    """Remember that a club post is about `paper_id`: reactions on it are feedback like a daily post's."""
-    # The winner step runs every tick until the session: read first, write only once.
-    if ts and store.paper_for_message(channel, ts) is None:
-        store.record_message_paper(channel, ts, paper_id, kind=CLUB_KIND, now=now.timestamp())
-
-
-DM_BUDGET = 30.0  # seconds of retries for the presenter's DM; a later tick tries again
-NO_DM = "no DM:"  # the error a claim row records for a member who can never be DMed
-NO_DM_ERRORS = {"user_not_found", "cannot_dm_bot", "user_disabled", "user_not_visible"}
-
-
-def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, budget: float = DM_BUDGET,
-                 sleep=time.sleep):
-    """DM the session's presenter once: the paper's summary and a suggested outline.
-
-    The claim row is the club channel's (`presenter:<date>:<member tag>`, so a swap's new presenter
-    gets their own; a tag, not the id, as in the log lines that name the key), the message goes to the DM. Never raises: a DM that fails is logged, and the next
-    tick tries again, without touching the announcement."""
-    from . import posting
-    from .commands import paper_summary
-
-    store = deps.store
-    try:
-        session = store.get_club_session(channel, day.isoformat()) or {}
-        presenter, paper = session.get("presenter"), None
-        if session.get("paper_id"):
-            paper = store.get_paper(session["paper_id"])
-        if not presenter or paper is None:
-            return None
-        key = f"presenter:{day.isoformat()}:{member_tag(presenter)}"
-        row = store.get_scheduled(channel, key)
-        if row and row["status"] == "posted":
-            return posting.PostResult("already", now.date(), ts=row["ts"])
-        if row and row["status"] == "failed" and (row.get("error") or "").startswith(NO_DM):
-            return posting.PostResult("failed", now.date(), detail=row["error"])  # said once, not every minute
-        try:
-            dm = client.conversations_open(users=presenter)["channel"]["id"]
-        except SlackApiError as exc:
-            if exc.response.get("error") not in NO_DM_ERRORS:
-                raise
-            # This member can never be DMed (deactivated, a bot, unknown): record it, stop asking.
-            why = f"{NO_DM} {exc.response.get('error')}"
-            if store.claim_scheduled(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
-                                     now=now.timestamp()):
-                store.fail_scheduled(channel, key, claimer=posting.PROCESS_CLAIMER, error=why)
-            log.warning("cannot DM the presenter %s for %s on %s: %s", member_tag(presenter), channel, day, why)
-            return posting.PostResult("failed", now.date(), detail=why)
-        spec = _spec(deps, channel)
-        start = next((s for s in cl.session_starts(spec, now - timedelta(days=15), count=6) if s.date() == day), None)
-
-        def build():
-            summary = paper_summary(store, paper, deps.llm, now=now.timestamp())
-            blocks = bk.presenter_dm_blocks(
-                paper, channel=channel, when=_label(start) if start else day.isoformat(),
-                tldr=summary.tldr if summary else None, points=summary.points if summary else None,
-                questions=cl.session_questions(paper.abstract, paper.title, llm=deps.llm))
-            return {"text": bk.fallback_text(f"You present {bk.esc(paper.short_name)} at the reading group"),
-                    "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
-        result = posting.post_once(client, store, channel, key, build, now, kind="presenter_dm", post_to=dm,
-                                   budget=budget, sleep=sleep)
-        if result.status == "failed":
-            log.warning("the presenter's DM for %s on %s failed (%s); trying again later", channel, day,
-                        result.detail)
-        return result
-    except Exception as exc:  # the DM is a courtesy: it never fails the club's posts
-        log.warning("could not DM the presenter for %s on %s: %s", channel, day, posting._describe(exc))
-        return None
-
-
-def _thread(client, channel: str, ts: str) -> list[dict]:
-    """Every message of a thread (conversations.replies, paged on next_cursor)."""
-    out, cursor = [], None
-    for _ in range(20):
-        resp = client.conversations_replies(channel=channel, ts=ts, limit=200, **({"cursor": cursor} if cursor else {}))
-        out += resp.get("messages") or []
-        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            break
-    return out
-
-
-def _bot_user(client) -> str | None:
-    try:
-        return client.auth_test().get("user_id")
-    except Exception:
-        return None
