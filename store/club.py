@@ -560,9 +560,48 @@ def member_outlook(store: Store, channel: str, user: str, now: datetime) -> dict
 
 
 # -- the reading list as files ----------------------------------------------------------
+_BIB_ESCAPES = {"{": r"\textbraceleft{}", "}": r"\textbraceright{}", "\\": r"\textbackslash{}"}
+
+
 def _bib(text: str) -> str:
-    """A BibTeX field value: braces balanced away, whitespace collapsed."""
-    return " ".join((text or "").replace("{", "(").replace("}", ")").replace("\\", " ").split())
+    """A BibTeX field value that says what the text says and cannot end its field.
+
+    BibTeX ends a braced value at the brace that balances its opening one, backslash or not, so
+    a brace the text does not balance would close the field (and let the rest become new fields).
+    Balanced pairs stay (they protect capitals: {BERT}); an unbalanced brace and a backslash are
+    written as the LaTeX commands that print them. Whitespace is collapsed."""
+    text = " ".join((text or "").split())
+    pairs: set[int] = set()
+    open_at: list[int] = []
+    for i, ch in enumerate(text):
+        if ch == "{":
+            open_at.append(i)
+        elif ch == "}" and open_at:
+            pairs.update((open_at.pop(), i))
+    return "".join(ch if i in pairs or ch not in _BIB_ESCAPES else _BIB_ESCAPES[ch] for i, ch in enumerate(text))
+
+
+# A spreadsheet takes a cell for a formula when its first visible character is one of = + - @
+# (after any run of whitespace or invisible characters: no-break or zero-width space, BOM, bidi
+# marks...), NFKC folding the full-width forms (＝, ＋) onto them, or when it starts with a tab or
+# a carriage return.
+def csv_cell(value):
+    """value as a CSV cell a spreadsheet shows as text: a would-be formula gets a leading quote."""
+    if not isinstance(value, str):
+        return value
+    import unicodedata
+
+    for ch in value:
+        if ch in "\t\r":
+            break
+        if ch.isspace() or unicodedata.category(ch)[0] in "CZ":
+            continue
+        if unicodedata.normalize("NFKC", ch)[:1] in ("=", "+", "-", "@"):
+            break
+        return value
+    else:
+        return value
+    return f"'{value}"
 
 
 def export_rows(store: Store, channel: str) -> list[dict]:
@@ -602,8 +641,7 @@ def to_csv(rows: Sequence[dict]) -> str:
                                              "presenter", "votes"], extrasaction="ignore")
     writer.writeheader()
     for r in rows:
-        # A cell starting with = + - @ is a formula in a spreadsheet: quote it as text.
-        writer.writerow({k: (f"'{v}" if isinstance(v, str) and v[:1] in "=+-@" else v) for k, v in r.items()})
+        writer.writerow({k: csv_cell(v) for k, v in r.items()})
     return buf.getvalue()
 
 

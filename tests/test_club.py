@@ -6,11 +6,13 @@ from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from store import open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    decide, next_session, nominate, parse_away, propose, session_starts, set_club, tally, timeline,
+    csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, tally, timeline,
+    to_bibtex,
 )
 
 BERLIN = ZoneInfo("Europe/Berlin")
@@ -195,3 +197,68 @@ def test_the_daily_pick_never_proposes_a_paper_the_club_read(hashing_store):
     again = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
     assert again.paper_id != first.paper_id
     assert first.paper_id not in [c.paper_id for c in again.runners_up]
+
+
+# -- the reading list as files: every text, however hostile, stays where it was put -------------
+_INVISIBLE = st.sampled_from([" ", "\u00a0", "\u2007", "\u202f", "\u3000", "\u200b", "\u200c", "\u200d", "\u2060",
+                              "\ufeff", "\u200e", "\u202e", "\u00ad", "\n", "\x0b"])
+
+
+@given(st.lists(_INVISIBLE, max_size=4).map("".join), st.sampled_from("=+-@＝＋－＠﹦﹢"), st.text(max_size=20))
+def test_a_cell_whose_first_visible_character_starts_a_formula_is_text_in_a_spreadsheet(lead, trigger, rest):
+    assert csv_cell(lead + trigger + rest) == "'" + lead + trigger + rest
+
+
+@given(st.lists(_INVISIBLE, max_size=3).map("".join), st.text(alphabet=st.characters(categories=["L", "N"]), min_size=1))
+def test_an_ordinary_cell_is_left_as_it_is(lead, text):
+    assert csv_cell(lead + text) == lead + text
+
+
+def _bib_fields(entry: str) -> dict[str, str]:
+    """An entry's fields as BibTeX reads them: a braced value ends at the brace balancing its
+    opening one, whatever precedes it (a backslash does not escape a brace)."""
+    import re
+
+    fields, i = {}, entry.index(",") + 1
+    while m := re.compile(r"\s*(\w+)\s*=\s*\{").match(entry, i):
+        depth, j = 1, m.end()
+        while depth:
+            assert j < len(entry), f"a field never closes: {entry!r}"
+            depth += {"{": 1, "}": -1}.get(entry[j], 0)
+            j += 1
+        fields[m.group(1)] = entry[m.end():j - 1]
+        i = j + 1 if entry[j:j + 1] == "," else j
+    assert entry[i:].strip() == "}", f"text after the last field: {entry[i:]!r}"
+    return fields
+
+
+def _printed(value: str) -> str:
+    """The text LaTeX prints for an exported value (its escapes read back)."""
+    out, i = [], 0
+    escapes = {r"\textbraceleft{}": "{", r"\textbraceright{}": "}", r"\textbackslash{}": "\\"}
+    while i < len(value):
+        for esc, ch in escapes.items():
+            if value.startswith(esc, i):
+                out.append(ch)
+                i += len(esc)
+                break
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+_BIB_TEXT = st.text(alphabet=st.sampled_from("{}\\@,=\"%# aZ\n"), max_size=30) | st.text(max_size=30)
+
+
+@settings(max_examples=300)
+@given(_BIB_TEXT, _BIB_TEXT)
+def test_a_bibtex_entry_holds_exactly_its_fields_whatever_the_title_and_authors_say(title, author):
+    row = {"id": "2101.00001", "title": title, "authors": author, "year": 2021, "venue": "arXiv", "url": "",
+           "date": "2026-01-07", "presenter": "UANN", "votes": 1}
+    (entry,) = to_bibtex([row]).strip().split("\n\n")
+    assert entry.startswith("@misc{210100001,\n")
+    fields = _bib_fields(entry)
+    assert set(fields) - {"title", "author"} == {"year", "howpublished", "note"}
+    assert fields["note"] == "Reading group, 2026-01-07"
+    assert _printed(fields.get("title", "")) == " ".join(title.split())

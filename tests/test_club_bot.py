@@ -228,6 +228,51 @@ def test_export_uploads_the_reading_list_as_bibtex_and_csv(world):
     assert files["reading-group.csv"]["channel"] == CH
 
 
+HOSTILE_TITLES = ["Bib}, author = {Mallory}, note = {x", "Bob}, editor = Mallory, note = x}", "}}}}", "{{{",
+                  "a \\} b", "@misc{evil, title={x}}", "{BERT} is {balanced}", "\\input{/etc/passwd}"]
+FORMULAS = ["\u00a0=HYPERLINK(\"http://evil\")", "\u200b+1+1", "\ufeff-2", "\u2060@SUM(A1)", "\t=1", "\uff1d1+1",
+            " \u202f\u200d=cmd|' /C calc'!A0"]
+
+
+def test_an_exported_reading_list_keeps_hostile_titles_inside_their_fields_and_cells(world):
+    import csv
+    import io
+
+    from store import Record, ingest_records
+    from test_club import _bib_fields, _printed
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    titles = HOSTILE_TITLES + FORMULAS
+    records = [Record(abstract=f"We study exports of reading lists whose titles and authors are hostile, case {i}. "
+                             "A spreadsheet or a bibliography manager must show them as the text they are.",
+                      title=t, authors=[FORMULAS[i % len(FORMULAS)], "Ann"], source="test",
+                      line=i + 1) for i, t in enumerate(titles)]
+    assert ingest_records(store, records, HashingEmbedder(), now=MONDAY.timestamp()).added == len(records)
+    by_case = {p.abstract.split("case ")[1].split(".")[0]: p for p in store.iter_papers() if "hostile, case" in p.abstract}
+    papers = [by_case[str(i)] for i in range(len(titles))]
+    for i, p in enumerate(papers):
+        store.put_club_session(CH, (date(2026, 1, 1) + timedelta(days=7 * i)).isoformat(), state="held",
+                               paper_id=p.id, presenter="UANN", now=MONDAY.timestamp())
+    assert f"{len(records)} papers" in text_of(dispatch_command(app, fake, "club export", user="UANN", channel=CH))
+    files = {u["filename"]: u for u in fake.uploads().values()}
+    entries = files["reading-group.bib"]["content"].decode().strip().split("\n\n")
+    assert len(entries) == len(records)
+    for entry, p in zip(entries, papers):
+        fields = _bib_fields(entry)
+        # Each entry holds exactly its own fields, and its title says what the paper's title says.
+        assert sorted(fields) == ["author", "note", "title"], entry
+        assert _printed(fields["title"]) == " ".join(p.display_title.split())
+        assert fields["note"].startswith("Reading group, 2026-")
+    rows = {r["id"]: r for r in csv.DictReader(io.StringIO(files["reading-group.csv"]["content"].decode()))}
+    # A cell a spreadsheet would run is quoted as text; the others are as they were.
+    assert all(r["authors"].startswith("'") for r in rows.values())
+    for p in papers:
+        title = p.display_title
+        runs = title.lstrip("\t \u00a0\u200b\ufeff\u2060\u202f\u200d")[:1] in "=+-@\uff1d"
+        assert rows[p.id]["title"] == ("'" + title if runs else title)
+
+
 def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
     import struct
 
