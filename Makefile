@@ -1,12 +1,16 @@
 # paperclub: `make run` and `make test` are the whole quick start.
-PYTHON ?= python3.11
+# The interpreter: the first Python >= 3.11 found (3.11 first: it is what the image ships and
+# what the tests run on). Override with `make run PYTHON=python3.12`.
+PYTHON ?= $(or $(shell for p in python3.11 python3.12 python3.13 python3; do \
+            $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1 \
+            && { echo $$p; break; }; done),python3.11)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# CPU-only PyTorch. On this kind of machine torch==2.13.0 resolves to a CPU
-# wheel that is already on disk; elsewhere point pip at PyTorch's CPU index:
-#   make run TORCH_INDEX=--index-url=https://download.pytorch.org/whl/cpu
+# CPU-only PyTorch, from PyTorch's CPU index (PyPI's torch is the multi-GB CUDA build), as the
+# Dockerfile does. A machine that cannot reach that index but has the wheel (a mirror, a local
+# folder in pip's configuration) passes an empty index: `make test TORCH_INDEX=` (.ci/run does).
 TORCH       ?= torch==2.13.0
-TORCH_INDEX ?=
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test venv console bench clean lock image
@@ -17,7 +21,8 @@ venv: $(STAMP)
 # and pip are left to the lines above (a CPU or a default torch build; the venv's own pip).
 $(STAMP): pyproject.toml Makefile deploy/requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_INDEX) "$(TORCH)"
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps \
+	    $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
 	grep -v -E '^(torch|pip)==' deploy/requirements.lock > $(VENV)/constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c $(VENV)/constraints.txt -e '.[test]'
 	touch $(STAMP)

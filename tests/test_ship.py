@@ -183,10 +183,32 @@ def test_the_lock_pins_exactly_pyproject_dependencies_and_what_they_need():
         parents = {canonicalize_name(v.split()[0]) for v in via if not v.startswith(("paperclub", "-r"))}
         assert via and parents <= pins.keys(), (name, via)
     # The CPU torch the Makefile installs, never PyPI's CUDA one.
-    makefile_torch = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+    makefile = (ROOT / "Makefile").read_text()
+    makefile_torch = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", makefile, re.M)[1]
     assert pins["torch"][0] == Version(f"{makefile_torch}+cpu")
+    # On a user's machine `make run` takes it from PyTorch's CPU index, as the image does, and
+    # installs it alone, so no dependency drags in PyPI's CUDA build.
+    assert re.search(r"^TORCH_INDEX\s*\?=\s*https://download.pytorch.org/whl/cpu$", makefile, re.M)
+    assert "--no-deps" in makefile and "--index-url $(TORCH_INDEX)" in makefile
     runs = " ".join(a for w, a in dockerfile_steps() if w == "RUN")
     assert "pip install -r /tmp/requirements.lock" in runs and "--no-deps --no-build-isolation /tmp/src" in runs
+
+
+def test_any_python_from_3_11_up_is_accepted_and_the_makefile_finds_one(tmp_path):
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    from packaging.specifiers import SpecifierSet
+
+    assert all(Version(v) in SpecifierSet(spec) for v in ("3.11", "3.12", "3.13")), spec
+    # The Makefile's choice, where only a `python3` of 3.11 or newer is on the path.
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "python3").symlink_to(sys.executable)
+    import shutil
+
+    out = subprocess.run([shutil.which("make"), "-s", "-f", str(ROOT / "Makefile"), "--eval=print-python: ; $(info $(PYTHON))",
+                          "print-python"], capture_output=True, text=True, cwd=tmp_path,
+                         env={"PATH": str(shims)})
+    assert out.stdout.strip() == "python3", out.stderr
 
 
 def test_the_lock_agrees_with_what_the_tests_run_on():
