@@ -7,6 +7,7 @@ import json
 from datetime import date, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from slack_bolt import BoltRequest
 
 from bot import blocks as bk
@@ -299,6 +300,34 @@ def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
     assert struct.unpack(">II", png[16:24]) == MAP_SIZE
     assert upload["channel"] == CH
+
+
+MATH_INTERESTS = ["$\\alpha$-divergence bounds", "costs $5 or $", "$\\frac{1}{$", "x^2_{i} \\sqrt", "$$", "100% $\\mathbb{R"]
+
+
+def test_the_club_map_draws_interests_written_like_math_as_the_text_they_are(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    for i, p in enumerate(list(store.iter_papers())[:2]):
+        store.put_club_session(CH, f"2026-11-{5 + 7 * i:02d}", state="held", paper_id=p.id, presenter="UANN",
+                               now=MONDAY.timestamp())
+    for topic in MATH_INTERESTS:
+        assert "Sorry" not in text_of(dispatch_command(app, fake, f"interests add {topic}", user="UBOB", channel=CH))
+    reply = text_of(dispatch_command(app, fake, "club map", user="UBOB", channel=CH))
+    assert "Posted a map of the club's 2 sessions" in reply
+    (upload,) = [u for u in fake.uploads().values() if u["filename"] == "reading-group-map.png"]
+    assert upload["content"][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from("$\\^_{}%#&~ax1"), min_size=1, max_size=12), min_size=1, max_size=3))
+def test_any_text_on_the_map_is_drawn_without_error(labels):
+    from bot.club.commands import render_map
+    from store.club import MapPoints
+
+    png = render_map(MapPoints(sessions=[(t, i, -i) for i, t in enumerate(labels)], daily=[(0.5, 0.5)],
+                               interests=[(f"UANN: {t}", -i, i) for i, t in enumerate(labels)]), size=(300, 200))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_nominate_on_the_paper_of_the_day_and_an_unfurl_card(world):

@@ -164,6 +164,9 @@ def export_reply(deps: Deps, channel: str, user: str) -> Reply:
 
 
 MAP_SIZE = (1200, 900)  # pixels of the uploaded PNG
+# Members' interests and papers' names are drawn as the text they are: never read as mathtext
+# ('$x$'; an odd '$' raised) nor sent to LaTeX, whatever the host's matplotlibrc says.
+PLAIN = {"parse_math": False, "usetex": False}
 
 
 def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> bytes:
@@ -183,12 +186,12 @@ def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> byt
         ax.scatter(*zip(*points.daily), s=12, alpha=0.2, color="grey", label="paper of the day")
     for label, x, y in points.interests:  # a member's interest: a labelled region
         ax.add_patch(matplotlib.patches.Circle((x, y), 0.15, alpha=0.12, color="tab:orange"))
-        ax.annotate(label[:40], (x, y), fontsize=8, color="tab:orange", ha="center")
+        ax.annotate(label[:40], (x, y), fontsize=8, color="tab:orange", ha="center", **PLAIN)
     xs = [x for _, x, _ in points.sessions]
     ys = [y for _, _, y in points.sessions]
     ax.scatter(xs, ys, s=40, color="tab:blue", label="club sessions")
     for label, x, y in points.sessions:
-        ax.annotate(label[:40], (x, y), fontsize=9, xytext=(4, 4), textcoords="offset points")
+        ax.annotate(label[:40], (x, y), fontsize=9, xytext=(4, 4), textcoords="offset points", **PLAIN)
     ax.set_title("What the reading group has read")
     ax.set_xticks([])
     ax.set_yticks([])
