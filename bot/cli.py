@@ -78,7 +78,7 @@ class Ctx:
     def sources(self):
         from .config import make_sources
 
-        return make_sources(self.settings)
+        return make_sources(self.settings, store=self.store)
 
     @cached_property
     def llm(self):

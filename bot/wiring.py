@@ -44,7 +44,7 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
     from .config import make_sources
 
     feedback = Feedback.from_settings(settings)
-    sources = sources or make_sources(settings)
+    sources = sources or make_sources(settings, store=store)
     llm = make_llm(settings)
     scheduler = None
     if slack is not None:

@@ -5,7 +5,8 @@ reads the environment); anything that goes wrong here is an LLMError, and the
 summary code falls back to the extractive TL;DR. The API key is sent as a
 Bearer header and never appears in a repr, a log line or an error message.
 
-The call goes through httpx with redirects off: a redirect from the POST is an
+The call goes through the one HTTP helper (store/sources/http.py: a total
+deadline, a size cap) with redirects off: a redirect from the POST is an
 LLMError, so the key never travels to a host other than the configured one.
 Only http:// and https:// URLs are accepted, checked when the config is built.
 """
@@ -97,28 +98,28 @@ class LLMClient:
 
     def _post(self, body: dict, headers: dict) -> bytes:
         # A new client per call: calls are seconds apart at most, and nothing is shared across threads.
+        # fetch (the one HTTP helper) holds the call to a total deadline and the reply to a size cap.
+        from store.sources.http import DeadlineError, SourceError, TooLargeError, fetch
+
         try:
-            with httpx.Client(timeout=self.config.timeout, follow_redirects=False) as http:
-                with http.stream("POST", _endpoint(self.config.url), json=body, headers=headers) as response:
-                    if response.is_redirect or 300 <= response.status_code < 400:
-                        raise LLMError(f"the model server answered with a redirect (HTTP {response.status_code}); "
-                                       "redirects are not followed, so the key is never sent elsewhere: "
-                                       "set the URL it redirects to")
-                    if response.status_code != 200:
-                        raise LLMError(f"HTTP {response.status_code} from the model server")
-                    raw = bytearray()
-                    for chunk in response.iter_bytes():
-                        raw += chunk
-                        if len(raw) > MAX_REPLY_BYTES:
-                            raise LLMError("the model server sent a reply of more than 2 MB")
-                    return bytes(raw)
-        except httpx.TimeoutException:
+            with httpx.Client(follow_redirects=False, trust_env=False) as http:
+                response = fetch(http, "POST", _endpoint(self.config.url), json=body, headers=headers,
+                                 deadline=self.config.timeout, max_bytes=MAX_REPLY_BYTES, max_redirects=0)
+        except DeadlineError:
             self._down_until = self._clock() + self.cooldown
             raise LLMError(f"no answer within {self.config.timeout:g} s") from None
+        except TooLargeError:
+            raise LLMError("the model server sent a reply of more than 2 MB") from None
+        except SourceError:  # the only other one fetch raises: a redirect, never followed
+            raise LLMError("the model server answered with a redirect; redirects are not followed, so the "
+                           "key is never sent elsewhere: set the URL it redirects to") from None
         except httpx.TransportError as e:  # refused, DNS, TLS, a dropped connection, a garbled response
             raise LLMError(f"cannot reach the model server: {type(e).__name__}: {_reason(e)}") from None
         except httpx.HTTPError as e:
             raise LLMError(f"bad exchange with the model server: {type(e).__name__}") from None
+        if response.status_code != 200:
+            raise LLMError(f"HTTP {response.status_code} from the model server")
+        return response.content
 
 
 def _reason(e: Exception) -> str:

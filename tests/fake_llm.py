@@ -3,6 +3,7 @@
     with FakeLLM() as llm:
         llm.reply = "Proposes ..."        # or a function of the request body
         llm.status, llm.delay, llm.raw = 500, 0.0, None
+        llm.drip = 0.05                   # send the answer one byte at a time, this many seconds apart
         llm.redirect = (302, other.url)   # answer every request with a redirect there
         ... LLMConfig(url=llm.url, model="fake-model", api_key="...") ...
         llm.requests  # [{"method", "path", "headers", "body"}] as the server saw them, any method
@@ -63,12 +64,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(answer).encode())
 
     def _send(self, status: int, payload: bytes):
+        drip = self.server.fake.drip
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if not drip:
+                self.wfile.write(payload)
+                return
+            for i in range(len(payload)):  # each byte well within a per-read timeout
+                self.wfile.write(payload[i : i + 1])
+                self.wfile.flush()
+                if self.server.fake.stopping.wait(drip):
+                    return
         except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
             pass
 
@@ -94,6 +103,7 @@ class FakeLLM:
         self.redirect: tuple[int, str] | None = None
         self.status = 200
         self.delay = 0.0
+        self.drip = 0.0
         self.raw: bytes | None = None  # sent verbatim instead of a chat completion
         self.requests: list[dict] = []
         self.lock = threading.Lock()

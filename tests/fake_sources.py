@@ -170,6 +170,10 @@ class Fault:
     truncate: bool = False
     gate: threading.Event | None = None  # hold the request until set
     when: object = None  # callable(query dict) -> bool: which request it hits
+    drip: float | None = None  # send the real body one byte per `drip` seconds
+    size: int | None = None  # send a 200 page of this many bytes instead (streamed, no Content-Length)
+    location: str | None = None  # answer 302 to this URL
+    body: str | None = None  # send this body (status 200) instead of the real one
 
 
 class FakeSources:
@@ -182,6 +186,8 @@ class FakeSources:
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, dict, dict]] = []  # (path, query, headers)
         self.reached = threading.Event()
+        self.sent = 0  # bytes sent by drip and size faults
+        self._stop = threading.Event()
         self._lock = threading.Lock()
         fake = self
 
@@ -212,6 +218,7 @@ class FakeSources:
         return self.url + "/rss/"
 
     def close(self) -> None:
+        self._stop.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -242,7 +249,13 @@ class FakeSources:
         if fault and fault.gate is not None:
             fault.gate.wait(30)
             fault = None
-        if fault and not fault.truncate:
+        if fault and fault.location:
+            return self._send(h, 302, "text/plain", "moved", {"Location": fault.location})
+        if fault and fault.size:
+            return self._stream(h, fault.size)
+        if fault and fault.body is not None:
+            return self._send(h, 200, "application/json", fault.body)
+        if fault and not fault.truncate and not fault.drip:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
             return self._send(h, fault.status, "text/plain", "Rate exceeded.", headers)
         if u.path == "/api/query":
@@ -257,10 +270,10 @@ class FakeSources:
             return self._send(h, body[0], "application/json", body[1])
         if fault and fault.truncate:
             body = body[: len(body) * 2 // 3]
-        self._send(h, 200, ctype, body)
+        self._send(h, 200, ctype, body, drip=fault.drip if fault else None)
 
-    @staticmethod
-    def _send(h, status: int, ctype: str, body: str, headers: dict | None = None) -> None:
+    def _send(self, h, status: int, ctype: str, body: str, headers: dict | None = None,
+              drip: float | None = None) -> None:
         data = body.encode()
         h.send_response(status)
         h.send_header("Content-Type", ctype + "; charset=utf-8")
@@ -268,7 +281,36 @@ class FakeSources:
         for k, v in (headers or {}).items():
             h.send_header(k, v)
         h.end_headers()
-        h.wfile.write(data)
+        if not drip:
+            h.wfile.write(data)
+            return
+        for i in range(len(data)):  # a slow upstream: each byte alone, `drip` seconds apart
+            try:
+                h.wfile.write(data[i : i + 1])
+                h.wfile.flush()
+            except OSError:  # the client gave up: stop
+                return
+            self.sent += 1
+            if self._stop.wait(drip):
+                return
+
+    def _stream(self, h, size: int) -> None:
+        """A 200 page of `size` bytes, chunked (no Content-Length to refuse it by)."""
+        h.send_response(200)
+        h.send_header("Content-Type", "application/atom+xml")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        block = b"<!-- " + b"x" * (1 << 16) + b" -->"
+        left = size
+        try:
+            while left > 0:
+                part = block[: min(len(block), left)]
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                left -= len(part)
+                self.sent += len(part)
+            h.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client stopped reading: what a cap looks like from here
+            return
 
     def _api(self, q: dict) -> str:
         start, size = int(q.get("start", 0)), int(q.get("max_results", 10))

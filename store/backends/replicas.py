@@ -60,6 +60,21 @@ class ReplicaTables:
         return self._read_one(self._q("select 1 from leases where name = ? and holder = ? and epoch = ? "
                                       "and expires_at > ?"), [name, holder, epoch, now]) is not None
 
+    # -- a shared clock for polite spacing (arXiv: one request every 3 s, whoever asks) -----------
+    def reserve_slot(self, name: str, *, interval: float, now: float) -> float:
+        """The time (epoch seconds, >= now) at which the caller may send its next request to `name`.
+
+        Atomic across processes and replicas: each call takes the next free slot, `interval`
+        after the one before it, so however many ask at once their requests stay spaced.
+        """
+        with self.transaction() as db:
+            row = db.execute(self._q(
+                "insert into meta(key, value) values (?, ?) on conflict(key) do update set value = "
+                "cast(case when cast(meta.value as double precision) + ? > ? "
+                "then cast(meta.value as double precision) + ? else ? end as text) returning value"),
+                [f"slot:{name}", repr(float(now)), interval, now, interval, now]).fetchone()
+            return float(row[0])
+
     # -- each replica's own meta rows (heartbeats, liveness), read and dropped by prefix ----------
     def meta_items(self, prefix: str) -> dict[str, str]:
         """Every meta row whose key starts with `prefix`, as key -> value."""

@@ -237,8 +237,15 @@ def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now
     for kind, target in sorted(feeds if only is None else feeds & set(only)):
         try:
             out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
-        except StoreError as e:  # recorded on the source by poll_*; the next feed still runs
+        except SourceError as e:  # recorded on the source by poll_*; the next feed still runs
             log.warning("feed %s %s failed: %s", kind, target, e)
+            out[(kind, target)] = "failed"
+        except Exception as e:  # a fault of ours or the database's: one feed's, never the sweep's
+            log.exception("feed %s %s failed", kind, target)
+            try:
+                store.update_source(feed_source(kind, target), now=now, error=f"{type(e).__name__}: {e}"[:300])
+            except StoreError:
+                pass  # the database itself is failing: the log line above is what is left
             out[(kind, target)] = "failed"
     return out
 

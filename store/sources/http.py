@@ -1,13 +1,24 @@
-"""The one HTTP client every source uses: one request at a time, spaced, retried, named.
+"""The one HTTP helper every outbound request uses: a total deadline, a size cap, same-host redirects.
 
-Time is injected (`clock`, `sleep`), so the tests check the spacing and the
-back-off without sleeping. A page that cannot be fetched whole is an error for
-that page (SourceError); callers write nothing from it.
+`fetch` is the single place a request is sent and its body read. The deadline
+covers the whole exchange (connect, headers and every byte of the body): a
+source that drips one byte a second is cut at the deadline, not kept alive
+read by read. The body is streamed and refused past `max_bytes`, so a huge
+page costs at most the cap in memory. Redirects are followed only to the
+host (scheme and port included) the request was sent to.
+
+`Fetcher` adds the politeness every paper source needs on top: one request
+at a time, spaced (`min_interval`, shared across processes through the store
+when a `slot` is given), retried with back-off. Time is injected (`clock`,
+`sleep`, `wall`), so the tests check the spacing and back-off without
+sleeping. A page that cannot be fetched whole is an error for that page
+(SourceError); callers write nothing from it.
 """
 from __future__ import annotations
 
 import email.utils
 import logging
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,10 +32,21 @@ log = logging.getLogger("paperclub.sources")
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
 MAX_RETRY_AFTER = 300.0  # a Retry-After longer than this is a failure, not a wait
+DEADLINE = 60.0  # seconds for one whole request; an arXiv page of 2,000 entries comes in well under it
+MAX_BYTES = 32_000_000  # the largest real answer (2,000 arXiv entries, 1,000 OpenReview notes) is ~10 MB
+MAX_REDIRECTS = 5
 
 
 class SourceError(StoreError):
     """A source could not be read (after retries) or sent something that is not a whole page."""
+
+
+class DeadlineError(SourceError):
+    """The whole request took longer than its deadline."""
+
+
+class TooLargeError(SourceError):
+    """The body was larger than the cap."""
 
 
 def user_agent() -> str:
@@ -35,6 +57,90 @@ def user_agent() -> str:
     except Exception:  # not installed (a source checkout): still name ourselves
         v = "dev"
     return f"paperclub/{v} (+https://github.com/paperclub/paperclub)"
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host, url.port
+
+
+def _cut_at_deadline(response: httpx.Response, seconds: float) -> threading.Timer | None:
+    """A timer that shuts the response's socket when the deadline passes, so a read blocked on a
+    silent server returns then instead of after its own (per read) timeout."""
+    stream = response.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    if sock is None:
+        return None
+
+    def cut():
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed: the read ended on its own
+    timer = threading.Timer(max(0.0, seconds), cut)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEADLINE,
+          max_bytes: int = MAX_BYTES, max_redirects: int = MAX_REDIRECTS,
+          clock: Callable[[], float] = time.monotonic, **kw) -> httpx.Response:
+    """Send one request and read its whole body within `deadline` seconds and `max_bytes` bytes.
+
+    Redirects are followed (up to `max_redirects`, 0 for none) only to the same scheme, host and
+    port. Raises DeadlineError, TooLargeError, SourceError (a redirect elsewhere), or httpx's own
+    errors for a refused connection or a broken exchange; the caller names them for its users.
+    """
+    end = clock() + deadline
+    request = client.build_request(method, url, **kw)
+    origin = _origin(request.url)
+    for _ in range(max_redirects + 1):
+        left = end - clock()
+        if left <= 0:
+            raise DeadlineError(f"no whole answer within {deadline:g} s")
+        request.extensions["timeout"] = httpx.Timeout(left).as_dict()
+        try:
+            response = client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise DeadlineError(f"no whole answer within {deadline:g} s") from None
+        try:
+            if response.is_redirect:
+                target = response.next_request
+                if max_redirects == 0:
+                    raise SourceError(f"answered with a redirect (HTTP {response.status_code}); "
+                                      "redirects are not followed")
+                if target is None or _origin(target.url) != origin:
+                    where = target.url.host if target is not None else "nowhere"
+                    raise SourceError(f"redirected to another host ({where}); only redirects within "
+                                      f"{origin[1]} are followed")
+                request = target
+                continue
+            size = response.headers.get("Content-Length", "")
+            if size.isdigit() and int(size) > max_bytes:
+                raise TooLargeError(f"answer of {int(size):,} bytes is over the {max_bytes:,}-byte cap")
+            timer = _cut_at_deadline(response, end - clock())
+            body = bytearray()
+            try:
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise TooLargeError(f"answer is over the {max_bytes:,}-byte cap; stopped reading")
+                    if clock() > end:
+                        raise DeadlineError(f"no whole answer within {deadline:g} s")
+            except (httpx.TimeoutException, httpx.TransportError):
+                if clock() >= end - 0.05:
+                    raise DeadlineError(f"no whole answer within {deadline:g} s") from None
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            return httpx.Response(response.status_code, headers=headers, content=bytes(body),
+                                  request=response.request)
+        finally:
+            response.close()
+    raise SourceError(f"more than {max_redirects} redirects")
 
 
 def _retry_after(value: str | None, now: float) -> float | None:
@@ -50,18 +156,27 @@ def _retry_after(value: str | None, now: float) -> float | None:
         return None
 
 
+Slot = Callable[[float, float], float]  # (interval, now as epoch seconds) -> when our request may go
+
+
 @dataclass
 class Fetcher:
-    """GET with politeness: `min_interval` seconds between requests, retries with back-off."""
+    """GET with politeness: `min_interval` seconds between requests, retries with back-off.
+
+    With `slot` (the store's reserve_slot for this service), the spacing holds across every
+    process and replica on the database, not only within this one.
+    """
 
     min_interval: float = 0.0
     retries: int = 4
     backoff: float = 2.0
-    timeout: float = 30.0
+    timeout: float = 30.0  # the total deadline of one request (connect to last byte)
+    max_bytes: int = MAX_BYTES
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
-    wall: Callable[[], float] = time.time  # for Retry-After dates
+    wall: Callable[[], float] = time.time  # for Retry-After dates and the shared slot
     transport: httpx.BaseTransport | None = None
+    slot: Slot | None = None
     requests: int = 0
     _last: float | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -71,7 +186,7 @@ class Fetcher:
     def client(self) -> httpx.Client:
         if self._client is None:
             self._client = httpx.Client(headers={"User-Agent": user_agent()}, timeout=self.timeout,
-                                        transport=self.transport, follow_redirects=True, trust_env=False)
+                                        transport=self.transport, follow_redirects=False, trust_env=False)
         return self._client
 
     def close(self) -> None:
@@ -80,6 +195,17 @@ class Fetcher:
             self._client = None
 
     def _wait_turn(self) -> None:
+        if self.slot is not None and self.min_interval > 0:
+            try:
+                at = self.slot(self.min_interval, self.wall())
+            except StoreError as e:  # the database is busy: keep our own spacing rather than none
+                log.warning("shared request spacing unavailable (%s); spacing this process only", e)
+            else:
+                gap = at - self.wall()
+                if gap > 0:
+                    self.sleep(gap)
+                self._last = self.clock()
+                return
         if self._last is not None:
             gap = self._last + self.min_interval - self.clock()
             if gap > 0:
@@ -87,7 +213,8 @@ class Fetcher:
         self._last = self.clock()
 
     def get(self, url: str, params: dict | None = None) -> httpx.Response:
-        """The response to GET url (2xx, or a 4xx other than 429); SourceError once retries are spent."""
+        """The response to GET url (2xx, or a 4xx other than 429); SourceError once retries are spent,
+        at once for an answer over the size cap, one past the deadline or a redirect to another host."""
         with self._lock:  # one request at a time, whoever asks
             attempt = 0
             while True:
@@ -95,8 +222,10 @@ class Fetcher:
                 self.requests += 1
                 problem, wait = None, None
                 try:
-                    resp = self.client.get(url, params=params)
-                    resp.read()
+                    resp = fetch(self.client, "GET", url, params=params, deadline=self.timeout,
+                                 max_bytes=self.max_bytes)
+                except SourceError as e:  # too large, too slow, redirected elsewhere: retrying will not help
+                    raise type(e)(f"{url}: {e}") from None
                 except (httpx.TimeoutException, httpx.TransportError) as e:
                     problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 else:

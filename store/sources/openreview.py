@@ -44,32 +44,46 @@ def _value(content: dict, name: str):
     return field.get("value") if isinstance(field, dict) else field
 
 
-def _year(ms) -> int | None:
-    try:
-        return datetime.fromtimestamp(ms / 1000, timezone.utc).year if ms else None
-    except (TypeError, ValueError, OverflowError):
+def _text(value) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _strings(value) -> list[str]:
+    """A list of plain strings (authors, keywords); anything else in it is dropped, not rendered."""
+    return [v.strip() for v in value if isinstance(v, str) and v.strip()] if isinstance(value, list) else []
+
+
+def _seconds(ms) -> float | None:
+    """OpenReview's milliseconds as epoch seconds; None for anything that is not a plausible time."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms < 1e14:  # 1e14 ms: year 5138
         return None
+    return ms / 1000
+
+
+def _year(ms) -> int | None:
+    at = _seconds(ms)
+    return datetime.fromtimestamp(at, timezone.utc).year if at is not None else None
 
 
 def note_record(note: dict) -> Record | None:
     """One note as an ingest record; None for a note with no abstract (withdrawn, desk-rejected stubs)."""
     content = note.get("content") or {}
+    if not isinstance(content, dict):
+        raise SourceError(f"OpenReview: note {str(note.get('id'))[:40]!r} has content that is not an object")
     forum = note.get("forum") or note.get("id")
-    abstract, title = _value(content, "abstract"), _value(content, "title")
-    if not forum or not isinstance(abstract, str) or not abstract.strip():
+    abstract, title = _text(_value(content, "abstract")), _text(_value(content, "title"))
+    if not isinstance(forum, str) or not _FORUM_ID.match(forum) or not abstract:
         return None
-    authors = _value(content, "authors") or []
-    keywords = _value(content, "keywords") or []
-    venue = _value(content, "venue") or _value(content, "venueid") or note.get("domain")
+    venue = _text(_value(content, "venue")) or _text(_value(content, "venueid")) or _text(note.get("domain"))
     return Record(
         abstract=re.sub(r"\s+", " ", abstract).strip(),
-        title=re.sub(r"\s+", " ", title).strip() if isinstance(title, str) and title.strip() else None,
+        title=re.sub(r"\s+", " ", title).strip() if title else None,
         id=f"https://openreview.net/forum?id={forum}",
         url=f"https://openreview.net/forum?id={forum}",
-        authors=[str(a).strip() for a in authors if str(a).strip()] if isinstance(authors, list) else [],
-        venue=str(venue).strip() if venue else None,
+        authors=_strings(_value(content, "authors")),
+        venue=venue.strip() if venue else None,
         year=_year(note.get("pdate") or note.get("cdate")),
-        keywords=[str(k).strip() for k in keywords if str(k).strip()] if isinstance(keywords, list) else [],
+        keywords=_strings(_value(content, "keywords")),
         source="openreview",
     )
 
@@ -83,10 +97,13 @@ class NotesPage:
 
 
 def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
+    """One page of notes; SourceError for anything not of the documented shape."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise SourceError(f"{what}: not a whole JSON page ({e.msg})") from None
+    except RecursionError:  # nested deeper than the parser goes: no real page is
+        raise SourceError(f"{what}: JSON nested too deep") from None
     if not isinstance(data, dict) or not isinstance(data.get("notes"), list):
         raise SourceError(f"{what}: expected {{'notes': [...], 'count': N}}")
     records, dates = [], {}
@@ -96,11 +113,12 @@ def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
         rec = note_record(note)
         if rec:
             records.append(rec)
-            ms = note.get("pdate") or note.get("cdate")
-            if isinstance(ms, (int, float)):
-                dates[note.get("forum") or note["id"]] = ms / 1000
+            at = _seconds(note.get("pdate") or note.get("cdate"))
+            if at is not None:
+                dates[rec.url.rsplit("=", 1)[-1]] = at
     count = data.get("count")
-    return NotesPage(records, count if isinstance(count, int) else len(data["notes"]), len(data["notes"]), dates)
+    count = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else len(data["notes"])
+    return NotesPage(records, count, len(data["notes"]), dates)
 
 
 def venue_params(venue: str) -> dict:
