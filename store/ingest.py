@@ -318,8 +318,13 @@ def _bib_close(s: str, i: int, pattern: re.Pattern, pair: str) -> int | None:
     return None
 
 
-def _bib_value(s: str, i: int, path, line) -> tuple[str, int]:
-    """Read a braced, quoted or bare BibTeX value starting at s[i]."""
+# BibTeX's predefined macros; @string{name = value} adds a file's own.
+_BIB_MONTHS = {m: m.capitalize() for m in
+               ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")}
+
+
+def _bib_value(s: str, i: int, path, line, macros: dict[str, str]) -> tuple[str, int]:
+    """Read a braced, quoted or bare BibTeX value starting at s[i]; a bare name is a macro."""
     if i >= len(s):
         raise IngestError(path, line, "entry is not closed")
     if s[i] == "{":
@@ -338,10 +343,10 @@ def _bib_value(s: str, i: int, path, line) -> tuple[str, int]:
     m = _BIB_BARE.match(s, i)
     if not m:
         raise IngestError(path, line, f"unexpected {s[i]!r}")
-    return m.group(0), m.end()
+    return macros.get(m.group(0).lower(), m.group(0)), m.end()  # an unknown name stays as written
 
 
-def _bib_fields(s: str, i: int, path, line, lines: _Lines) -> tuple[dict, int]:
+def _bib_fields(s: str, i: int, path, line, lines: _Lines, macros: dict[str, str]) -> tuple[dict, int]:
     """The fields of the entry whose body starts at s[i] (after its key), and the index past its end."""
     fields = {}
     while True:
@@ -354,9 +359,9 @@ def _bib_fields(s: str, i: int, path, line, lines: _Lines) -> tuple[dict, int]:
         if not fm:
             raise IngestError(path, lines.at(i), "expected 'field = value'")
         name, i = fm.group(1).lower(), fm.end()
-        value, i = _bib_value(s, i, path, line)
+        value, i = _bib_value(s, i, path, line, macros)
         while (j := _BIB_SPACE.match(s, i).end()) < len(s) and s[j] == "#":  # "a" # b # {c}
-            more, i = _bib_value(s, _BIB_SPACE.match(s, j + 1).end(), path, line)
+            more, i = _bib_value(s, _BIB_SPACE.match(s, j + 1).end(), path, line, macros)
             value += more
         fields[name] = re.sub(r"\s+", " ", value).strip()
 
@@ -364,14 +369,18 @@ def _bib_fields(s: str, i: int, path, line, lines: _Lines) -> tuple[dict, int]:
 def read_bibtex(path: Path, data: str | Lines) -> list[Record]:
     if not isinstance(data, str):
         data = "".join(line for _, line in data)
-    records, lines, i = [], _Lines(data), 0
+    records, lines, i, macros = [], _Lines(data), 0, dict(_BIB_MONTHS)
     while (at := data.find("@", i)) >= 0:
         m = _BIB_AT.match(data, at)
         if not m:  # text between entries is a comment in BibTeX, '@' and all
             i = at + 1
             continue
         kind, line = m.group(1).lower(), lines.at(at)
-        if kind in ("comment", "preamble", "string"):
+        if kind == "string":  # @string{neurips = "NeurIPS"}: later values may name it
+            defined, i = _bib_fields(data, m.end(), path, line, lines, macros)
+            macros.update(defined)
+            continue
+        if kind in ("comment", "preamble"):
             pattern, pair = (_BIB_BRACE, "{}") if m.group(2) == "{" else (_BIB_PAREN, "()")
             end = _bib_close(data, m.end() - 1, pattern, pair)
             if end is None and kind != "comment":
@@ -389,15 +398,16 @@ def read_bibtex(path: Path, data: str | Lines) -> list[Record]:
             continue
         else:
             raise IngestError(path, lines.at(j), "expected ',' after the entry's key")
-        fields, i = _bib_fields(data, j, path, line, lines)
-        if "abstract" not in fields:
-            continue  # a plain reference with no abstract: nothing to read
+        fields, i = _bib_fields(data, j, path, line, lines, macros)
+        if not fields.get("abstract"):  # a plain reference: counted as skipped, not as nothing
+            records.append(Record(abstract="", title=fields.get("title"), source=str(path), line=line))
+            continue
         if "author" in fields:
             fields["author"] = [a.strip() for a in re.split(r"\s+and\s+", fields["author"])]
         if "eprint" in fields and "id" not in fields and "doi" not in fields:
             fields["id"] = "arXiv:" + fields["eprint"]
         records.append(_record_from_mapping(fields, path, line))
-    if not records:
+    if not any(r.abstract for r in records):
         raise IngestError(path, 1, "no BibTeX entries with an 'abstract' field")
     return records
 
@@ -634,7 +644,8 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder: Embedder | None, 
             continue
         if len(rec.abstract.strip()) < MIN_ABSTRACT_CHARS:
             result.skipped += 1
-            result.warnings.append(f"{rec.source}:{rec.line}: abstract too short, skipped")
+            result.warnings.append(f"{rec.source}:{rec.line}: "
+                                   f"{'abstract too short' if rec.abstract.strip() else 'no abstract'}, skipped")
             seen_records.add(fp)
             continue
         pending.append((rec, fp))

@@ -513,3 +513,22 @@ def test_good_files_with_nasty_text_are_read_back_exactly(tmp_path, ext):
         assert [r.title or None for r in records] == [norm(t) or None for t, _ in rows]
 
     one_file()
+
+
+def test_bibtex_string_macros_and_concatenation_expand_and_references_count_as_skipped(store, emb, tmp_path):
+    bib = write(tmp_path / "macros.bib", """@string{neurips = "NeurIPS"}
+@String(venue2 = {ICLR})
+@inproceedings{kern2026,
+  title = {KERN: kernels for everyone},
+  booktitle = neurips # " 27",
+  month = dec,
+  abstract = {We propose KERN, a method that learns kernels for every task from a handful of examples, and show it matches tuned baselines.},
+}
+@article{plain, title = {A reference without an abstract}, journal = venue2}
+""")
+    [kern, plain] = read_file(bib)
+    assert kern.venue == "NeurIPS 27"  # not "neurips 27"
+    assert plain.abstract == "" and plain.line == 9
+    result = ingest_paths(store, [bib], emb, now=time.time())
+    assert (result.added, result.skipped) == (1, 1)
+    assert any("macros.bib:9: no abstract, skipped" in w for w in result.warnings)
