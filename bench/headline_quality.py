@@ -6,17 +6,20 @@ Each abstract is parsed without its title; the derived headline is scored with
 ROUGE-1/L F against the paper's real title, beside two baselines in the same
 run: the first sentence cut to 12 words, and the headline of `--base` (a git
 revision, default main: today's parser). It also counts, with
-`store.parse.headline_problems`, the headlines that open on a verb fragment,
+`store.headline.headline_problems`, the headlines that open on a verb fragment,
 carry a dangling reference, stop mid-clause or run past 12 words, on the data
 and on the 38 seed abstracts.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import atexit
+import importlib
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -28,18 +31,26 @@ from summary_quality import _load, rouge  # noqa: E402
 
 
 def _parser_at(revision: str):
-    """parse_abstract of store/parse.py as it is at `revision` (None if git cannot tell)."""
+    """parse_abstract as store/ is at `revision` (None if git cannot tell): the parser's modules
+    (store/parse.py and the modules beside it that it imports) are read from that revision into a
+    package of their own, so the baseline never mixes in today's cleaning or headline code."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     try:
-        src = subprocess.run(["git", "show", f"{revision}:store/parse.py"], cwd=ROOT, check=True,
-                             capture_output=True, text=True).stdout
+        files = [f for f in git("ls-tree", "--name-only", revision, "store/").split()
+                 if f.endswith(".py") and f != "store/__init__.py"]
+        sources = {Path(f).name: git("show", f"{revision}:{f}") for f in files}
     except (OSError, subprocess.CalledProcessError):
         return None
-    spec = importlib.util.spec_from_loader("store._parse_base", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "store"
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    exec(compile(src, f"{revision}:store/parse.py", "exec"), module.__dict__)
-    return module.parse_abstract
+    folder = Path(tempfile.mkdtemp(prefix="headline-base-"))
+    atexit.register(shutil.rmtree, folder, True)
+    package = folder / "store_at_base"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, src in sources.items():
+        (package / name).write_text(src, encoding="utf-8")
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("store_at_base.parse").parse_abstract
 
 
 def _seed() -> list[str]:
@@ -53,7 +64,8 @@ def _seed() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from store.parse import headline_problems, parse_abstract
+    from store.headline import headline_problems
+    from store.parse import parse_abstract
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="SciTLDR-style JSON Lines file with titles")

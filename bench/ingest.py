@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 from store import ingest_paths, make_embedder, open_store, read_file  # noqa: E402
 from store.embed import cpu_has_amx  # noqa: E402
 from store.ingest import embed_text  # noqa: E402
-from store.parse import clean_text, parse_abstract  # noqa: E402
+from store.clean import clean_text  # noqa: E402
+from store.parse import parse_abstract  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
 

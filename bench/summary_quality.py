@@ -241,7 +241,7 @@ def _check_against_rouge_score(records: list[dict], preds: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Print Lead-1, our TL;DR and the oracle sentence side by side."""
-    from store.parse import ends_mid_phrase
+    from store.headline import ends_mid_phrase
     from store.summary import figures, is_dangling, load_weights, main_sentence, split_sentences, summarize_paper
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

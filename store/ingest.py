@@ -24,9 +24,10 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 import numpy as np
 
 from .base import Store
+from .clean import clean_text
 from .embed import Embedder, aspect_model
 from .errors import IngestError
-from .parse import clean_text, parse_abstract
+from .parse import parse_abstract
 from .text import ASPECTS, aspect_texts, content_hash, short_hash
 
 MIN_ABSTRACT_CHARS = 80

@@ -23,7 +23,7 @@ import numpy as np
 
 from .base import Store
 from .paper import Paper
-from .parse import cut_words, ends_mid_phrase
+from .headline import cut_words, ends_mid_phrase
 from .text import (
     ANALYSIS_VERBS, BOILERPLATE, CONTRIBUTION_VERBS, STOPWORDS, content_hash, split_sentences, third_person,
 )
@@ -59,7 +59,7 @@ def _tidy(text: str) -> str:
     text = _MD_LINK.sub(lambda m: m.group(2) if m.group(1).startswith("http") else m.group(1), text)
     text = re.sub(r"(\*{1,2}|_{2})(\S(?:.*?\S)?)\1", r"\2", text)
     if "\\" in text or "$" in text:
-        from store.parse import clean_text
+        from store.clean import clean_text
 
         text = clean_text(text)
     text = text.replace("\\", "").replace("$", "")

@@ -2,7 +2,7 @@
 
 The one sentence splitter, the one stopword list (plus the abstract boilerplate
 that search and summaries also skip), the contribution verbs and their third
-person, and the content hash. Pure functions, no state.
+person, what a coined name looks like, and the content hash. Pure functions, no state.
 """
 from __future__ import annotations
 
@@ -154,3 +154,50 @@ def aspect_texts(abstract: str) -> tuple[str, str, str]:
     start = next((i for i, s in enumerate(sents) if _CONTRIBUTION.search(s)), min(1, n - 1))
     result = next((i for i in range(start + 1, n) if _RESULT_CUE.search(sents[i])), n)
     return " ".join(sents[:start]), " ".join(sents[start:result]), " ".join(sents[result:])
+
+
+# -- what a coined name looks like (the name finder and author-macro resolution) ------------
+# Words that never make a short name on their own: pronouns, connectives and the
+# acronyms half the field uses without introducing them.
+GENERIC_NAMES = frozenset("""
+    we our this these the in on to however furthermore moreover specifically finally first
+    second third additionally here recent existing prior previous current most many such
+    llm llms mllm mllms vlm vlms lvlm lvlms lmm lmms slm slms ai agi ml nlp cv rl rlhf sft gpu gpus
+    cpu cpus tpu sota api apis qa vqa cnn cnns rnn rnns gnn gnns mlp mlps gan gans vae vaes
+    dnn dnns nn nns lm lms lstm lstms gru grus convnet convnets plm plms ood iid id kl mse map mle
+    sgd pca svm knn bert gpt gpt-3 gpt-4
+    chatgpt transformer transformers url urls github code arxiv dataset datasets benchmark
+    benchmarks model models method methods framework approach i ii iii iv v
+""".split())
+NOUN_HEADS = (
+    "framework", "method", "model", "benchmark", "dataset", "approach", "algorithm", "system",
+    "technique", "strategy", "pipeline", "architecture", "network", "metric", "tool", "toolkit",
+    "library", "suite", "agent", "module", "mechanism", "estimator", "loss", "objective",
+    "paradigm", "protocol", "recipe", "procedure", "scheme", "attack", "defense", "optimizer",
+    "tokenizer", "encoder", "decoder", "policy", "environment", "corpus", "collection", "task",
+)
+
+
+NAME_TOKEN = r"[A-Za-z0-9][\w\-+.’']*[\w+]|[A-Za-z]"
+
+
+def is_namey(tok: str) -> bool:
+    """Looks like a coined name: SPIKE, TripleSumm, G-NLL, VidBridge-R1, OGD+."""
+    if not 2 <= len(tok) <= 40 or not tok[0].isalnum() or tok.lower() in GENERIC_NAMES:
+        return False
+    if tok.islower():
+        return False
+    upper = sum(map(str.isupper, tok))
+    if upper >= 2:
+        # "Primal-Dual", "Mixture-of-Experts": Title-Case words joined by hyphens are prose, not names
+        return not ("-" in tok and all(p.istitle() and len(p) > 1 or p.islower() for p in tok.split("-") if p))
+    if upper == 1 and not tok[0].isupper():
+        return True  # camel case: dLLM-style names
+    return upper == 1 and not tok.isalpha() and any(map(str.isdigit, tok))
+
+
+def strip_token(tok: str) -> str:
+    """'SPIKE's' -> 'SPIKE', 'ATA,' -> 'ATA'."""
+    if tok.endswith(("'s", "’s")):
+        tok = tok[:-2]
+    return tok.rstrip(".,;:’'")

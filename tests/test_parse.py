@@ -1,4 +1,5 @@
-"""store.parse: LaTeX/Markdown cleaning, short names, headlines, URLs and numbers."""
+"""Parsing abstracts: LaTeX/Markdown cleaning (store.clean), short names (store.names), headlines
+(store.headline), URLs and numbers (store.extract), and store.parse that runs them all."""
 from __future__ import annotations
 
 import re
@@ -9,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.parse import (
-    clean_text, extract_numbers, extract_urls, headline_problems, parse_abstract, split_sentences,
-)
+from store.clean import clean_text
+from store.extract import extract_numbers, extract_urls
+from store.headline import headline_problems
+from store.parse import parse_abstract
+from store.text import split_sentences
 
 COMMAND = re.compile(r"\\[A-Za-z]")
 STOP_ENDINGS = {"a", "an", "the", "of", "and", "or", "to", "in", "on", "for", "with", "by", "that", "which"}

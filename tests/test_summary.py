@@ -14,7 +14,7 @@ import pytest
 from fake_llm import FakeLLM
 from store import LLMClient, LLMConfig, Paper, Summary, paper_summary, summarize_jsonl
 from store.overview import overview
-from store.parse import clean_text
+from store.clean import clean_text
 from store.summary import compress, find_code_url, is_dangling, load_weights, split_sentences, summarize_paper
 from store.text import content_hash
 

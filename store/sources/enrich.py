@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..base import Store
+from ..clean import clean_text
 from ..embed import Embedder
 from ..ingest import Record, ingest_records, normalize
-from ..parse import clean_text
 from . import openreview
 from .clients import Sources
 
