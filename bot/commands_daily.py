@@ -15,7 +15,7 @@ from store.schedule import (
     parse_schedule,
     post_date,
 )
-from store.text import is_ascii_number
+from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, explanation, mention
@@ -127,12 +127,12 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     channel = channel_of(call)
     rows = deps.store.interests(channel)
-    number = arg.strip().lstrip("#")
-    if not is_ascii_number(number) or not 1 <= int(number) <= len(rows):
+    number = parse_number(arg.strip().lstrip("#"), 1, len(rows))
+    if number is None:
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
         return problem_reply(deps, f"There is no interest {bk.esc(arg) or '(no number)'}; {have}.",
                              hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
-    row = rows[int(number) - 1]
+    row = rows[number - 1]
     if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):
         return _admins_only(deps, "remove an interest someone else added")
     deps.store.remove_interest(channel, row["id"])

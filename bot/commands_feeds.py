@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from store.sources import FEED_KINDS, SourceError, add_paper, fresh_days, parse_feed, parse_ref
+from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code
@@ -84,11 +85,12 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
     if not is_admin(deps, call.user_id):
         return _admins_only(deps, "change this channel's feeds")
     if verb == "fresh":
-        if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= MAX_FRESH_DAYS:
+        days = parse_number(words[1], 1, MAX_FRESH_DAYS) if len(words) == 2 else None
+        if days is None:
             return problem_reply(deps, f"Give a number of days from 1 to {MAX_FRESH_DAYS}.",
                                  hint=f"For example {code(deps.command + ' feed fresh 14')}.")
-        deps.store.set_meta(f"fresh_days:{channel}", words[1])
-        return _feeds_reply(deps, channel, f"Papers from these feeds now count as new for {int(words[1])} days.")
+        deps.store.set_meta(f"fresh_days:{channel}", str(days))
+        return _feeds_reply(deps, channel, f"Papers from these feeds now count as new for {days} days.")
     if verb == "add":
         if len(words) != 3:
             return problem_reply(deps, f"Name the kind ({' or '.join(FEED_KINDS)}) and what to follow.",
@@ -104,10 +106,11 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
                 else f"This channel already follows {_WHERE[kind]} *{bk.esc(target)}*.")
         return _feeds_reply(deps, channel, note)
     rows = deps.store.feeds(channel)
-    if len(words) != 2 or not words[1].isdigit() or not 1 <= int(words[1]) <= len(rows):
+    number = parse_number(words[1], 1, len(rows)) if len(words) == 2 else None
+    if number is None:
         return problem_reply(deps, f"Give the number of a feed to remove (1 to {len(rows)})." if rows
                              else "This channel follows no feeds.", hint=f"{code(deps.command + ' feed')} lists them.")
-    row = deps.store.remove_feed(channel, rows[int(words[1]) - 1]["id"])
+    row = deps.store.remove_feed(channel, rows[number - 1]["id"])
     return _feeds_reply(deps, channel, f"Stopped following {_WHERE.get(row['kind'], row['kind'])} "
                                        f"*{bk.esc(row['target'])}*.")
 

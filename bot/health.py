@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store import BackupResult, SchemaError, Store, StoreError, open_store
-from store.text import is_ascii_number
+from store.text import parse_number
 
 __all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds"]
 
@@ -83,7 +83,7 @@ def _writer_gone(by: str | None) -> str | None:
     if not by or process_identity() is None:  # written or read where /proc cannot tell
         return None
     pid = by.split(":")[1] if by.count(":") == 2 else ""
-    if is_ascii_number(pid) and process_identity(int(pid)) == by:
+    if (number := parse_number(pid, 1, 2**63)) is not None and process_identity(number) == by:
         return None
     return f"pid {pid or '?'} of that boot is not running"
 

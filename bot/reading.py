@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from slack_sdk.models.blocks import Block
 
 from store import feedback as fb
-from store.text import is_ascii_number
+from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
@@ -70,12 +70,12 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
     items = fb.reading_list(deps.store, call.user_id)
     note = None
     if verb.lower() in ("remove", "rm", "delete", "del", "-"):
-        number = rest.strip().lstrip("#")
-        if not is_ascii_number(number) or not 1 <= int(number) <= len(items):
+        number = parse_number(rest.strip().lstrip("#"), 1, len(items))
+        if number is None:
             have = f"your list has {len(items)}" if items else "your list is empty"
             return problem_reply(deps, f"There is no saved paper {rest.strip() or '(no number)'}; {have}.",
                                  hint=f"{code(deps.command + ' saved')} lists them with their numbers.")
-        paper, _ = items.pop(int(number) - 1)
+        paper, _ = items.pop(number - 1)
         deps.store.unsave_paper(call.user_id, paper.id)
         note = f"Removed *{bk.esc(paper.short_name)}* from your reading list."
     elif verb:
@@ -109,10 +109,10 @@ def _people_line(engaged) -> str:
 
 def handle_digest(deps: Deps, call: Call) -> Reply:
     arg = call.args.strip().lower().removesuffix("days").removesuffix("d").strip()
-    if arg and not (is_ascii_number(arg) and 1 <= int(arg) <= MAX_DIGEST_DAYS):
+    days = parse_number(arg, 1, MAX_DIGEST_DAYS) if arg else DIGEST_DAYS
+    if days is None:
         return problem_reply(deps, f"How many days? Give a number from 1 to {MAX_DIGEST_DAYS}.",
                              hint=code(deps.command + " digest 14"))
-    days = int(arg) if arg else DIGEST_DAYS
     channel = channel_of(call)
     weights = deps.feedback.weights
     digest = fb.channel_digest(deps.store, channel, now=deps.clock().timestamp(), days=days, weights=weights)

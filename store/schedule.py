@@ -28,7 +28,7 @@ _DAY_WORDS = {
     "monday-friday": WEEKDAYS,
 }
 _OFF_WORDS = {"off", "stop", "none", "disable", "disabled", "pause", "cancel"}
-_TIME = re.compile(r"^(\d{1,2})(?:[:.h](\d{2}))?\s*(am|pm)?$", re.I)
+_TIME = re.compile(r"^([0-9]{1,2})(?:[:.h]([0-9]{2}))?\s*(am|pm)?$", re.I)  # ASCII digits, as parse_number
 # Abbreviations people type; zoneinfo knows some as fixed offsets without daylight saving,
 # which would silently shift the post by an hour in summer, so point to a city zone instead.
 _ABBREVIATIONS = {
@@ -120,7 +120,7 @@ def parse_time(text: str) -> tuple[int, int]:
 
 
 def _looks_like_time(word: str) -> bool:
-    return bool(re.match(r"^\d", word))
+    return bool(re.match(r"^\d", word))  # any digit: "０９:００" is a time parse_time can name
 
 
 def is_off(text: str) -> bool:

@@ -23,9 +23,17 @@ def short_hash(text: str, length: int = 20) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
 
 
-def is_ascii_number(text: str) -> bool:
-    """True for '0'-'9' only: str.isdigit() also accepts '²' and '①', which int() rejects."""
-    return bool(text) and text.isascii() and text.isdigit()
+def parse_number(text: str | None, lo: int, hi: int) -> int | None:
+    """The whole number text writes in '0'-'9' when it lies in lo..hi, else None.
+
+    The one place a typed number is read. Digits that only look like digits ('²', '①', '３',
+    '٣') are not numbers here: str.isdigit() says yes to some, int() to others, and a check by
+    one followed by the other ended in the generic apology."""
+    text = (text or "").strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    n = int(text)
+    return n if lo <= n <= hi else None
 
 
 def member_tag(user: str | None) -> str:
