@@ -18,8 +18,7 @@ from .errors import StoreError
 DAILY = "daily"
 WEEKDAYS = "weekdays"
 DAYS = (DAILY, WEEKDAYS)
-# APScheduler 3 numbers weekdays from Monday=0, so a crontab "1-5" would mean Tue-Sat: use names.
-CRON_DAYS = {DAILY: "*", WEEKDAYS: "mon-fri"}
+_WEEKDAYS_OF = {DAILY: range(7), WEEKDAYS: range(5)}  # date.weekday(): Monday = 0
 DEFAULT_GRACE = timedelta(hours=3)  # a post missed by less than this is made on start-up
 
 _DAY_WORDS = {
@@ -163,44 +162,55 @@ def parse_schedule(text: str, default_tz: str = "UTC") -> ScheduleSpec:
 
 
 # -- fire times -----------------------------------------------------------------------
+def _fire_on(spec: ScheduleSpec, day: date) -> datetime:
+    """The one fire on a local date: its first HH:MM when a fall-back night repeats it, the hour
+    after when a spring-forward night skips it (a real instant, in the schedule's zone)."""
+    wall = datetime(day.year, day.month, day.day, spec.hour, spec.minute, tzinfo=spec.zone, fold=0)
+    return _normal(wall, spec.zone)
+
+
+def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
+    """The first fire time strictly after `after` (aware), in the schedule's zone.
+
+    Counted in local dates, one fire per posting day, so neither DST night loses or repeats one
+    (APScheduler's CronTrigger answered the repeated 02:30 with an instant not after it).
+    """
+    day = after.astimezone(spec.zone).date() - timedelta(days=1)
+    while True:
+        if day.weekday() in _WEEKDAYS_OF[spec.days]:
+            fire = _fire_on(spec, day)
+            if fire > after:
+                return fire
+        day += timedelta(days=1)
+
+
 @lru_cache(maxsize=1)
 def _trigger_class():
-    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.base import BaseTrigger
 
-    class WallClockCronTrigger(CronTrigger):
-        """CronTrigger that fires a wall-clock time once per day, even when DST repeats it.
+    class WallClockTrigger(BaseTrigger):
+        """APScheduler's trigger for a schedule: the fires next_fire counts, once per posting day."""
 
-        APScheduler 3.11's CronTrigger answers the second 01:30 of a fall-back
-        night with that same instant again, so `Job._get_run_times` loops forever
-        and the scheduler thread hangs. Here a repeat of the previous wall-clock
-        reading (or anything not after it) is skipped.
-        """
+        def __init__(self, spec: ScheduleSpec):
+            self.spec = spec
+            self.timezone = spec.zone
 
         def get_next_fire_time(self, previous_fire_time, now):
-            nxt = super().get_next_fire_time(previous_fire_time, now)
-            if previous_fire_time is None:
-                return nxt
-            prev_utc = previous_fire_time.astimezone(timezone.utc)
-            wall = previous_fire_time.astimezone(self.timezone).replace(tzinfo=None, fold=0)
-            probe = prev_utc
-            for _ in range(4):
-                if nxt is None:
-                    return None
-                nxt_utc = nxt.astimezone(timezone.utc)
-                same_wall = nxt.astimezone(self.timezone).replace(tzinfo=None, fold=0) == wall
-                if nxt_utc > prev_utc and not same_wall:
-                    return nxt
-                probe = max(probe, nxt_utc) + timedelta(hours=1)
-                nxt = super().get_next_fire_time(None, probe.astimezone(self.timezone))
-            return nxt
+            # As CronTrigger: the first fire at or after now, or after the previous fire if earlier.
+            start = now - timedelta(microseconds=1)
+            if previous_fire_time is not None:
+                start = min(start, previous_fire_time)
+            return next_fire(self.spec, start)
 
-    return WallClockCronTrigger
+        def __str__(self):
+            return f"wall clock {self.spec.describe()}"
+
+    return WallClockTrigger
 
 
 def make_trigger(spec: ScheduleSpec):
-    """The APScheduler 3 cron trigger that fires this schedule (see WallClockCronTrigger)."""
-    return _trigger_class()(hour=spec.hour, minute=spec.minute, second=0,
-                            day_of_week=CRON_DAYS[spec.days], timezone=spec.zone)
+    """The APScheduler 3 trigger that fires this schedule (see next_fire)."""
+    return _trigger_class()(spec)
 
 
 def _normal(dt: datetime, zone: ZoneInfo) -> datetime:
@@ -208,21 +218,13 @@ def _normal(dt: datetime, zone: ZoneInfo) -> datetime:
     return dt.astimezone(timezone.utc).astimezone(zone)
 
 
-def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
-    """The first fire time strictly after `after` (aware), in the schedule's zone."""
-    trigger = make_trigger(spec)
-    start = after.astimezone(spec.zone) + timedelta(microseconds=1)
-    return _normal(trigger.get_next_fire_time(None, start), spec.zone)
-
-
 def fires_between(spec: ScheduleSpec, start: datetime, end: datetime) -> list[datetime]:
     """Every fire time in (start, end], oldest first."""
-    trigger = make_trigger(spec)
     out: list[datetime] = []
-    t = trigger.get_next_fire_time(None, start.astimezone(spec.zone) + timedelta(microseconds=1))
-    while t is not None and t <= end:
-        out.append(_normal(t, spec.zone))
-        t = trigger.get_next_fire_time(t, t + timedelta(microseconds=1))
+    t = next_fire(spec, start)
+    while t <= end:
+        out.append(t)
+        t = next_fire(spec, t)
     return out
 
 
