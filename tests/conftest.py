@@ -39,6 +39,24 @@ def _seed(path: Path, embedder) -> Path:
     return path
 
 
+# The first lines of a child process that must meet a read-only volume. Root writes through any
+# file mode, so as root the child drops only the capabilities that let it (CAP_DAC_OVERRIDE,
+# CAP_FOWNER) and stays root otherwise: it still reads the checkout and the interpreter wherever
+# they are and whatever their mode (a clone in a mode-700 folder), which switching to nobody did not.
+OBEY_FILE_MODES = """import ctypes, os, sys
+if os.geteuid() == 0:
+    class _Head(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+    class _Caps(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+    _libc, _head, _caps = ctypes.CDLL(None, use_errno=True), _Head(0x20080522, 0), (_Caps * 2)()
+    assert _libc.capget(ctypes.byref(_head), _caps) == 0, ctypes.get_errno()
+    _caps[0].effective &= ~0b1010
+    _caps[0].permitted &= ~0b1010
+    assert _libc.capset(ctypes.byref(_head), _caps) == 0, ctypes.get_errno()
+"""
+
+
 def copy_db(source: Path, target: Path) -> Path:
     """A private copy of a seeded database file (checkpointed, so the .db file is complete)."""
     shutil.copyfile(source, target)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bot import blocks as bk
 from bot.app import SORRY
-from conftest import copy_db, dispatch_command, make_deps, make_settings, text_of
+from conftest import OBEY_FILE_MODES, copy_db, dispatch_command, make_deps, make_settings, text_of
 
 CH = "C1"
 UTC = timezone.utc
@@ -326,31 +326,18 @@ def test_on_a_read_only_volume_reading_works_and_writing_says_why(hashing_db, tm
         db = copy_db(hashing_db, data / "paperclub.db")
         for p in (db, data, base):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
-        # Modules load lazily; after dropping to nobody some could not be read, so first learn
-        # what each command imports (as ourselves, on a copy) and import all that beforehand.
-        probe = ("import atexit, json, sys, bot.cli\n"
-                 "atexit.register(lambda: open(sys.argv[1], 'w').write(json.dumps(sorted(sys.modules))))\n"
-                 "bot.cli.main(['--db', sys.argv[2], *sys.argv[3:]])")
-        code = ("import importlib, json, os, sys, bot.cli\n"
-                "for name in json.load(open(sys.argv[3])):\n"
-                "    try:\n        importlib.import_module(name)\n    except Exception:\n        pass\n"
-                "if os.getuid() == 0:\n    os.setgid(65534); os.setuid(65534)\n"
-                "else:\n    os.chmod(sys.argv[2], 0o555); os.chmod(sys.argv[1], 0o444)\n"
-                "bot.cli.main(['--db', sys.argv[1], *sys.argv[4:]])")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
         env["PAPERCLUB_MODEL"] = "hashing-256"
+        code = OBEY_FILE_MODES + "import bot.cli\nbot.cli.main(['--db', sys.argv[1], *sys.argv[2:]])"
 
         def cli(*args):
-            mods, scratch = base / "modules.json", base / "scratch.db"
-            shutil.copy(hashing_db, scratch)
-            subprocess.run([sys.executable, "-c", probe, str(mods), str(scratch), *args], cwd=base, env=env,
-                           capture_output=True, text=True, timeout=120)
-            os.chmod(mods, 0o644)
-            return subprocess.run([sys.executable, "-c", code, str(db), str(data), str(mods), *args], cwd=base,
-                                  env=env, capture_output=True, text=True, timeout=120)
+            return subprocess.run([sys.executable, "-c", code, str(db), *args], cwd=base, env=env,
+                                  capture_output=True, text=True, timeout=120)
         con = sqlite3.connect(db)
         first = con.execute("select id from papers limit 1").fetchone()[0]
         con.close()
+        db.chmod(0o444)
+        data.chmod(0o555)  # the volume is read-only: neither the file nor its folder can be written
         before = db.read_bytes()
         for args in (["papers", "--limit", "3"], ["search", "video", "grounding"], ["show", first],
                      ["similar", first], ["summary", first]):

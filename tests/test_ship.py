@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from bot import runner
 from bot.health import DEFAULT_MAX_AGE, check_health
-from conftest import APP_TOKEN, BOT_TOKEN, TOKEN_SECRETS, copy_db
+from conftest import APP_TOKEN, BOT_TOKEN, OBEY_FILE_MODES, TOKEN_SECRETS, copy_db
 from store import open_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,13 +239,8 @@ def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
         data = base / "data"
         data.mkdir(mode=0o755)
         db = data / "paperclub.db"
-        as_user = os.getuid()
-        if as_user == 0:  # root writes anywhere: run the CLI as nobody, as a container's uid would
-            as_user = 65534
-        code = ("import os, sys\nimport unicodedata, bot.cli, bot.config, store.backends.sqlite  # read before dropping to nobody\n"
-                "if os.getuid() == 0:\n    os.setgid(65534); os.setuid(65534)\n"
-                "elif os.getuid() != 65534:\n    os.chmod(sys.argv[2], 0o555)\n"
-                "bot.cli.main(['--db', sys.argv[1], 'papers'])")
+        data.chmod(0o555)  # a folder paperclub's user cannot write (root obeys its mode: OBEY_FILE_MODES)
+        code = OBEY_FILE_MODES + "import bot.cli\nbot.cli.main(['--db', sys.argv[1], 'papers'])"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
         out = subprocess.run([sys.executable, "-c", code, str(db), str(data)], cwd=base,
                              env={**env, "PAPERCLUB_MODEL": "hashing-64"}, capture_output=True, text=True,
@@ -253,7 +248,7 @@ def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
         assert out.returncode == 1, out
         [line] = out.stderr.strip().splitlines()
         assert line.startswith(f"error: cannot write the database {db}: permission denied on {data}"), line
-        assert f"paperclub runs as uid {as_user}" in line and "chown" in line and "PAPERCLUB_DB" in line
+        assert f"paperclub runs as uid {os.getuid()}" in line and "chown" in line and "PAPERCLUB_DB" in line
         assert not db.exists()
     finally:
         (base / "data").chmod(0o755)
