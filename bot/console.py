@@ -183,7 +183,11 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     interactive = stdin.isatty()
     searcher = Searcher(store, embedder)
     deps = build_deps(settings, store, searcher, clock=utc_now)  # no Slack client: no scheduler
+    prepare = getattr(embedder, "prepare_queries", None)
     if interactive:
+        if prepare is not None:  # a short session must not leave the export half done: finish it first
+            with console.status("Preparing the fast query encoder (once, about a minute)…"):
+                prepare(background=False)
         with console.status("Loading the model and the papers…"):
             searcher.warm()
         console.print(Text.assemble(
@@ -191,6 +195,8 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
             f"  {store.count_papers():,} papers. Type what you would after {deps.command} "
             f"(try 'help' or 'search video grounding'); Ctrl-D quits."))
     else:
+        if prepare is not None:
+            prepare(background=False)
         searcher.warm()
     prompt = f"[bold cyan]{deps.command}[/] "
     try:

@@ -182,8 +182,10 @@ class OnnxQueryEmbedder:
 
     def _onnx(self):
         """The ONNX encoder when it answers now, else None (not ready yet, or unavailable)."""
-        if not self._started and self.queries is not None and self.queries.is_cached():
-            self.prepare_queries(background=False)  # a one-shot command: the cached graph opens fast
+        if not self._started and self.queries is not None:
+            # A one-shot command (nothing called load()): the cached graph opens fast; without one,
+            # export it now, once, so that this and every later command takes the fast path.
+            self.prepare_queries(background=False)
         return self.queries if self._ready.is_set() else None
 
     @property
@@ -212,7 +214,12 @@ class OnnxQueryEmbedder:
                      "queries use sentence-transformers")
             threading.Thread(target=self._export_in_background, name="onnx-export", daemon=True).start()
         else:
-            self._open_queries()
+            if not self.queries.is_cached():
+                log.info("preparing the fast query encoder, once (about a minute): exporting the "
+                         "model to ONNX in %s", self.queries.cache_dir)
+            # in a child process: this one never imports torch for queries, and a kill cannot
+            # leave half a graph (it is moved into place only when whole and checked)
+            self._open_queries(in_subprocess=not self.queries.is_cached())
 
     def wait_for_queries(self, timeout: float | None = None) -> bool:
         """Wait until the query encoder is settled (ONNX open, or torch for good)."""

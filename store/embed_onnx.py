@@ -210,7 +210,7 @@ class OnnxQueryEncoder:
                     else:
                         export_onnx(self.model_dir, path)
                 self._run = self._open(path, self.threads)
-                log.info("query encoder: ONNX Runtime (%s)", path)
+                log.debug("query encoder: ONNX Runtime (%s)", path)
         return self._run
 
     def batch_runner(self):

@@ -179,14 +179,26 @@ def _bundled() -> str:
 
 
 @pytest.mark.slow
-def test_without_a_cached_graph_a_one_shot_query_uses_torch_and_exports_nothing(tmp_path, real_embedder):
+def test_a_one_shot_query_without_a_cached_graph_exports_it_once_and_takes_the_fast_path(
+        tmp_path, real_embedder, caplog):
+    """A short session (a console closed at once, a one-shot `paperclub search`) used to answer
+    on torch and leave the export undone, so every later command paid for torch again."""
     from store.embed import make_embedder
 
     embedder = make_embedder(query_encoder="onnx", onnx_dir=tmp_path / "onnx")
     embedder.documents = real_embedder
-    vec = embedder.encode_queries(["video surprise"])
-    assert np.array_equal(vec, real_embedder.encode(["video surprise"]))
-    assert embedder.query_backend == "torch" and not (tmp_path / "onnx").exists()
+    with caplog.at_level(logging.INFO, logger="store.embed"):
+        vec = embedder.encode_queries(["video surprise"])
+    assert "preparing the fast query encoder, once" in caplog.text
+    assert embedder.query_backend == "onnx"
+    assert float(vec[0] @ real_embedder.encode(["video surprise"])[0]) > 0.9999
+    assert len(list((tmp_path / "onnx").glob("*.onnx"))) == 1 and not list((tmp_path / "onnx").glob("*.tmp"))
+
+    caplog.clear()
+    again = make_embedder(query_encoder="onnx", onnx_dir=tmp_path / "onnx")  # the next command
+    with caplog.at_level(logging.INFO, logger="store.embed"):
+        again.encode_queries(["video surprise"])
+    assert again.query_backend == "onnx" and "preparing" not in caplog.text
 
 
 def test_the_torch_setting_uses_sentence_transformers_for_queries_and_exports_nothing(tmp_path):
