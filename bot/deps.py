@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .commands import Commands
     from .config import Settings
     from .scheduler import DailyService
+    from .unfurl import UnfurlQueue
 
 Clock = Callable[[], datetime]  # an aware UTC datetime; only the composition root reads the wall clock
 Later = Callable[..., None]  # later(job, respond=None): run slow work after the ack
@@ -59,6 +60,7 @@ class Deps:
     sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
     replica: str = "local"  # this process among the replicas on one database (bot/runner.replica_id)
     claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/app.py)
+    unfurls: UnfurlQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
 
     @property
     def command(self) -> str:

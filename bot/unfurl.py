@@ -1,20 +1,25 @@
 """Links to arxiv.org and openreview.net pasted in Slack: fetch the paper if new, answer with chat.unfurl.
 
-An id arXiv or OpenReview does not know, or a service that is down, gets no
-unfurl at all (never an error card). A paper already in the store is not
-fetched again, and a lock per paper keeps two deliveries of the same link
-from fetching it twice.
+Unfurls never wait in line with commands: they have their own small queue and
+one worker (`UnfurlQueue`), and past its bound a message's links are simply
+not unfurled (logged), as Slack shows a link it got no unfurl for. The worker
+takes every message waiting at once and resolves their links together
+(store.sources.add_papers): a paper already in the store is unfurled without
+asking anyone, unknown arXiv ids go to arXiv many to a request, and "not
+found" is remembered for a while. An id the source does not know, or a
+service that is down, gets no unfurl at all (never an error card).
 """
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 
 from store.errors import StoreError
-from store.sources import add_paper, parse_ref
+from store.sources import Added, add_papers, parse_ref
 
 from . import blocks as bk
 from .commands import paper_summary
@@ -26,56 +31,47 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DOMAINS = ("arxiv.org", "openreview.net")
-MAX_LINKS = 5  # per message: each may cost a fetch, spaced 3 s apart for arXiv
+MAX_LINKS = 5  # per message (Slack sends at most 5 links per link_shared event)
+MAX_WAITING = 40  # messages queued for unfurling; more are not unfurled (a listing flood, a bot gone wild)
+BATCH = 20  # messages resolved together: their unknown arXiv ids in one request
 
 
-def unfurls_for(deps: Deps, links: list[dict], locks) -> dict[str, dict]:
-    """{url as Slack sent it: {"blocks": [...]}} for the links we could resolve."""
-    out = {}
-    for link in links[:MAX_LINKS]:
+def _refs(event: dict) -> list[tuple[str, tuple[str, str]]]:
+    """(url as Slack sent it, reference) for the links of one link_shared event we may unfurl."""
+    out = []
+    for link in (event.get("links") or [])[:MAX_LINKS]:
         url = link.get("url") or ""
         ref = parse_ref(url)
-        if ref is None or deps.sources is None:
-            continue
-        try:
-            with locks(ref):
-                added = add_paper(deps.store, deps.sources, ref, deps.embedder, now=deps.clock().timestamp())
-        except StoreError as e:  # unreachable source, busy database: no card rather than a wrong one
-            log.warning("no unfurl for %s: %s", url, e)
-            continue
-        if added is None:
-            log.info("no unfurl for %s: %s does not know %s", url, ref[0], ref[1])
-            continue
-        summary = paper_summary(deps.store, added.paper, deps.llm, now=deps.clock().timestamp())
-        out[url] = {"blocks": [b.to_dict() for b in bk.unfurl_blocks(added.paper,
-                                                                     tldr=getattr(summary, "tldr", None))]}
+        if ref is not None:
+            out.append((url, ref))
     return out
 
 
-class _Locks:
-    """One lock per paper reference."""
+def unfurls_for(deps: Deps, events: list[dict]) -> list[dict[str, dict]]:
+    """For each event, {url as Slack sent it: {"blocks": [...]}} for the links we could resolve."""
+    links = [_refs(e) for e in events]
+    try:
+        answers = add_papers(deps.store, deps.sources, [ref for ls in links for _, ref in ls], deps.embedder,
+                             now=deps.clock().timestamp())
+    except StoreError as e:  # a busy database: no card rather than a wrong one
+        log.warning("no unfurls for %d messages: %s", len(events), e)
+        return [{} for _ in events]
+    out = []
+    for ls in links:
+        unfurls = {}
+        for url, ref in ls:
+            answer = answers.get(ref)
+            if not isinstance(answer, Added):
+                log.info("no unfurl for %s: %s", url, answer or f"{ref[0]} does not know {ref[1]}")
+                continue
+            summary = paper_summary(deps.store, answer.paper, deps.llm, now=deps.clock().timestamp())
+            unfurls[url] = {"blocks": [b.to_dict() for b in bk.unfurl_blocks(
+                answer.paper, tldr=getattr(summary, "tldr", None))]}
+        out.append(unfurls)
+    return out
 
-    def __init__(self):
-        self._guard = threading.Lock()
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
 
-    def __call__(self, ref: tuple[str, str]) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(ref, threading.Lock())
-
-
-def register(app: App, deps: Deps) -> None:
-    locks = _Locks()
-
-    @app.event("link_shared")
-    def handle_link_shared(event, client, logger):
-        # The fetch can wait on arXiv's 3 s spacing and back-off: ack now, fetch after.
-        deps.later(lambda: unfurl_links(deps, client, event, locks, logger))
-
-
-def unfurl_links(deps: Deps, client, event: dict, locks, logger) -> None:
-    """Fetch what the links name (once per paper) and answer with chat.unfurl."""
-    unfurls = unfurls_for(deps, event.get("links") or [], locks)
+def _send(client, event: dict, unfurls: dict[str, dict]) -> None:
     if not unfurls:
         return
     where = ({"unfurl_id": event["unfurl_id"], "source": event["source"]}
@@ -84,4 +80,73 @@ def unfurl_links(deps: Deps, client, event: dict, locks, logger) -> None:
     try:
         client.chat_unfurl(**where, unfurls=unfurls)
     except SlackApiError as e:
-        logger.warning("chat.unfurl failed: %s", e.response.get("error"))
+        log.warning("chat.unfurl failed: %s", e.response.get("error"))
+
+
+class UnfurlQueue:
+    """Link unfurls' own bounded queue and worker thread, apart from the commands' work pool.
+
+    `threaded=False` (tests, the console) unfurls in the caller, as `later` runs work there.
+    """
+
+    def __init__(self, *, threaded: bool = True, bound: int = MAX_WAITING):
+        self.threaded = threaded
+        self._waiting: queue.Queue = queue.Queue(maxsize=bound)
+        self._worker: threading.Thread | None = None
+        self._start = threading.Lock()
+        self.dropped = 0
+
+    def offer(self, deps: Deps, client, event: dict) -> bool:
+        """Queue one link_shared event; False (and not unfurled) when the queue is full."""
+        if not _refs(event) or deps.sources is None:
+            return True
+        if not self.threaded:
+            self._unfurl([(deps, client, event)])
+            return True
+        try:
+            self._waiting.put_nowait((deps, client, event))
+        except queue.Full:
+            self.dropped += 1
+            log.warning("unfurl queue full (%d messages waiting): links in %s/%s not unfurled",
+                        self._waiting.maxsize, event.get("channel"), event.get("message_ts"))
+            return False
+        with self._start:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="unfurl", daemon=True)
+                self._worker.start()
+        return True
+
+    def join(self) -> None:
+        """Wait until every queued message is unfurled (or given up on)."""
+        self._waiting.join()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._waiting.get()]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._waiting.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._unfurl(batch)
+            except Exception:  # the worker outlives any one batch
+                log.exception("unfurling %d messages failed", len(batch))
+            finally:
+                for _ in batch:
+                    self._waiting.task_done()
+
+    @staticmethod
+    def _unfurl(batch: list[tuple[Deps, object, dict]]) -> None:
+        deps = batch[0][0]  # one app's deps: every offer comes from its one listener
+        for (_, client, event), unfurls in zip(batch, unfurls_for(deps, [e for _, _, e in batch]), strict=True):
+            _send(client, event, unfurls)
+
+
+def register(app: App, deps: Deps) -> None:
+    unfurls = deps.unfurls or UnfurlQueue(threaded=False)
+
+    @app.event("link_shared")
+    def handle_link_shared(event, client):
+        # Acked when this returns; the fetch waits on arXiv's spacing, on the unfurls' own worker.
+        unfurls.offer(deps, client, event)

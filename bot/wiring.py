@@ -14,6 +14,7 @@ from .app import EventClaims, make_later, make_llm
 from .commands import Commands
 from .deps import Clock, Deps, Feedback, Later
 from .scheduler import LEASE_SECONDS, POLL_SECONDS, SWEEP_EVERY, DailyService
+from .unfurl import UnfurlQueue
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -56,4 +57,4 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
                 home_sections=home.SECTIONS, sources=sources, replica=replica,
-                claims=EventClaims(store, replica, clock))
+                claims=EventClaims(store, replica, clock), unfurls=UnfurlQueue(threaded=later is not None))

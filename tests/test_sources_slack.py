@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timezone
 
 import pytest
@@ -76,6 +77,58 @@ def test_the_same_link_pasted_twice_fetches_once(parts, fake_slack, fake_src):
     paste(app, fake_slack, [url], n=2)
     assert len(fake_slack.unfurls()) == 2
     assert len(fake_src.calls("/api/query")) == 1
+
+
+def test_an_id_arxiv_does_not_know_is_asked_once_and_a_stored_paper_asks_nobody(parts, fake_slack, fake_src):
+    app, deps = parts
+    paste(app, fake_slack, ["https://arxiv.org/abs/2612.99999"], n=5)
+    paste(app, fake_slack, ["https://arxiv.org/abs/2612.99999"], n=6)  # "not found" is remembered
+    assert len(fake_src.calls("/api/query")) == 1
+    stored = fake_src.papers[1]
+    paste(app, fake_slack, [f"https://arxiv.org/abs/{stored.arxiv_id}"], n=7)
+    fake_src.requests.clear()
+    paste(app, fake_slack, [f"https://arxiv.org/abs/{stored.arxiv_id}v9"], n=8)  # in the store now
+    assert fake_src.requests == [] and len(fake_slack.unfurls()) == 2
+
+
+def test_a_flood_of_pasted_links_never_holds_up_a_command(hashing_store, fake_slack):
+    """A feed bot posts a day's listing: 18 messages of 5 arXiv links, with arXiv's real 3 s spacing.
+    While arXiv still holds the first lookup, `/paper search` answers; then every link is unfurled,
+    with the unknown ids asked many to a request rather than one request per link."""
+    from bot.app import make_later, work_pool
+
+    with FakeSources() as src:
+        src.papers = make_papers(90, seed=2)
+        held = threading.Event()
+        src.fail("/api/query", gate=held)  # the first lookup waits until the search has answered
+        sources = Sources.create(arxiv_api=src.api, arxiv_rss=src.rss, openreview_api=src.url,
+                                 store=hashing_store)  # real spacing, kept in the store
+        pool = work_pool()
+        deps = make_deps(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None,
+                         sources=sources, later=make_later(pool))
+        app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url))
+        try:
+            for n in range(18):
+                paste(app, fake_slack, [f"https://arxiv.org/abs/{p.arxiv_id}"
+                                        for p in src.papers[5 * n : 5 * n + 5]], n=100 + n)
+            src.reached.wait(10)
+            url = fake_slack.new_response_url(channel="C1", user="U1")
+            body = {"command": "/paper", "text": "search video", "user_id": "U1", "user_name": "u1",
+                    "channel_id": "C1", "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+                    "response_url": url, "trigger_id": "1.2.3"}
+            assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+            [reply] = fake_slack.wait_for(lambda: fake_slack.responses(url), timeout=20)
+            assert not held.is_set() and fake_slack.unfurls() == []  # answered while arXiv still held
+            assert reply.get("blocks") or reply.get("text")
+            held.set()
+            deps.unfurls.join()
+        finally:
+            held.set()
+            pool.shutdown(wait=True)
+            sources.close()
+        unfurled = {u for f in fake_slack.unfurls() for u in f["unfurls"]}
+        assert len(fake_slack.unfurls()) == 18 and len(unfurled) == 90
+        assert len(src.calls("/api/query")) <= 3  # was one per link (90), 3 s apart
 
 
 def test_an_unknown_or_unreachable_paper_gets_no_unfurl_never_an_error_card(parts, fake_slack, fake_src):

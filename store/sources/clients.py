@@ -1,7 +1,9 @@
 """The clients of each paper source, built once (bot/config.py) and passed down."""
 from __future__ import annotations
 
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -10,6 +12,33 @@ from .http import Fetcher
 
 if TYPE_CHECKING:
     from ..base import Store
+
+
+class Misses:
+    """References a source said it does not know, remembered for `ttl` seconds (the `size` most
+    recent), so a link pasted again asks nobody. A paper it does know is in the store: that is
+    its cache."""
+
+    def __init__(self, size: int = 10_000, ttl: float = 6 * 3600.0):
+        self.size, self.ttl = size, ttl
+        self._at: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, ref: tuple[str, str], now: float) -> bool:
+        """True while `ref` is known to be missing."""
+        with self._lock:
+            at = self._at.get(ref)
+            if at is not None and now - at >= self.ttl:
+                del self._at[ref]
+                at = None
+            return at is not None
+
+    def add(self, ref: tuple[str, str], now: float) -> None:
+        with self._lock:
+            self._at[ref] = now
+            self._at.move_to_end(ref)
+            while len(self._at) > self.size:
+                self._at.popitem(last=False)
 
 
 @dataclass
@@ -21,6 +50,7 @@ class Sources:
     openreview_api: str = openreview.DEFAULT_API
     arxiv_fetcher: Fetcher = field(default_factory=lambda: Fetcher(min_interval=arxiv.MIN_INTERVAL))
     openreview_fetcher: Fetcher = field(default_factory=lambda: Fetcher(min_interval=openreview.MIN_INTERVAL))
+    misses: Misses = field(default_factory=Misses)  # what each source said it does not know, for a while
 
     @classmethod
     def create(cls, *, arxiv_api: str | None = None, arxiv_rss: str | None = None,

@@ -23,8 +23,8 @@ log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
 
 
-def _paper_ids(store: Store, records: list[Record]) -> dict[int, str]:
-    """Index in records -> the paper id its external key now names."""
+def paper_ids(store: Store, records: list[Record]) -> dict[int, str]:
+    """Index in records -> the paper id its external key names in the store (now)."""
     keys = {i: external_ids(r) for i, r in enumerate(records)}
     found = store.lookup_keys({k for ks in keys.values() for k in ks})
     out = {}
@@ -46,7 +46,7 @@ def ingest_batch(store: Store, records: list[Record], embedder: Embedder | None,
             setattr(result, k, getattr(result, k) + getattr(r, k))
         result.warnings += r.warnings
     if announce and records:
-        ids = _paper_ids(store, records)
+        ids = paper_ids(store, records)
         store.mark_announced((pid, announce, announced_at or now) for pid in set(ids.values()))
     return r
 
@@ -74,7 +74,7 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
                                           base=sources.arxiv_api):
             ingest_batch(store, page.records, embedder, now=now, result=result)
             if announce:  # first seen now, but new as of its submission: a backfill is not "today's" news
-                ids = _paper_ids(store, page.records)
+                ids = paper_ids(store, page.records)
                 store.mark_announced((pid, "arxiv", min(now, page.published[i] or now)) for i, pid in ids.items())
             nxt = at + len(page.records)
             done = not page.records or nxt >= page.total
@@ -127,7 +127,7 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     fresh = [r for t, r in listing.items if t in arxiv.KEEP_TYPES]
     replaced = [r for t, r in listing.items if t in arxiv.UPDATE_TYPES]
     if replaced:  # a new version updates a paper we have; one we never had is not news
-        known = _paper_ids(store, replaced)
+        known = paper_ids(store, replaced)
         replaced = [r for i, r in enumerate(replaced) if i in known]
     ingest_batch(store, fresh, embedder, now=now, announce="arxiv", announced_at=announced_at, result=result)
     ingest_batch(store, replaced, embedder, now=now, result=result)
@@ -157,7 +157,7 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
         for at, page in openreview.note_pages(sources.openreview_fetcher, venue, offset=offset,
                                               page_size=page_size, base=sources.openreview_api):
             keys = {i: set(external_ids(r)) for i, r in enumerate(page.records)}
-            ids = _paper_ids(store, page.records)  # before: which are new to the store
+            ids = paper_ids(store, page.records)  # before: which are new to the store
             new = {i for i in keys if i not in ids or keys[i] & pending}
             new_keys = {k for i in new for k in keys[i]}
             if new_keys - pending:
@@ -165,7 +165,7 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
                 store.update_source(source, now=now, cursor={"offset": at, "count": page.count, "done": False,
                                                              "pending": sorted(pending)})
             ingest_batch(store, page.records, embedder, now=now, result=result)
-            after = _paper_ids(store, page.records)
+            after = paper_ids(store, page.records)
             store.mark_announced((pid, "openreview", page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
                                  for i, pid in after.items() if i in new)
             pending -= new_keys

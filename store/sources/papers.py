@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Union
 
 from ..base import Store
 from ..embed import Embedder
+from ..ingest import Record
 from ..paper import Paper
 from . import arxiv, openreview
 from .clients import Sources
-from .feeds import ingest_batch
+from .feeds import ingest_batch, paper_ids
+from .http import SourceError
 
 
 @dataclass
@@ -39,21 +42,58 @@ def known_paper(store: Store, ref: tuple[str, str]) -> Paper | None:
     return store.get_paper(hit[0]) if hit else None
 
 
+Answer = Union[Added, SourceError, None]  # the paper, the source's failure, or "the source does not know it"
+
+
+def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], embedder: Embedder | None, *,
+               now: float) -> dict[tuple[str, str], Answer]:
+    """Each reference's paper: from the store when it has it (nobody is asked), else fetched and
+    ingested, unknown arXiv ids many to a request; "not found" is remembered (sources.misses)."""
+    out: dict[tuple[str, str], Answer] = {}
+    wanted = []
+    for ref in dict.fromkeys(refs):
+        have = known_paper(store, ref)
+        if have is not None:
+            out[ref] = Added(have, False)
+        elif sources.misses(ref, now):
+            out[ref] = None
+        else:
+            wanted.append(ref)
+    fetched: dict[tuple[str, str], Record] = {}
+    ids = [ident for kind, ident in wanted if kind == "arxiv"]
+    if ids:
+        try:
+            for rec in arxiv.fetch_ids(sources.arxiv_fetcher, ids, base=sources.arxiv_api):
+                fetched[("arxiv", arxiv.parse_id(rec.url))] = rec
+        except SourceError as e:
+            out.update({("arxiv", i): e for i in ids})
+    for kind, ident in wanted:
+        if kind == "openreview":
+            try:
+                rec = openreview.fetch_forum(sources.openreview_fetcher, ident, base=sources.openreview_api)
+            except SourceError as e:
+                out[(kind, ident)] = e
+                continue
+            if rec is not None:
+                fetched[(kind, ident)] = rec
+    records = list(fetched.values())
+    before = set(paper_ids(store, records).values())
+    if records:
+        ingest_batch(store, records, embedder, now=now)
+    for ref in wanted:
+        if ref in out:
+            continue
+        paper = known_paper(store, ref) if ref in fetched else None
+        if paper is None:
+            sources.misses.add(ref, now)
+        out[ref] = Added(paper, paper.id not in before) if paper is not None else None
+    return out
+
+
 def add_paper(store: Store, sources: Sources, ref: tuple[str, str], embedder: Embedder | None, *,
               now: float) -> Added | None:
     """The paper behind ref, fetched and ingested if the store lacks it; None if the source does not know it."""
-    have = known_paper(store, ref)
-    if have:
-        return Added(have, False)
-    kind, ident = ref
-    if kind == "arxiv":
-        records = arxiv.fetch_ids(sources.arxiv_fetcher, [ident], base=sources.arxiv_api)
-    else:
-        rec = openreview.fetch_forum(sources.openreview_fetcher, ident, base=sources.openreview_api)
-        records = [rec] if rec else []
-    if not records:
-        return None
-    before = store.count_papers()
-    ingest_batch(store, records[:1], embedder, now=now)
-    paper = known_paper(store, ref)
-    return Added(paper, store.count_papers() > before) if paper else None
+    answer = add_papers(store, sources, [ref], embedder, now=now)[ref]
+    if isinstance(answer, SourceError):
+        raise answer
+    return answer
