@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from store import HashingEmbedder, Searcher, ingest_paths, open_store  # noqa: E402
 from store.club import ClubError, ClubSpec, cast_vote, choose_paper, nominate, set_club  # noqa: E402
+from store.text import member_tag  # noqa: E402
 
 EVAL = Path("/work/shared/eval/iclr2024.jsonl")
 DEAD = f"{socket.gethostname()}:{2**22 + 11}:deadbeef"  # a pid no process has: a killed poster
@@ -135,8 +136,8 @@ def main() -> None:
                     key = f"{step}:{s.date().isoformat()}"
                     if step == "winner":  # the presenter's DM went out in the same tick: lose its ts too
                         row = store.get_club_session(ch, s.date().isoformat()) or {}
-                        key = f"presenter:{s.date().isoformat()}:{row.get('presenter')}"
-                    store.db.execute("update scheduled_posts set status = 'claimed', ts = null, claimed_by = ? "
+                        key = f"presenter:{s.date().isoformat()}:{member_tag(row.get('presenter'))}"
+                    store.db.execute("update posts set status = 'claimed', ts = null, claimed_by = ? "
                                      "where channel = ? and key = ?", [DEAD, ch, key])
                     store.db.conn.commit()
                 if step == "thread":

@@ -448,19 +448,20 @@ def post_once(client: WebClient, store: Store, channel: str, key: str, build: Ca
         return PostResult("busy", day, detail="this process is already posting it")
     try:
         recover = False
-        if not store.claim_scheduled(channel, key, kind=kind, claimer=claimer, now=now.timestamp()):
-            row = store.get_scheduled(channel, key)
+        claimed_at = now.timestamp()
+        if not store.claim_post(channel, key, kind=kind, claimer=claimer, now=claimed_at):
+            row = store.get_post(channel, key)
             if row is None:
                 return PostResult("busy", day, detail="could not claim it")
             if row["status"] == PostStatus.POSTED:
                 return PostResult("already", day, ts=row["ts"])
-            if row["claimed_by"] != claimer:
-                if row["status"] == PostStatus.CLAIMED and claimer_alive(row["claimed_by"], row["claimed_at"], now,
-                                                                       store):
-                    return PostResult("busy", day, detail=f"claimed by {row['claimed_by']}")
-                if not store.take_over_scheduled(channel, key, old_claimer=row["claimed_by"], claimer=claimer,
-                                                 now=now.timestamp()):
-                    return PostResult("busy", day, detail="another process took it over")
+            if (row["claimed_by"] != claimer and row["status"] == PostStatus.CLAIMED
+                    and claimer_alive(row["claimed_by"], row["claimed_at"], now, store)):
+                return PostResult("busy", day, detail=f"claimed by {row['claimed_by']}")
+            claimed_at = store.take_over_post(channel, key, status=row["status"], old_claimer=row["claimed_by"],
+                                              claimed_at=row["claimed_at"], claimer=claimer, now=now.timestamp())
+            if claimed_at is None:
+                return PostResult("busy", day, detail="another process took it over")
             recover = True
         poster = _posting_client(client)
         # No `oldest`: the key names one session, so the newest pages of the channel are searched
@@ -484,10 +485,11 @@ def post_once(client: WebClient, store: Store, channel: str, key: str, build: Ca
                 ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
                                        unsure=unsure)
             except Exception as exc:
-                store.fail_scheduled(channel, key, claimer=claimer, error=_describe(exc))
+                store.fail_post(channel, key, claimer=claimer, error=_describe(exc), claimed_at=claimed_at)
                 log.error("the %s post for %s was not posted: %s", key, channel, _describe(exc))
                 return PostResult("failed", day, detail=_describe(exc))
-        store.finish_scheduled(channel, key, claimer=claimer, ts=ts, now=now.timestamp())
+        if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp(), claimed_at=claimed_at):
+            log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
         log.info("%s for %s: %s (ts %s)%s", kind, channel, key, ts, " recovered" if recover and ts else "")
         return PostResult(status, day, ts=ts)
     finally:

@@ -41,7 +41,7 @@ MEMBER_COLUMNS: tuple[MemberColumn, ...] = (
     MemberColumn("interests", "added_by", UNLINK, "interests"),
     MemberColumn("message_papers", "posted_by", UNLINK, "shares"),
     MemberColumn("schedules", "set_by", UNLINK, None),
-    MemberColumn("posts", "pick", TEXT, "picks", key=("channel", "day"), rewrite=pick_without),
+    MemberColumn("posts", "pick", TEXT, "picks", key=("channel", "key"), rewrite=pick_without),
     MemberColumn("feeds", "added_by", UNLINK, "feeds"),
     MemberColumn("clubs", "set_by", UNLINK, None),
     MemberColumn("club_members", "user", DELETE, "club"),
@@ -51,13 +51,12 @@ MEMBER_COLUMNS: tuple[MemberColumn, ...] = (
     MemberColumn("club_sessions", "presenter", UNLINK, "club"),
     MemberColumn("club_sessions", "nominator", UNLINK, "club"),
     # The presenter DM's claim key names its member by tag since 31.8; older rows by id.
-    MemberColumn("scheduled_posts", "key", TEXT, None, key=("channel", "key"), rewrite=lambda k, u: tagged_key(k, u)),
+    MemberColumn("posts", "key", TEXT, None, key=("channel", "key"), rewrite=lambda k, u: tagged_key(k, u)),
 )
 
 # Columns named like a member's that hold something else.
 NOT_MEMBERS = {
     ("posts", "claimed_by"): "the process that claimed the post (host:pid:nonce)",
-    ("scheduled_posts", "claimed_by"): "the process that claimed the post",
     ("processed_events", "replica"): "the replica that handled the event",
     ("leases", "holder"): "the replica holding the lease",
 }

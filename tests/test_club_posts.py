@@ -121,14 +121,14 @@ def test_a_crash_after_slack_accepted_is_recovered_not_reposted(world):
 
     dead = f"{socket.gethostname()}:{2**22 + 7}:deadbeef"
     assert not os.path.exists(f"/proc/{2**22 + 7}")
-    assert store.claim_scheduled(CH, "reminder:2026-12-03", kind="reminder", claimer=dead, now=at.timestamp())
+    assert store.claim_post(CH, "reminder:2026-12-03", kind="reminder", claimer=dead, now=at.timestamp())
     fake.add_message(CH, "Reading group soon", user="UBOT", bot_id="B1",
                      metadata={"event_type": SCHEDULED_EVENT,
                                "event_payload": {"kind": "reminder", "key": "reminder:2026-12-03"}})
     results = tick(deps, at + timedelta(minutes=1))
     assert [r.status for step, _, r in results if step == "reminder"] == ["recovered"]
     assert len(scheduled(fake)["reminder"]) == 1
-    assert store.get_scheduled(CH, "reminder:2026-12-03")["status"] == "posted"
+    assert store.get_post(CH, "reminder:2026-12-03")["status"] == "posted"
 
 
 def test_the_scheduler_runs_the_club_tick(world):
@@ -207,13 +207,13 @@ def test_a_crash_after_slack_accepted_the_dm_is_recovered_not_resent(world):
     dead = f"{socket.gethostname()}:{2**22 + 9}:deadbeef"
     assert not os.path.exists(f"/proc/{2**22 + 9}")
     key = f"presenter:2026-12-03:{member_tag(presenter)}"
-    assert store.claim_scheduled(CH, key, kind="presenter_dm", claimer=dead, now=at.timestamp())
+    assert store.claim_post(CH, key, kind="presenter_dm", claimer=dead, now=at.timestamp())
     dm = deps.slack.conversations_open(users=presenter)["channel"]["id"]
     fake.add_message(dm, "You present", user="UBOT", bot_id="B1",
                      metadata={"event_type": SCHEDULED_EVENT, "event_payload": {"kind": "presenter_dm", "key": key}})
     tick(deps, at)
     assert len(presenter_dms(fake, presenter)) == 1
-    assert store.get_scheduled(CH, key)["status"] == "posted"
+    assert store.get_post(CH, key)["status"] == "posted"
 
 
 def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
@@ -322,7 +322,7 @@ def test_a_presenter_who_cannot_be_dmed_is_recorded_once_and_not_asked_about_eve
     results = tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
     assert [r.status for step, _, r in results if step == "winner"] == ["posted"]
     session = store.get_club_session(CH, "2026-12-03")
-    row = store.get_scheduled(CH, f"presenter:2026-12-03:{member_tag(session['presenter'])}")
+    row = store.get_post(CH, f"presenter:2026-12-03:{member_tag(session['presenter'])}")
     assert row["status"] == "failed" and "user_disabled" in row["error"]
     for minute in range(2, 6):  # the winner step stays due until the session: no new attempts
         tick(deps, MOMENTS["winner"] + timedelta(minutes=minute))

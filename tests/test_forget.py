@@ -139,8 +139,8 @@ def test_forget_me_takes_dan_off_his_feed_his_club_his_presenter_dm_the_log_and_
 def test_an_old_presenter_claim_that_names_the_member_is_rewritten(store):
     """Claims made before the key carried a tag named the member: forget-me and the re-apply find them."""
     key = "presenter:2026-11-26:UOLD"
-    assert store.claim_scheduled(CH, key, kind="presenter_dm", claimer="r1", now=1.0)
+    assert store.claim_post(CH, key, kind="presenter_dm", claimer="r1", now=1.0)
     store.forget_user("UOLD")
-    assert store.get_scheduled(CH, key) is None
-    [row] = [r for r in _rows(store, "scheduled_posts")]
+    assert store.get_post(CH, key) is None
+    [row] = [r for r in _rows(store, "posts")]
     assert "UOLD" not in repr(row) and "presenter:2026-11-26:member-" in repr(row)

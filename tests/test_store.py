@@ -296,19 +296,23 @@ def test_a_scheduled_club_post_is_claimed_exactly_once(store):
     from concurrent.futures import ThreadPoolExecutor
 
     def claim(i):
-        return store.claim_scheduled("C1", "agenda:2026-12-03", kind="agenda", claimer=f"r{i}", now=10.0 + i)
+        return store.claim_post("C1", "agenda:2026-12-03", kind="agenda", claimer=f"r{i}", now=10.0 + i)
 
     with ThreadPoolExecutor(6) as pool:
         wins = list(pool.map(claim, range(12)))
     assert wins.count(True) == 1
-    winner = store.get_scheduled("C1", "agenda:2026-12-03")["claimed_by"]
+    row = store.get_post("C1", "agenda:2026-12-03")
+    winner, at = row["claimed_by"], row["claimed_at"]
     assert winner == f"r{wins.index(True)}"
-    assert not store.take_over_scheduled("C1", "agenda:2026-12-03", old_claimer="nobody", claimer="r99", now=50.0)
-    store.fail_scheduled("C1", "agenda:2026-12-03", claimer=winner, error="slack down")
-    assert store.take_over_scheduled("C1", "agenda:2026-12-03", old_claimer=winner, claimer="r99", now=60.0)
-    assert not store.finish_scheduled("C1", "agenda:2026-12-03", claimer=winner, ts="1.2", now=61.0)  # fenced
-    assert store.finish_scheduled("C1", "agenda:2026-12-03", claimer="r99", ts="1.2", now=62.0)
-    row = store.get_scheduled("C1", "agenda:2026-12-03")
+    assert store.take_over_post("C1", "agenda:2026-12-03", status="claimed", old_claimer="nobody", claimed_at=at,
+                                claimer="r99", now=50.0) is None
+    store.fail_post("C1", "agenda:2026-12-03", claimer=winner, error="slack down", claimed_at=at)
+    took = store.take_over_post("C1", "agenda:2026-12-03", status="failed", old_claimer=winner, claimed_at=at,
+                                claimer="r99", now=60.0)
+    assert took == 60.0
+    assert not store.finish_post("C1", "agenda:2026-12-03", claimer=winner, ts="1.2", now=61.0, claimed_at=at)  # fenced
+    assert store.finish_post("C1", "agenda:2026-12-03", claimer="r99", ts="1.2", now=62.0, claimed_at=took)
+    row = store.get_post("C1", "agenda:2026-12-03")
     assert (row["status"], row["ts"], row["posted_at"], row["error"]) == ("posted", "1.2", 62.0, None)
 
 
@@ -330,3 +334,57 @@ def test_forget_me_takes_a_member_out_of_the_club_and_a_restore_does_not_bring_t
         assert [m["user"] for m in reopened.club_members("C1")] == ["UBOB"]
     finally:
         reopened.close()
+
+
+def _schema_before(url: str, migration: str) -> None:
+    """A database migrated up to (not including) `migration`, as an older paperclub left it."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        from store.backends.postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"create table {MIGRATIONS_TABLE} (name text primary key, "
+                         "applied_at timestamptz not null default now())")
+            for name, statements in MIGRATIONS[:[n for n, _ in MIGRATIONS].index(migration)]:
+                for sql in statements:
+                    conn.execute(sql)
+                conn.execute(f"insert into {MIGRATIONS_TABLE}(name) values (%s)", [name])
+        return
+    import sqlite_utils
+
+    from store.backends.sqlite_migrations import migrations
+
+    migrations.apply(sqlite_utils.Database(url), stop_before=migration)
+
+
+def test_the_claims_migration_keeps_every_daily_and_club_post_in_one_table(store_url):
+    _schema_before(store_url, "m010_one_claims_table")
+    old = open_store(store_url, migrate=False)
+    with old.transaction() as db:
+        for sql, args in [
+            ("insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts, ts, "
+             "posted_at) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             ["C1", "2026-12-01", "posted", "p1", '{"paper_id": "p1"}', "r1", 5.0, 1, "1.1", 6.0]),
+            ("insert into posts(channel, day, status, claimed_by, claimed_at, error) values (?, ?, ?, ?, ?, ?)",
+             ["C1", "2026-12-02", "failed", "r1", 7.0, "slack down"]),
+            ("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at, ts, posted_at) "
+             "values (?, ?, ?, ?, ?, ?, ?, ?)", ["C1", "agenda:2026-12-03", "agenda", "posted", "r2", 8.0, "1.5", 9.0])]:
+            db.execute(sql if old.backend == "sqlite" else sql.replace("?", "%s"), args)
+    old.close()
+    s = open_store(store_url)
+    try:
+        daily = s.get_post("C1", "2026-12-01")
+        assert (daily["status"], daily["paper_id"], daily["pick"], daily["ts"]) == ("posted", "p1", {"paper_id": "p1"}, "1.1")
+        assert s.get_post("C1", "2026-12-02")["error"] == "slack down"
+        club = s.get_post("C1", "agenda:2026-12-03")
+        assert (club["kind"], club["status"], club["claimed_by"], club["ts"]) == ("agenda", "posted", "r2", "1.5")
+        assert s.post_days("C1", "2026-11-01") == {"2026-12-01": "posted", "2026-12-02": "failed"}
+        assert [r["day"] for r in s.post_history("C1")] == ["2026-12-01"]
+        assert s.post_for_message("C1", "1.5") is None  # a club post is no paper of the day
+        # Still one paper of the day per channel and day, and the club's key is its own.
+        assert not s.claim_post("C1", "2026-12-01", claimer="r3", now=10.0)
+        assert not s.claim_post("C1", "agenda:2026-12-03", kind="agenda", claimer="r3", now=10.0)
+        assert s.claim_post("C1", "reminder:2026-12-03", kind="reminder", claimer="r3", now=10.0)
+    finally:
+        s.close()

@@ -165,7 +165,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         session = cl.decide(store, channel, day, now)
         paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
         agenda_ts = session.get("agenda_ts")
-        if agenda_ts and not (store.get_scheduled(channel, key) or {}).get("ts"):
+        if agenda_ts and not (store.get_post(channel, key) or {}).get("ts"):
             try:  # the agenda shows the final counts, without buttons
                 closed = agenda_message(deps, channel, day, closed=True)
                 client.chat_update(channel=channel, ts=agenda_ts, text=closed["text"], blocks=closed["blocks"])
@@ -272,7 +272,7 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
         if not presenter or paper is None:
             return None
         key = f"presenter:{day.isoformat()}:{member_tag(presenter)}"
-        row = store.get_scheduled(channel, key)
+        row = store.get_post(channel, key)
         if row and row["status"] == "posted":
             return posting.PostResult("already", now.date(), ts=row["ts"])
         if row and row["status"] == "failed" and (row.get("error") or "").startswith(NO_DM):
@@ -284,9 +284,9 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
                 raise
             # This member can never be DMed (deactivated, a bot, unknown): record it, stop asking.
             why = f"{NO_DM} {exc.response.get('error')}"
-            if store.claim_scheduled(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
-                                     now=now.timestamp()):
-                store.fail_scheduled(channel, key, claimer=posting.PROCESS_CLAIMER, error=why)
+            if store.claim_post(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
+                                now=now.timestamp()):
+                store.fail_post(channel, key, claimer=posting.PROCESS_CLAIMER, error=why, claimed_at=now.timestamp())
             log.warning("cannot DM the presenter %s for %s on %s: %s", member_tag(presenter), channel, day, why)
             return posting.PostResult("failed", now.date(), detail=why)
         spec = _spec(deps, channel)

@@ -33,10 +33,11 @@ from ..paper import Paper
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .forget import FORGET_METHODS, ForgetMember
+from .posts import POST_METHODS, PostClaims
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
     CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, SESSION_FIELDS, channel_message_rows,
-    interest_from_row, paper_from_row, paper_signal, post_from_row,
+    interest_from_row, paper_from_row, paper_signal,
     source_from_row, utc_day,
 )
 
@@ -164,6 +165,8 @@ def _pg_errors_stay_inside(cls):
         setattr(cls, name, _translated(getattr(ReplicaTables, name)))
     for name in FORGET_METHODS:
         setattr(cls, name, _translated(getattr(ForgetMember, name)))
+    for name in POST_METHODS:
+        setattr(cls, name, _translated(getattr(PostClaims, name)))
     return cls
 
 
@@ -182,7 +185,7 @@ def _vec(blob) -> np.ndarray | None:
 
 
 @_pg_errors_stay_inside
-class PostgresStore(ForgetMember, ReplicaTables):
+class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
 
     backend = "postgresql"
@@ -811,96 +814,6 @@ class PostgresStore(ForgetMember, ReplicaTables):
         """Changes whenever any schedule changes; a running scheduler compares it."""
         return int(self.get_meta("schedules_version", "0"))
 
-    _post = staticmethod(post_from_row)
-
-    def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
-                   pick: dict | None, status: str = "claimed", now: float) -> bool:
-        """Claim (channel, day) for posting; exactly one caller ever gets True.
-
-        The primary key (and the one-paper-per-channel index) is the arbiter: concurrent
-        inserts wait on each other's index entry and all but one do nothing.
-        """
-        with self.transaction() as conn:
-            cur = conn.execute(
-                "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
-                "values (%s, %s, %s, %s, %s, %s, %s, 0) on conflict do nothing",
-                [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
-                 claimer, now])
-            return cur.rowcount == 1
-
-    def take_over_post(self, channel: str, day: str, *, status: str, old_claimer: str | None,
-                       claimed_at: float | None, claimer: str, now: float) -> float | None:
-        """Re-claim an unfinished row by compare-and-swap; the new claimed_at for one caller only, else None.
-
-        The row must still hold exactly the status, claimer and claimed_at the caller read:
-        a retry by the same claimer re-claims too, so two processes can never both think
-        they hold the day. The new claimed_at always differs from the old one.
-        """
-        new_at = now if claimed_at is None or now > claimed_at else claimed_at + 0.001
-        with self.transaction() as conn:
-            # One statement: READ COMMITTED re-checks the WHERE after waiting on a concurrent
-            # update of the row, so of two callers that read the same row only one matches.
-            row = conn.execute(
-                "update posts set claimed_by = %s, claimed_at = %s, status = 'claimed', "
-                "attempts = coalesce(attempts, 0) + 1 "
-                "where channel = %s and day = %s and status = %s and status in ('claimed', 'failed') "
-                "and claimed_by is not distinct from %s and claimed_at is not distinct from %s "
-                "returning claimed_at",
-                [claimer, new_at, channel, day, status, old_claimer, claimed_at]).fetchone()
-            return float(row[0]) if row else None
-
-    def get_post(self, channel: str, day: str) -> dict | None:
-        rows = self._rows("select * from posts where channel = %s and day = %s", [channel, day])
-        return self._post(rows[0]) if rows else None
-
-    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
-                    now: float, claimed_at: float | None = None) -> bool:
-        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours.
-
-        With `claimed_at`, only the claim made at that moment counts as ours.
-        """
-        with self.transaction() as conn:
-            return conn.execute(
-                "update posts set status = 'posted', ts = %s, posted_at = %s, error = null "
-                "where channel = %s and day = %s and claimed_by = %s and status != 'posted' "
-                "and (%s::float8 is null or claimed_at = %s)",
-                [ts, now, channel, day, claimer, claimed_at, claimed_at]).rowcount == 1
-
-    def fail_post(self, channel: str, day: str, *, claimer: str, error: str,
-                  claimed_at: float | None = None) -> None:
-        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
-        with self.transaction() as conn:
-            conn.execute("update posts set status = 'failed', error = %s "
-                         "where channel = %s and day = %s and claimed_by = %s and status = 'claimed' "
-                         "and (%s::float8 is null or claimed_at = %s)",
-                         [error, channel, day, claimer, claimed_at, claimed_at])
-
-    def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
-        with self.transaction() as conn:
-            conn.execute("update posts set abstract_ts = %s where channel = %s and day = %s",
-                         [ts, channel, day])
-
-    def post_history(self, channel: str) -> list[dict]:
-        """Every day this channel was (or is being) shown a paper, oldest first."""
-        return [self._post(r) for r in self._rows(
-            "select * from posts where channel = %s and paper_id is not null order by day", [channel])]
-
-    def post_days(self, channel: str, since: str) -> dict[str, str]:
-        """day -> status for this channel's post rows on or after `since`."""
-        return dict(self._tuples("select day, status from posts where channel = %s and day >= %s",
-                                 [channel, since]))
-
-    def previous_post(self, channel: str, before: str) -> dict | None:
-        """The latest posted day before `before` (for 'how the team reacted')."""
-        rows = self._rows("select * from posts where channel = %s and day < %s and status = 'posted' "
-                          "order by day desc limit 1", [channel, before])
-        return self._post(rows[0]) if rows else None
-
-    def post_for_message(self, channel: str, ts: str) -> dict | None:
-        """The daily post a Slack message ts belongs to (reactions are keyed by it)."""
-        rows = self._rows("select * from posts where channel = %s and ts = %s", [channel, ts])
-        return self._post(rows[0]) if rows else None
-
     # -- reactions as feedback: the log, the papers behind messages, reading lists --
     def record_message_paper(self, channel: str, ts: str, paper_id: str, *, kind: str,
                              posted_by: str | None = None, now: float) -> bool:
@@ -1196,35 +1109,3 @@ class PostgresStore(ForgetMember, ReplicaTables):
     def club_votes(self, channel: str, session: str) -> list[dict]:
         return self._rows("select * from club_votes where channel = %s and session = %s "
                           'order by voted_at, "user", paper_id', [channel, session])
-
-    # -- claim rows of the club's scheduled posts (bot/posting.py:post_once) ----------------
-    def claim_scheduled(self, channel: str, key: str, *, kind: str, claimer: str, now: float) -> bool:
-        """Claim (channel, key) for posting; exactly one caller ever gets True."""
-        with self.transaction() as conn:
-            return conn.execute("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at) "
-                                "values (%s, %s, %s, 'claimed', %s, %s) on conflict do nothing",
-                                [channel, key, kind, claimer, now]).rowcount == 1
-
-    def get_scheduled(self, channel: str, key: str) -> dict | None:
-        rows = self._rows("select * from scheduled_posts where channel = %s and key = %s", [channel, key])
-        return rows[0] if rows else None
-
-    def take_over_scheduled(self, channel: str, key: str, *, old_claimer: str, claimer: str, now: float) -> bool:
-        with self.transaction() as conn:
-            return conn.execute(
-                "update scheduled_posts set claimed_by = %s, claimed_at = %s, status = 'claimed' "
-                "where channel = %s and key = %s and claimed_by = %s and status in ('claimed', 'failed')",
-                [claimer, now, channel, key, old_claimer]).rowcount == 1
-
-    def finish_scheduled(self, channel: str, key: str, *, claimer: str, ts: str, now: float) -> bool:
-        with self.transaction() as conn:
-            return conn.execute(
-                "update scheduled_posts set status = 'posted', ts = %s, posted_at = %s, error = null "
-                "where channel = %s and key = %s and claimed_by = %s and status != 'posted'",
-                [ts, now, channel, key, claimer]).rowcount == 1
-
-    def fail_scheduled(self, channel: str, key: str, *, claimer: str, error: str) -> None:
-        with self.transaction() as conn:
-            conn.execute("update scheduled_posts set status = 'failed', error = %s "
-                         "where channel = %s and key = %s and claimed_by = %s and status = 'claimed'",
-                         [error, channel, key, claimer])

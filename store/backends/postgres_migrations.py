@@ -14,6 +14,8 @@ _paperclub_migrations. Differences from SQLite, and why:
 """
 from __future__ import annotations
 
+from .posts import POSTS_INDEXES, POSTS_TABLE
+
 MIGRATIONS_TABLE = "_paperclub_migrations"
 
 # Both generated columns call these, so the index text is defined once.
@@ -221,6 +223,23 @@ m009_changes = [
     "create index embeddings_model_changed on embeddings(model, changed)",
 ]
 
+m010_one_claims_table = [
+    # One claims table: the club's scheduled posts join the daily posts in `posts`, keyed by
+    # (channel, key); a daily post's key is its day (kind 'daily', one per channel and day), a
+    # club post's '<kind>:<session date>' with no day. Every row is kept.
+    POSTS_TABLE.format(name="posts_new"),
+    "insert into posts_new(channel, key, kind, day, status, paper_id, pick, claimed_by, claimed_at, attempts, "
+    "error, ts, abstract_ts, posted_at) select channel, day, 'daily', day, status, paper_id, pick, claimed_by, "
+    "claimed_at, attempts, error, ts, abstract_ts, posted_at from posts",
+    "insert into posts_new(channel, key, kind, status, claimed_by, claimed_at, attempts, error, ts, posted_at) "
+    "select channel, key, kind, status, claimed_by, claimed_at, 0, error, ts, posted_at from scheduled_posts",
+    "drop table posts",
+    "drop table scheduled_posts",
+    "alter table posts_new rename to posts",
+    "alter index posts_new_pkey rename to posts_pkey",
+    *POSTS_INDEXES,
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -232,4 +251,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m007_club", m007_club),
     ("m008_scheduled_posts", m008_scheduled_posts),
     ("m009_changes", m009_changes),
+    ("m010_one_claims_table", m010_one_claims_table),
 ]

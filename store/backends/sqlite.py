@@ -28,10 +28,11 @@ from ..errors import NewerSchema, ReadOnlyStorage, SchemaError, StoreBusy, Store
 from ..paper import Paper
 from ..text import member_hash
 from .forget import FORGET_METHODS, ForgetMember
+from .posts import POST_METHODS, PostClaims
 from .replicas import REPLICA_METHODS, ReplicaTables
 from .rows import (
     CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, SESSION_FIELDS, channel_message_rows,
-    interest_from_row, paper_from_row, paper_signal, post_from_row,
+    interest_from_row, paper_from_row, paper_signal,
     source_from_row, utc_day,
 )
 from .sqlite_migrations import migrations
@@ -96,6 +97,8 @@ def _sqlite_errors_stay_inside(cls):
         setattr(cls, name, _translated(getattr(ReplicaTables, name)))
     for name in FORGET_METHODS:
         setattr(cls, name, _translated(getattr(ForgetMember, name)))
+    for name in POST_METHODS:
+        setattr(cls, name, _translated(getattr(PostClaims, name)))
     return cls
 
 
@@ -106,7 +109,7 @@ def _remove_db_files(path: Path) -> None:
 
 
 @_sqlite_errors_stay_inside
-class SQLiteStore(ForgetMember, ReplicaTables):
+class SQLiteStore(ForgetMember, ReplicaTables, PostClaims):
     """The paperclub database in one SQLite file; safe to share across threads."""
 
     backend = "sqlite"
@@ -214,6 +217,9 @@ class SQLiteStore(ForgetMember, ReplicaTables):
     # -- meta ----------------------------------------------------------------
     def _read_one(self, sql: str, args: list):
         return self.db.execute(sql, args).fetchone()
+
+    def _rows(self, sql: str, args: list) -> list[dict]:
+        return list(self.db.query(sql, args))
 
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         row = self.db.execute("select value from meta where key = ?", [key]).fetchone()
@@ -709,98 +715,6 @@ class SQLiteStore(ForgetMember, ReplicaTables):
         """Changes whenever any schedule changes; a running scheduler compares it."""
         return int(self.get_meta("schedules_version", "0"))
 
-    _post = staticmethod(post_from_row)
-
-    def claim_post(self, channel: str, day: str, *, claimer: str, paper_id: str | None,
-                   pick: dict | None, status: str = "claimed", now: float) -> bool:
-        """Claim (channel, day) for posting; exactly one caller ever gets True.
-
-        The primary key is the arbiter: two processes on one database both try
-        the insert and SQLite lets one through.
-        """
-        with self.transaction() as db:
-            cur = db.execute(
-                "insert into posts(channel, day, status, paper_id, pick, claimed_by, claimed_at, attempts) "
-                "values (?, ?, ?, ?, ?, ?, ?, 0) on conflict do nothing",  # the day, or the paper, taken
-                [channel, day, status, paper_id, json.dumps(pick, ensure_ascii=False) if pick else None,
-                 claimer, now])
-            return cur.rowcount == 1
-
-    def take_over_post(self, channel: str, day: str, *, status: str, old_claimer: str | None,
-                       claimed_at: float | None, claimer: str, now: float) -> float | None:
-        """Re-claim an unfinished row by compare-and-swap; the new claimed_at for one caller only, else None.
-
-        The row must still hold exactly the status, claimer and claimed_at the caller read:
-        a retry by the same claimer re-claims too, so two processes can never both think
-        they hold the day. The new claimed_at always differs from the old one.
-        """
-        with self.transaction() as db:
-            row = db.execute("select claimed_at from posts where channel = ? and day = ? and status = ? "
-                             "and claimed_by is ? and claimed_at is ? and status in ('claimed', 'failed')",
-                             [channel, day, status, old_claimer, claimed_at]).fetchone()
-            if row is None:
-                return None
-            new_at = now if claimed_at is None or now > claimed_at else claimed_at + 0.001
-            cur = db.execute(
-                "update posts set claimed_by = ?, claimed_at = ?, status = 'claimed', "
-                "attempts = coalesce(attempts, 0) + 1 "
-                "where channel = ? and day = ? and status = ? and claimed_by is ? and claimed_at is ?",
-                [claimer, new_at, channel, day, status, old_claimer, claimed_at])
-            return new_at if cur.rowcount == 1 else None
-
-    def get_post(self, channel: str, day: str) -> dict | None:
-        rows = list(self.db.query("select * from posts where channel = ? and day = ?", [channel, day]))
-        return self._post(rows[0]) if rows else None
-
-    def finish_post(self, channel: str, day: str, *, claimer: str, ts: str,
-                    now: float, claimed_at: float | None = None) -> bool:
-        """Record that Slack accepted the day's post (its ts); False if the claim is no longer ours.
-
-        With `claimed_at`, only the claim made at that moment counts as ours.
-        """
-        with self.transaction() as db:
-            cur = db.execute(
-                "update posts set status = 'posted', ts = ?, posted_at = ?, error = null "
-                "where channel = ? and day = ? and claimed_by = ? and status != 'posted' "
-                "and (? is null or claimed_at = ?)",
-                [ts, now, channel, day, claimer, claimed_at, claimed_at])
-            return cur.rowcount == 1
-
-    def fail_post(self, channel: str, day: str, *, claimer: str, error: str,
-                  claimed_at: float | None = None) -> None:
-        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
-        with self.transaction() as db:
-            db.execute("update posts set status = 'failed', error = ? "
-                       "where channel = ? and day = ? and claimed_by = ? and status = 'claimed' "
-                       "and (? is null or claimed_at = ?)",
-                       [error, channel, day, claimer, claimed_at, claimed_at])
-
-    def set_post_abstract(self, channel: str, day: str, ts: str) -> None:
-        with self.transaction() as db:
-            db.execute("update posts set abstract_ts = ? where channel = ? and day = ?", [ts, channel, day])
-
-    def post_history(self, channel: str) -> list[dict]:
-        """Every day this channel was (or is being) shown a paper, oldest first."""
-        return [self._post(r) for r in self.db.query(
-            "select * from posts where channel = ? and paper_id is not null order by day", [channel])]
-
-    def post_days(self, channel: str, since: str) -> dict[str, str]:
-        """day -> status for this channel's post rows on or after `since`."""
-        return {d: s for d, s in self.db.execute(
-            "select day, status from posts where channel = ? and day >= ?", [channel, since])}
-
-    def previous_post(self, channel: str, before: str) -> dict | None:
-        """The latest posted day before `before` (for 'how the team reacted')."""
-        rows = list(self.db.query(
-            "select * from posts where channel = ? and day < ? and status = 'posted' "
-            "order by day desc limit 1", [channel, before]))
-        return self._post(rows[0]) if rows else None
-
-    def post_for_message(self, channel: str, ts: str) -> dict | None:
-        """The daily post a Slack message ts belongs to (reactions are keyed by it)."""
-        rows = list(self.db.query("select * from posts where channel = ? and ts = ?", [channel, ts]))
-        return self._post(rows[0]) if rows else None
-
     def paper_signals(self) -> dict[str, float]:
         """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
         return {pid: paper_signal(code, nums)
@@ -1103,38 +1017,7 @@ class SQLiteStore(ForgetMember, ReplicaTables):
         return list(self.db.query("select * from club_votes where channel = ? and session = ? "
                                   "order by voted_at", [channel, session]))
 
-    # -- claim rows of the club's scheduled posts (bot/posting.py:post_once) ----------------
-    def claim_scheduled(self, channel: str, key: str, *, kind: str, claimer: str, now: float) -> bool:
-        """Claim (channel, key) for posting; exactly one caller ever gets True."""
-        with self.transaction() as db:
-            cur = db.execute("insert into scheduled_posts(channel, key, kind, status, claimed_by, claimed_at) "
-                             "values (?, ?, ?, 'claimed', ?, ?) on conflict do nothing",
-                             [channel, key, kind, claimer, now])
-            return cur.rowcount == 1
 
-    def get_scheduled(self, channel: str, key: str) -> dict | None:
-        rows = list(self.db.query("select * from scheduled_posts where channel = ? and key = ?", [channel, key]))
-        return rows[0] if rows else None
-
-    def take_over_scheduled(self, channel: str, key: str, *, old_claimer: str, claimer: str, now: float) -> bool:
-        with self.transaction() as db:
-            cur = db.execute("update scheduled_posts set claimed_by = ?, claimed_at = ?, status = 'claimed' "
-                             "where channel = ? and key = ? and claimed_by = ? and status in ('claimed', 'failed')",
-                             [claimer, now, channel, key, old_claimer])
-            return cur.rowcount == 1
-
-    def finish_scheduled(self, channel: str, key: str, *, claimer: str, ts: str, now: float) -> bool:
-        with self.transaction() as db:
-            cur = db.execute("update scheduled_posts set status = 'posted', ts = ?, posted_at = ?, error = null "
-                             "where channel = ? and key = ? and claimed_by = ? and status != 'posted'",
-                             [ts, now, channel, key, claimer])
-            return cur.rowcount == 1
-
-    def fail_scheduled(self, channel: str, key: str, *, claimer: str, error: str) -> None:
-        with self.transaction() as db:
-            db.execute("update scheduled_posts set status = 'failed', error = ? "
-                       "where channel = ? and key = ? and claimed_by = ? and status = 'claimed'",
-                       [error, channel, key, claimer])
 
 
 def _unwritable(db: str) -> str | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sqlite_utils
 from sqlite_utils.migrations import Migrations
 
+from .posts import POSTS_INDEXES, POSTS_TABLE
+
 migrations = Migrations("paperclub")
 
 
@@ -217,3 +219,22 @@ def m009_changes(db: sqlite_utils.Database):
     db.execute("alter table embeddings add column changed integer not null default 0")
     db.execute("create index papers_changed on papers(changed)")
     db.execute("create index embeddings_model_changed on embeddings(model, changed)")
+
+
+@migrations()
+def m010_one_claims_table(db: sqlite_utils.Database):
+    """One claims table: the club's scheduled posts join the daily posts in `posts`, keyed by
+    (channel, key). A daily post's key is its day (kind 'daily', at most one per channel and day);
+    a club post's is '<kind>:<session date>', its day null. Every row is kept."""
+    db.execute(POSTS_TABLE.format(name="posts_new"))
+    db.execute("insert into posts_new(channel, key, kind, day, status, paper_id, pick, claimed_by, claimed_at, "
+               "attempts, error, ts, abstract_ts, posted_at) select channel, day, 'daily', day, status, paper_id, "
+               "pick, claimed_by, claimed_at, attempts, error, ts, abstract_ts, posted_at from posts")
+    db.execute("insert into posts_new(channel, key, kind, status, claimed_by, claimed_at, attempts, error, ts, "
+               "posted_at) select channel, key, kind, status, claimed_by, claimed_at, 0, error, ts, posted_at "
+               "from scheduled_posts")
+    db.execute("drop table posts")
+    db.execute("drop table scheduled_posts")
+    db.execute("alter table posts_new rename to posts")
+    for statement in POSTS_INDEXES:
+        db.execute(statement)
