@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from bot.club import STEPS, _moments, club_tick, due_steps
+from bot.club import STEPS, club_tick
+from bot.club.posts import _moments, due_steps
 from bot.posting import SCHEDULED_EVENT
 from conftest import Clock, make_deps, make_settings
 from store import HashingEmbedder, Searcher
