@@ -1,17 +1,18 @@
 """forget-me and its re-apply after a restore, written once for both backends from the one list
-of member columns (store.members.MEMBER_COLUMNS). A backend mixes this in after ReplicaTables
-(for _q) and says where it keeps the forgotten list (_remember_forgotten, forgotten_hashes) and
-how a row read for rewriting is locked (_FOR_UPDATE).
+of member columns (store.members.MEMBER_COLUMNS). A backend mixes this in (shared.py) and says
+where it keeps the forgotten list (_remember_forgotten, forgotten_hashes) and how a row read for
+rewriting is locked (_FOR_UPDATE).
 """
 from __future__ import annotations
 
 from ..members import DELETE, MEMBER_COLUMNS, TEXT, UNLINK, member_names
 from ..text import member_hash
+from .shared_sql import SQLTables
 
 ALWAYS_COUNTED = ("reactions", "saved", "interests", "shares", "picks")  # forget-me's answer reads these
 
 
-class ForgetMember:
+class ForgetMember(SQLTables):
     """Mixin: forget_user and reapply_forgotten of the Store protocol."""
 
     _FOR_UPDATE = ""  # PostgreSQL locks the rows it rewrites (" for update"); SQLite's writer lock does
@@ -76,5 +77,3 @@ class ForgetMember:
             self.forget_user(user, remember=False)
         return len(found)
 
-
-FORGET_METHODS = ["forget_user", "reapply_forgotten", "member_ids"]

@@ -29,17 +29,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..base import BackupResult
 from ..errors import SchemaError, StoreBusy, StoreError
-from ..paper import Paper
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .forget import FORGET_METHODS, ForgetMember
-from .posts import POST_METHODS, PostClaims
-from .replicas import REPLICA_METHODS, ReplicaTables
-from .rows import (
-    CLUB_FIELDS, JSON_FIELDS as _JSON_FIELDS, SESSION_FIELDS, channel_message_rows,
-    interest_from_row, paper_from_row, paper_signal,
-    source_from_row, utc_day,
-)
+from .rows import JSON_FIELDS as _JSON_FIELDS
+from .shared import DIALECT, SHARED_METHODS, SharedTables
+from .shared_sql import storable as _storable
 
 LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
 CACHE_BUSY_MS = 100  # a cache write waits at most this long, then is skipped
@@ -161,19 +155,10 @@ def _pg_errors_stay_inside(cls):
         if name.startswith("_") or name in ("transaction", "connection") or not inspect.isfunction(value):
             continue
         setattr(cls, name, _translated(value))
-    for name in REPLICA_METHODS:  # the shared ones (replicas.py) translate the same way
-        setattr(cls, name, _translated(getattr(ReplicaTables, name)))
-    for name in FORGET_METHODS:
-        setattr(cls, name, _translated(getattr(ForgetMember, name)))
-    for name in POST_METHODS:
-        setattr(cls, name, _translated(getattr(PostClaims, name)))
+    for name in SHARED_METHODS:  # the shared ones (shared.py) translate the same way
+        if name not in vars(cls):
+            setattr(cls, name, _translated(getattr(SharedTables, name)))
     return cls
-
-
-def _storable(values: Iterable[str]) -> list[str]:
-    """The values a text column can hold: PostgreSQL text has no NUL, so one with a NUL is
-    nowhere in the store (SQLite would simply find nothing)."""
-    return [v for v in values if "\x00" not in v]
 
 
 def _blob(vector) -> bytes:
@@ -185,12 +170,24 @@ def _vec(blob) -> np.ndarray | None:
 
 
 @_pg_errors_stay_inside
-class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
+class PostgresStore(SharedTables):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
 
     backend = "postgresql"
+    DIALECT = DIALECT  # what this backend writes its own way; the rest is SharedTables
     _PARAM = "%s"
+    _SEQ = "seq"  # an identity column where SQLite orders by rowid
+    _CHUNK = None  # a list of values goes as one array
+    _PAPER_COLUMNS = _PAPER_SELECT
     _FOR_UPDATE = " for update"
+
+    def _in(self, values: list) -> tuple[str, list]:
+        return " = any(?)", [_storable(values)]
+
+    def _lock(self, conn, *name: str) -> None:
+        """A transaction-level advisory lock on a name (released with the transaction, never held
+        by a pooled session): writers of the same name queue, as SQLite's one writer does."""
+        conn.execute("select pg_advisory_xact_lock(hashtext(%s))", [json.dumps(name)])
 
     def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
                  max_size: int = POOL_MAX):
@@ -285,117 +282,25 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
         return len(applied & known), len(known)
 
     # -- meta ----------------------------------------------------------------
-    def get_meta(self, key: str, default: str | None = None) -> str | None:
-        row = self._one("select value from meta where key = %s", [key])
-        return row[0] if row else default
 
-    def set_meta(self, key: str, value: str) -> None:
-        with self.transaction() as conn:
-            conn.execute("insert into meta(key, value) values (%s, %s) "
-                         "on conflict(key) do update set value = excluded.value", [key, value])
 
-    @staticmethod
-    def _bump(conn, key: str) -> int:
-        """The counter's next value; its row stays locked until the caller's transaction ends, so
-        rows stamped with papers_version commit in the counter's order (see vector_changes)."""
-        return int(conn.execute("insert into meta(key, value) values (%s, '1') "
-                                "on conflict(key) do update set value = (meta.value::bigint + 1)::text "
-                                "returning value", [key]).fetchone()[0])
 
-    def papers_version(self) -> int:
-        """Changes whenever papers or embeddings change; caches compare it."""
-        return int(self.get_meta("papers_version", "0"))
 
     # -- papers --------------------------------------------------------------
-    def count_papers(self) -> int:
-        return self._one("select count(*) from papers")[0]
 
-    _paper = staticmethod(paper_from_row)
 
-    def get_paper(self, paper_id: str) -> Paper | None:
-        if not _storable([paper_id]):
-            return None
-        rows = self._rows(f"select {_PAPER_SELECT} from papers where id = %s", [paper_id])
-        return self._paper(rows[0]) if rows else None
 
-    def get_papers(self, ids: Iterable[str]) -> list[Paper]:
-        """Papers in the order of ids (missing ones left out)."""
-        ids = list(ids)
-        if not ids:
-            return []
-        found = {r["id"]: self._paper(r) for r in self._rows(
-            f"select {_PAPER_SELECT} from papers where id = any(%s)", [_storable(ids)])}
-        return [found[i] for i in ids if i in found]
 
-    def list_papers(self, *, limit: int | None = None, offset: int = 0,
-                    collection: str | None = None) -> list[Paper]:
-        sql, args = f"select {_PAPER_SELECT} from papers", []
-        if collection:
-            sql += " where lower(collection) = lower(%s)"
-            args.append(collection)
-        sql += " order by created_at, seq"
-        if limit is not None:
-            sql += " limit %s offset %s"
-            args += [limit, offset]
-        return [self._paper(r) for r in self._rows(sql, args)]
 
-    def iter_papers(self, batch: int = 1000) -> Iterator[Paper]:
-        last = -1
-        while True:
-            rows = self._rows(f"select seq, {_PAPER_SELECT} from papers where seq > %s "
-                              "order by seq limit %s", [last, batch])
-            if not rows:
-                return
-            for r in rows:
-                yield self._paper(r)
-            last = rows[-1]["seq"]
 
-    def collections(self) -> list[tuple[str, int | None, int]]:
-        """(collection, year, count) for every collection in the store."""
-        return [tuple(r) for r in self._tuples(
-            "select collection, year, count(*) from papers group by collection, year "
-            "order by collection, year")]
 
-    def paper_facets(self) -> list[tuple[str, str, int | None, str]]:
-        """(id, collection, year, short name) of every paper, oldest update first."""
-        return [tuple(r) for r in self._tuples(
-            "select id, coalesce(collection, ''), year, short_name from papers order by updated_at, seq")]
 
-    def paper_signals(self) -> dict[str, float]:
-        """Per-paper prior in [0, 1] for picks without feedback: has code (0.5), reports numbers (0.5)."""
-        return {pid: paper_signal(code, nums)
-                for pid, code, nums in self._tuples("select id, code_urls, numbers from papers")}
 
     # -- identity keys (ingest) ---------------------------------------------
-    def lookup_keys(self, keys: Iterable[str]) -> dict[str, list[str]]:
-        """key -> paper ids holding it."""
-        out: dict[str, list[str]] = {}
-        for key, pid in self._tuples("select key, paper_id from paper_keys where key = any(%s)",
-                                     [_storable(dict.fromkeys(keys))]):
-            out.setdefault(key, []).append(pid)
-        return out
 
-    def paper_keys(self, ids: Iterable[str]) -> dict[str, list[str]]:
-        """paper id -> its identity keys (ext:, src:, title: ...), for naming a paper's source ids."""
-        ids = list(dict.fromkeys(ids))
-        out: dict[str, list[str]] = {pid: [] for pid in ids}
-        for key, pid in self._tuples(
-                "select key, paper_id from paper_keys where paper_id = any(%s) order by key", [_storable(ids)]):
-            out[pid].append(key)
-        return out
 
-    def record_keys(self) -> set[str]:
-        """Every rec:<hash> seen so far: re-ingesting an unchanged record is a set lookup."""
-        return {r[0] for r in self._tuples("select key from paper_keys where key like 'rec:%%'")}
 
-    def id_taken(self, paper_id: str) -> bool:
-        return bool(_storable([paper_id])) and \
-            self._one("select 1 from papers where id = %s", [paper_id]) is not None
 
-    def paper_rows(self, ids: Iterable[str]) -> dict[str, dict]:
-        """Raw rows (all stored columns) by id, for ingest merges."""
-        return {r["id"]: r for r in self._rows(
-            f"select {_PAPER_SELECT} from papers where id = any(%s)", [_storable(ids)])}
 
     def write_papers(self, rows: list[dict], keys: list[tuple[str, str]],
                      replace_keys_for: Iterable[str] = (),
@@ -460,30 +365,9 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
                 [(e["paper_id"], e["model"], int(len(e["vector"])), _blob(e["vector"]), e["content_hash"],
                   version) for e in embeddings])
 
-    def put_embeddings(self, embeddings: list[dict]) -> None:
-        with self.transaction() as conn:
-            self._put_embeddings(conn, embeddings, self._bump(conn, "papers_version"))
 
-    def vectors_by_hash(self, model: str, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        """Cached vectors for these content hashes under this model."""
-        return {h: _vec(blob) for h, blob in self._tuples(
-            "select content_hash, vector from embeddings where model = %s and content_hash = any(%s)",
-            [model, _storable(dict.fromkeys(hashes))])}
 
-    def vectors_of(self, model: str, ids: Iterable[str]) -> dict[str, np.ndarray]:
-        """paper id -> its current vector under this model (a stale one, of an older text, is left out)."""
-        return {pid: _vec(blob) for pid, blob in self._tuples(
-            "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
-            "where e.model = %s and e.paper_id = any(%s) and e.content_hash = p.content_hash",
-            [model, _storable(dict.fromkeys(ids))])}
 
-    def papers_missing_embeddings(self, model: str) -> list[tuple[str, str]]:
-        """(paper id, content hash) of papers with no current vector for this model."""
-        return [tuple(r) for r in self._tuples(
-            "select p.id, p.content_hash from papers p left join embeddings e "
-            "on e.paper_id = p.id and e.model = %s "
-            "where e.paper_id is null or e.content_hash is distinct from p.content_hash order by p.seq",
-            [model])]
 
     def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
         """All current vectors for a model as (ids, float32 matrix)."""
@@ -524,10 +408,6 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
             while rows := cur.fetchmany(batch):
                 yield [(*r[:5], None if r[5] is None else bytes(r[5])) for r in rows]
 
-    def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
-        row = self._one("select vector from embeddings where paper_id = %s and model = %s",
-                        [paper_id, model])
-        return _vec(row[0]) if row else None
 
     # -- lexical search (used by store/search.py) ----------------------------
     def _corpus_stats(self) -> tuple[int, float]:
@@ -714,16 +594,7 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
         return out
 
     # -- summaries cache -----------------------------------------------------
-    def get_summary(self, content_hash: str, backend: str) -> dict | None:
-        row = self._one("select data from summaries where content_hash = %s and backend = %s",
-                        [content_hash, backend])
-        return json.loads(row[0]) if row else None
 
-    def get_summaries(self, content_hashes: Iterable[str], backend: str) -> dict[str, dict]:
-        """content hash -> cached summary, for those of these hashes the cache holds (one query)."""
-        return {h: json.loads(data) for h, data in self._tuples(
-            "select content_hash, data from summaries where backend = %s and content_hash = any(%s)",
-            [backend, _storable(dict.fromkeys(content_hashes))])}
 
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the row or no
@@ -731,11 +602,7 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
         try:
             with self.pool.connection(timeout=CACHE_BUSY_MS / 1000) as conn, conn.transaction():
                 conn.execute(f"set local lock_timeout = {CACHE_BUSY_MS}")
-                conn.execute(
-                    "insert into summaries(content_hash, backend, data, created_at) values (%s, %s, %s, %s) "
-                    "on conflict(content_hash, backend) do update set data = excluded.data, "
-                    "created_at = excluded.created_at",
-                    [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+                conn.execute(self._q(self._SUMMARY_UPSERT), [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
             return True
         except (PoolTimeout, *_BUSY):
             return False
@@ -753,169 +620,27 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
             f"`pg_dump -Fc -f {target} '{self.path}'` (restore with pg_restore)")
 
     # -- paper of the day: interests, schedules, posts ------------------------
-    _interest = staticmethod(interest_from_row)
 
-    def add_interest(self, channel: str, text: str, added_by: str | None, *, model: str,
-                     vector, paper_id: str | None = None, now: float) -> int:
-        """Store one channel interest with its embedding; returns its id."""
-        with self.transaction() as conn:
-            return conn.execute(
-                "insert into interests(channel, text, paper_id, added_by, model, vector, created_at) "
-                "values (%s, %s, %s, %s, %s, %s, %s) returning id",
-                [channel, text, paper_id, added_by, model, _blob(vector), now]).fetchone()[0]
 
-    def interests(self, channel: str) -> list[dict]:
-        """A channel's interests, oldest first (the order /paper interests numbers them in)."""
-        return [self._interest(r) for r in self._rows(
-            "select * from interests where channel = %s order by created_at, id", [channel])]
 
-    def remove_interest(self, channel: str, interest_id: int) -> dict | None:
-        """Delete one interest of this channel; returns it, or None if there was none."""
-        with self.transaction() as conn, conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute("delete from interests where channel = %s and id = %s returning *",
-                              [channel, interest_id]).fetchone()
-            return self._interest(row) if row else None
 
-    def set_interest_vectors(self, rows: Iterable[tuple[int, str, np.ndarray]]) -> None:
-        """Replace interest embeddings (id, model, vector) after a model change."""
-        with self.transaction() as conn, conn.cursor() as cur:
-            cur.executemany("update interests set model = %s, vector = %s where id = %s",
-                            [(model, _blob(v), iid) for iid, model, v in rows])
 
-    def set_schedule(self, channel: str, *, hour: int, minute: int, tz: str, days: str,
-                     set_by: str | None, now: float) -> None:
-        """Create or replace a channel's post schedule."""
-        with self.transaction() as conn:
-            conn.execute(
-                "insert into schedules(channel, hour, minute, tz, days, set_by, updated_at) "
-                "values (%s, %s, %s, %s, %s, %s, %s) on conflict(channel) do update set "
-                "hour = excluded.hour, minute = excluded.minute, tz = excluded.tz, days = excluded.days, "
-                "set_by = excluded.set_by, updated_at = excluded.updated_at",
-                [channel, hour, minute, tz, days, set_by, now])
-            self._bump(conn, "schedules_version")
 
-    def delete_schedule(self, channel: str) -> bool:
-        """Turn a channel's daily post off; False when it had none."""
-        with self.transaction() as conn:
-            gone = conn.execute("delete from schedules where channel = %s", [channel]).rowcount
-            if gone:
-                self._bump(conn, "schedules_version")
-            return bool(gone)
 
-    def get_schedule(self, channel: str) -> dict | None:
-        rows = self._rows("select * from schedules where channel = %s", [channel])
-        return rows[0] if rows else None
 
-    def schedules(self) -> list[dict]:
-        """Every channel's schedule (the scheduler is rebuilt from these)."""
-        return self._rows("select * from schedules order by channel")
 
-    def schedules_version(self) -> int:
-        """Changes whenever any schedule changes; a running scheduler compares it."""
-        return int(self.get_meta("schedules_version", "0"))
 
     # -- reactions as feedback: the log, the papers behind messages, reading lists --
-    def record_message_paper(self, channel: str, ts: str, paper_id: str, *, kind: str,
-                             posted_by: str | None = None, now: float) -> bool:
-        """Remember which paper one of the bot's messages shows (shares); False if already known."""
-        with self.transaction() as conn:
-            return conn.execute(
-                "insert into message_papers(channel, ts, paper_id, kind, posted_by, posted_at) "
-                "values (%s, %s, %s, %s, %s, %s) on conflict(channel, ts) do nothing",
-                [channel, ts, paper_id, kind, posted_by, now]).rowcount == 1
 
-    def paper_for_message(self, channel: str, ts: str) -> dict | None:
-        """{paper_id, kind, posted_at} for a bot message (daily post, its abstract reply, a share)."""
-        row = self._one("select paper_id, posted_at from posts where channel = %s "
-                        "and (ts = %s or abstract_ts = %s) and paper_id is not null", [channel, ts, ts])
-        if row:
-            return {"paper_id": row[0], "kind": "daily", "posted_at": row[1]}
-        row = self._one("select paper_id, kind, posted_at from message_papers where channel = %s and ts = %s",
-                        [channel, ts])
-        return {"paper_id": row[0], "kind": row[1], "posted_at": row[2]} if row else None
 
-    def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
-        """The bot's paper messages in a channel from [since, until), in posting order.
 
-        A daily post counts by its date as well as its posted_at, so a post made for a
-        date (a catch-up, a test clock) lands in that date's window.
-        """
-        daily = self._tuples(
-            "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = %s "
-            "and status = 'posted' and paper_id is not null and ts is not null "
-            "and ((posted_at >= %s and posted_at < %s) or (day >= %s and day <= %s))",
-            [channel, since, until, utc_day(since), utc_day(until)])
-        shares = self._tuples(
-            "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = %s "
-            "and posted_at >= %s and posted_at < %s", [channel, since, until])
-        return channel_message_rows(list(daily), list(shares))
 
-    _REACTION_COLUMNS = ("event_id", "channel", "message_ts", "paper_id", "user", "emoji", "base", "action",
-                         "event_ts", "event_time", "recorded_at")
 
-    def add_reaction(self, row: dict) -> bool:
-        """Append one reaction event to the log; False when its event_id is already there."""
-        cols = self._REACTION_COLUMNS
-        names = ", ".join('"user"' if c == "user" else c for c in cols)
-        with self.transaction() as conn:
-            return conn.execute(
-                f"insert into reactions({names}) values ({', '.join(['%s'] * len(cols))}) "
-                "on conflict(event_id) do nothing", [row.get(c) for c in cols]).rowcount == 1
 
-    def reactions(self, *, channel: str | None = None, user: str | None = None,
-                  paper_ids: Iterable[str] | None = None, before: float | None = None) -> list[dict]:
-        """Reaction log rows (added and removed), in the order they happened."""
-        sql, args = "select * from reactions where true", []
-        if channel is not None:
-            sql += " and channel = %s"
-            args.append(channel)
-        if user is not None:
-            sql += ' and "user" = %s'
-            args.append(user)
-        if before is not None:
-            sql += " and event_ts < %s"
-            args.append(before)
-        if paper_ids is not None:
-            ids = list(dict.fromkeys(paper_ids))
-            if not ids:
-                return []
-            sql += " and paper_id = any(%s)"
-            args.append(ids)
-        return self._rows(sql + " order by event_ts, id", args)
 
-    def reaction_channels(self) -> list[str]:
-        """Channels with at least one logged reaction."""
-        return [r[0] for r in self._tuples("select distinct channel from reactions order by channel")]
 
-    def save_paper(self, user: str, paper_id: str, *, source: str = "button", now: float) -> bool:
-        """Put a paper on a member's reading list; False when it was already there.
 
-        A Save click makes the entry the member's own choice ("button"), so taking a
-        👀 off later does not remove it.
-        """
-        with self.transaction() as conn:
-            if conn.execute('insert into saved_papers("user", paper_id, source, saved_at) '
-                            "values (%s, %s, %s, %s) on conflict do nothing",
-                            [user, paper_id, source, now]).rowcount == 1:
-                return True
-            if source == "button":
-                conn.execute("update saved_papers set source = 'button' "
-                             "where \"user\" = %s and paper_id = %s and source != 'button'", [user, paper_id])
-            return False
 
-    def unsave_paper(self, user: str, paper_id: str, *, source: str | None = None) -> bool:
-        """Take a paper off a reading list (only if it was saved that way, when `source` is given)."""
-        sql, args = 'delete from saved_papers where "user" = %s and paper_id = %s', [user, paper_id]
-        if source is not None:
-            sql += " and source = %s"
-            args.append(source)
-        with self.transaction() as conn:
-            return conn.execute(sql, args).rowcount > 0
-
-    def saved_papers(self, user: str) -> list[dict]:
-        """A member's reading list, newest first: {paper_id, source, saved_at}."""
-        return self._rows('select paper_id, source, saved_at from saved_papers where "user" = %s '
-                          "order by saved_at desc, seq desc", [user])
 
     # -- the forgotten-members list (made by m005; see forget_user for its restore limit) ----
     def forgotten_hashes(self) -> set[str]:
@@ -930,182 +655,28 @@ class PostgresStore(ForgetMember, ReplicaTables, PostClaims):
                      [member_hash(user)])
 
     # -- sources: cursors and health, announcements, channel feeds ---------------------
-    def source_state(self, source: str) -> dict | None:
-        rows = self._rows("select * from source_state where source = %s", [source])
-        return source_from_row(rows[0]) if rows else None
 
-    def source_states(self) -> list[dict]:
-        return [source_from_row(r) for r in self._rows("select * from source_state order by source")]
 
-    def update_source(self, source: str, *, now: float, cursor: dict | None = None,
-                      ok: bool | None = None, error: str | None = None) -> None:
-        """Set a source's cursor and/or record a success (clears the failure) or an error."""
-        with self.transaction() as conn:
-            conn.execute("insert into source_state(source, cursor, updated_at) values (%s, '{}', %s) "
-                         "on conflict do nothing", [source, now])
-            if cursor is not None:
-                conn.execute("update source_state set cursor = %s, updated_at = %s where source = %s",
-                             [json.dumps(cursor, sort_keys=True), now, source])
-            if ok:
-                conn.execute("update source_state set last_success = %s, failing_since = null, updated_at = %s "
-                             "where source = %s", [now, now, source])
-            if error is not None:
-                conn.execute("update source_state set last_error = %s, last_error_at = %s, "
-                             "failing_since = coalesce(failing_since, %s), updated_at = %s where source = %s",
-                             [error[:500], now, now, now, source])
 
-    def mark_announced(self, rows: Iterable[tuple[str, str, float]]) -> int:
-        """(paper id, source, announced at): the first announcement per source is kept."""
-        rows = list(rows)
-        if not rows:
-            return 0
-        ids, sources, times = zip(*rows)
-        with self.transaction() as conn:
-            # One statement (executemany's rowcount is not a total); DO NOTHING also keeps the
-            # first of two rows for one (paper, source) in the same batch, as SQLite's OR IGNORE.
-            return conn.execute(
-                "insert into paper_announcements(paper_id, source, announced_at) "
-                "select paper_id, source, announced_at from unnest(%s::text[], %s::text[], %s::double precision[]) "
-                "with ordinality as r(paper_id, source, announced_at, n) order by n "
-                "on conflict do nothing", [list(ids), list(sources), [float(t) for t in times]]).rowcount
 
-    def announced_since(self, since: float, sources: Iterable[str] | None = None) -> dict[str, float]:
-        """Paper id -> its earliest announcement at or after `since` (by these sources, if given)."""
-        sql, args = "select paper_id, min(announced_at) from paper_announcements where announced_at >= %s", [since]
-        if sources is not None:
-            sources = list(sources)
-            if not sources:
-                return {}
-            sql += " and source = any(%s)"
-            args.append(_storable(sources))
-        return dict(self._tuples(sql + " group by paper_id", args))
 
-    def add_feed(self, channel: str, kind: str, target: str, added_by: str | None, *, now: float) -> int | None:
-        """The new feed's id; None when the channel already follows it."""
-        with self.transaction() as conn:
-            row = conn.execute("insert into feeds(channel, kind, target, added_by, created_at) "
-                               "values (%s, %s, %s, %s, %s) on conflict do nothing returning id",
-                               [channel, kind, target, added_by, now]).fetchone()
-            return row[0] if row else None
 
-    def feeds(self, channel: str | None = None) -> list[dict]:
-        if channel is None:
-            return self._rows("select * from feeds order by id")
-        return self._rows("select * from feeds where channel = %s order by id", [channel])
 
-    def remove_feed(self, channel: str, feed_id: int) -> dict | None:
-        with self.transaction() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute("delete from feeds where channel = %s and id = %s returning *",
-                               [channel, feed_id]).fetchone()
 
     # -- the reading group (store/club.py holds the logic) -----------------------------
 
-    @staticmethod
-    def _lock(conn, *name: str) -> None:
-        """A transaction-level advisory lock on a name (released with the transaction, never held
-        by a pooled session): writers of the same name queue, as SQLite's one writer does."""
-        conn.execute("select pg_advisory_xact_lock(hashtext(%s))", [json.dumps(name)])
 
-    def set_club(self, channel: str, *, set_by: str | None, now: float, **fields) -> None:
-        """Create or change a channel's club (fields from CLUB_FIELDS)."""
-        unknown = set(fields) - set(CLUB_FIELDS)
-        if unknown:
-            raise StoreError(f"unknown club fields {sorted(unknown)}")
-        # Column names below come only from CLUB_FIELDS (checked above).
-        with self.transaction() as conn:
-            # Two first set-ups of one channel at once: the second waits, then updates (as SQLite's
-            # single writer), instead of failing on the primary key.
-            self._lock(conn, "club", channel)
-            if conn.execute("select 1 from clubs where channel = %s", [channel]).fetchone():
-                sets = "".join(f"{k} = %s, " for k in fields)
-                conn.execute(f"update clubs set {sets}set_by = %s, updated_at = %s where channel = %s",
-                             [*fields.values(), set_by, now, channel])
-            else:
-                cols = ["channel", *fields, "set_by", "updated_at"]
-                conn.execute(f"insert into clubs({', '.join(cols)}) values ({', '.join(['%s'] * len(cols))})",
-                             [channel, *fields.values(), set_by, now])
 
-    def get_club(self, channel: str) -> dict | None:
-        rows = self._rows("select * from clubs where channel = %s", [channel])
-        return rows[0] if rows else None
 
-    def clubs(self) -> list[dict]:
-        return self._rows("select * from clubs where active = 1 order by channel")
 
-    def set_club_member(self, channel: str, user: str, *, active: bool, now: float) -> bool:
-        """Join (active) or leave the rotation; False when nothing changed."""
-        with self.transaction() as conn:
-            return conn.execute(
-                'insert into club_members(channel, "user", active, joined_at) values (%s, %s, %s, %s) '
-                'on conflict(channel, "user") do update set active = excluded.active '
-                "where club_members.active != excluded.active", [channel, user, int(active), now]).rowcount == 1
 
-    def club_members(self, channel: str, *, active_only: bool = True) -> list[dict]:
-        sql = "select * from club_members where channel = %s" + (" and active = 1" if active_only else "")
-        return self._rows(sql + ' order by joined_at, "user"', [channel])
 
-    def add_club_away(self, channel: str, user: str, start: str, end: str, *, now: float) -> int:
-        with self.transaction() as conn:
-            return conn.execute('insert into club_aways(channel, "user", start, "end", added_at) '
-                                "values (%s, %s, %s, %s, %s) returning id",
-                                [channel, user, start, end, now]).fetchone()[0]
 
-    def club_aways(self, channel: str) -> list[dict]:
-        return self._rows("select * from club_aways where channel = %s order by start, id", [channel])
 
-    def put_club_session(self, channel: str, date: str, *, now: float, **fields) -> None:
-        """Create or update one session row (state, paper_id, presenter, thread_ts, ...)."""
-        unknown = set(fields) - set(SESSION_FIELDS)
-        if unknown:
-            raise StoreError(f"unknown session fields {sorted(unknown)}")
-        with self.transaction() as conn:
-            conn.execute("insert into club_sessions(channel, date, state, updated_at) "
-                         "values (%s, %s, 'planned', %s) on conflict do nothing", [channel, date, now])
-            if fields:  # names checked against SESSION_FIELDS above
-                sets = ", ".join(f"{k} = %s" for k in fields)
-                conn.execute(f"update club_sessions set {sets}, updated_at = %s where channel = %s and date = %s",
-                             [*fields.values(), now, channel, date])
 
-    def get_club_session(self, channel: str, date: str) -> dict | None:
-        rows = self._rows("select * from club_sessions where channel = %s and date = %s", [channel, date])
-        return rows[0] if rows else None
 
-    def club_sessions(self, channel: str) -> list[dict]:
-        return self._rows("select * from club_sessions where channel = %s order by date", [channel])
 
-    def add_nomination(self, channel: str, session: str, paper_id: str, user: str, *, now: float) -> bool:
-        """Put a paper on a session's list; False when it is already there (the first nominator keeps it)."""
-        with self.transaction() as conn:
-            return conn.execute('insert into club_nominations(channel, session, paper_id, "user", nominated_at) '
-                                "values (%s, %s, %s, %s, %s) on conflict do nothing",
-                                [channel, session, paper_id, user, now]).rowcount == 1
 
-    def nominations(self, channel: str, session: str) -> list[dict]:
-        return self._rows("select * from club_nominations where channel = %s and session = %s "
-                          "order by nominated_at, paper_id", [channel, session])
 
-    def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
-        """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
-        with self.transaction() as conn:
-            # A member's votes in a session are counted under a transaction-level advisory lock on
-            # (channel, session, user), so two clicks at once cannot both slip under the limit.
-            self._lock(conn, "club_vote", channel, session, user)
-            if conn.execute('select 1 from club_votes where channel = %s and session = %s and "user" = %s '
-                            "and paper_id = %s", [channel, session, user, paper_id]).fetchone():
-                return "already"
-            used = conn.execute('select count(*) from club_votes where channel = %s and session = %s '
-                                'and "user" = %s', [channel, session, user]).fetchone()[0]
-            if used >= limit:
-                return "full"
-            conn.execute('insert into club_votes(channel, session, "user", paper_id, voted_at) '
-                         "values (%s, %s, %s, %s, %s)", [channel, session, user, paper_id, now])
-            return "added"
 
-    def clear_votes(self, channel: str, session: str, user: str) -> int:
-        with self.transaction() as conn:
-            return conn.execute('delete from club_votes where channel = %s and session = %s and "user" = %s',
-                                [channel, session, user]).rowcount
 
-    def club_votes(self, channel: str, session: str) -> list[dict]:
-        return self._rows("select * from club_votes where channel = %s and session = %s "
-                          'order by voted_at, "user", paper_id', [channel, session])

@@ -5,14 +5,14 @@ day); a club post's key is '<step>:<session date>' and the presenter's DM
 finishes and fails these rows; the states are store.posts.PostStatus.
 
 The SQL is standard (ON CONFLICT, IS NOT DISTINCT FROM) that SQLite 3.39+ and PostgreSQL run
-as written; a backend mixes this in and says how it writes placeholders, starts a transaction
-and reads rows (_read_one, _rows).
+as written; shared.py mixes it into both backends (shared_sql.py says how it runs).
 """
 from __future__ import annotations
 
 import json
 
 from .rows import post_from_row
+from .shared_sql import SQLTables
 
 DAILY = "daily"  # posts.kind of the paper of the day
 
@@ -32,13 +32,8 @@ POSTS_INDEXES = (
 )
 
 
-class PostClaims:
+class PostClaims(SQLTables):
     """Mixin: the posts methods of the Store protocol, claims included."""
-
-    _PARAM = "?"  # the driver's placeholder; PostgresStore says %s
-
-    def _q(self, sql: str) -> str:
-        return sql if self._PARAM == "?" else sql.replace("?", self._PARAM)
 
     def _post_rows(self, sql: str, args: list) -> list[dict]:
         return [post_from_row(r) for r in self._rows(self._q(sql), args)]
@@ -130,5 +125,3 @@ class PostClaims:
         rows = self._post_rows("select * from posts where channel = ? and ts = ? and kind = 'daily'", [channel, ts])
         return rows[0] if rows else None
 
-
-POST_METHODS = [name for name in vars(PostClaims) if not name.startswith("_")]

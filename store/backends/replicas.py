@@ -5,14 +5,11 @@ mixes this in and says how it writes placeholders, starts a transaction and read
 """
 from __future__ import annotations
 
+from .shared_sql import SQLTables
 
-class ReplicaTables:
+
+class ReplicaTables(SQLTables):
     """Mixin: claim_event, the lease methods and the per-replica meta rows of the Store protocol (m006_replicas)."""
-
-    _PARAM = "?"  # the driver's placeholder; PostgresStore says %s
-
-    def _q(self, sql: str) -> str:
-        return sql if self._PARAM == "?" else sql.replace("?", self._PARAM)
 
     def claim_event(self, event_id: str, *, replica: str, now: float, keep: float = 86_400.0) -> bool:
         """True for the one replica that handles this Slack event; False for every redelivery.
@@ -91,5 +88,3 @@ class ReplicaTables:
         with self.transaction() as db:
             return sum(db.execute(self._q("delete from meta where key = ?"), [k]).rowcount for k in keys)
 
-
-REPLICA_METHODS = [name for name in vars(ReplicaTables) if not name.startswith("_")]
