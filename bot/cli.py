@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 from functools import cached_property
 
 import click
@@ -24,6 +25,12 @@ class Ctx:
 
     def __init__(self, db: str | None = None):
         self._db = db
+
+    def use_db(self, db: str) -> None:
+        """`--db` given after the command's name (before anything was opened)."""
+        self._db = db
+        if "settings" in self.__dict__:
+            self.settings.db = db
 
     @cached_property
     def settings(self):
@@ -44,8 +51,15 @@ class Ctx:
     def reader(self):
         """The store for a command that only reads: opened read-only when it cannot be written
         (a read-only volume) or must not be (a newer paperclub's schema, with a warning)."""
-        from store import NewerSchema, ReadOnlyStorage, open_store
+        from store import NewerSchema, NoDatabase, ReadOnlyStorage, StoreError, open_store
 
+        try:  # a read never creates a database: a mistyped --db must not look like an empty one
+            open_store(self.settings.db, must_exist=True, migrate=False).close()
+        except NoDatabase as e:
+            raise click.ClickException(f"{e}. Check --db or PAPERCLUB_DB; `paperclub ingest FILE` "
+                                       "creates one.") from None
+        except StoreError:
+            pass  # a newer schema, a read-only volume ...: handled below as before
         try:
             return self.store
         except ReadOnlyStorage:
@@ -96,8 +110,28 @@ def setup_logging(level: str = "INFO", fmt: str = "text") -> None:
     configure(level, fmt)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="PAPERCLUB_DB", default=None, help="SQLite file (default ./paperclub.db) or postgresql://user@host/db.")
+DB_HELP = "SQLite file (default ./paperclub.db) or postgresql://user@host/db."
+
+
+def _db_after_name(ctx: click.Context, param, value):
+    if value is not None:
+        ctx.find_object(Ctx).use_db(value)
+
+
+class Commands(click.Group):
+    """A group whose every command also takes --db after its name (`paperclub search --db x q`)."""
+
+    group_class = type  # nested groups (fetch, enrich) are Commands too
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        if not isinstance(cmd, click.Group) and not any("--db" in p.opts for p in cmd.params):
+            cmd.params.append(click.Option(["--db"], default=None, expose_value=False, is_eager=True,
+                                           callback=_db_after_name, help=DB_HELP))
+        super().add_command(cmd, name)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar="PAPERCLUB_DB", default=None, help=DB_HELP)
 @click.version_option(package_name="paperclub")
 @click.pass_context
 def cli(ctx, db):
@@ -157,7 +191,8 @@ def fetch():
 @click.argument("category")
 @click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, metavar="YYYY-MM-DD",
               help="Submitted on or after this day (default: the last stored announcement, else 7 days ago).")
-@click.option("--until", type=click.DateTime(["%Y-%m-%d"]), default=None, metavar="YYYY-MM-DD")
+@click.option("--until", type=click.DateTime(["%Y-%m-%d"]), default=None, metavar="YYYY-MM-DD",
+              help="Last submission date to fetch (default: today).")
 @click.option("--no-embed", is_flag=True, help="Store the papers now, embed later.")
 @pass_ctx
 def fetch_arxiv(c: Ctx, category, since, until, no_embed):
@@ -230,7 +265,7 @@ def _ago(t: float | None, now: float) -> str:
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: each source with its channels.")
 @pass_ctx
 def feeds(c: Ctx, as_json):
     """Each source's cursor, last success and last error, and the channels following each feed."""
@@ -282,20 +317,31 @@ def _paper_line(p) -> str:
 @cli.command()
 @click.option("--limit", type=int, default=None, help="At most this many.")
 @click.option("--collection", default=None, help="Only this collection/venue.")
-@click.option("--json", "as_json", is_flag=True, help="JSON Lines output.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: a list of papers.")
+@click.option("--nl", "as_lines", is_flag=True, help="JSON Lines: one paper per line (for streaming).")
 @pass_ctx
-def papers(c: Ctx, limit, collection, as_json):
+def papers(c: Ctx, limit, collection, as_json, as_lines):
     """List papers: id, short name, headline."""
     from store.ingest import source_ids
 
     rows = c.reader.list_papers(limit=limit, collection=collection)
-    keys = c.reader.paper_keys(p.id for p in rows) if as_json else {}
-    for p in rows:
-        click.echo(json.dumps({"id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
-                               "collection": p.collection, "source_ids": source_ids(keys.get(p.id, []))},
-                              ensure_ascii=False)
-                   if as_json else _paper_line(p))
-    if not rows and not as_json:
+    keys = c.reader.paper_keys(p.id for p in rows) if as_json or as_lines else {}
+    docs = [{"id": p.id, "name": p.short_name, "title": p.title, "headline": p.headline,
+             "collection": p.collection, "source_ids": source_ids(keys.get(p.id, []))} for p in rows]
+    if as_json:
+        click.echo(json.dumps(docs, ensure_ascii=False, indent=2))
+    elif as_lines:
+        for doc in docs:
+            click.echo(json.dumps(doc, ensure_ascii=False))
+    else:
+        for p in rows:
+            click.echo(_paper_line(p))
+    if rows or as_json or as_lines:
+        return
+    if collection and c.reader.count_papers():
+        known = ", ".join(repr(n) for n in sorted({name for name, _, _ in c.reader.collections()})) or "none"
+        click.echo(f"No papers in collection {collection!r}. Collections: {known}.", err=True)
+    else:
         click.echo("No papers yet. Load some with: paperclub ingest FILE", err=True)
 
 
@@ -318,7 +364,7 @@ def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
 
 @cli.command()
 @click.argument("query", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True, help="How many papers.")
 @click.option("--collection", default=None, help="Only this collection/venue (e.g. 'ICLR 2026').")
 @click.option("--year", type=int, default=None, help="Only papers from this year.")
 @click.option("--json", "as_json", is_flag=True,
@@ -333,7 +379,7 @@ def search(c: Ctx, query, limit, collection, year, as_json):
 
 @cli.command()
 @click.argument("ref", nargs=-1, required=True)
-@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True)
+@click.option("--limit", type=click.IntRange(1, MAX_LIMIT), default=5, show_default=True, help="How many papers.")
 @click.option("--json", "as_json", is_flag=True,
               help="JSON list of {id, name, title, headline, score, why, source_ids, ...}.")
 @pass_ctx
@@ -348,7 +394,7 @@ def similar(c: Ctx, ref, limit, as_json):
 
 @cli.command()
 @click.argument("ref", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The paper as one JSON document.")
 @pass_ctx
 def show(c: Ctx, ref, as_json):
     """Show one paper (REF: id, short name, or words)."""
@@ -408,7 +454,7 @@ def summarize(c: Ctx, infile):
 
 @cli.command()
 @click.argument("topic", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The overview as one JSON document.")
 @pass_ctx
 def overview(c: Ctx, topic, as_json):
     """The most relevant papers on TOPIC, grouped into named themes with TL;DRs."""
@@ -433,7 +479,7 @@ def overview(c: Ctx, topic, as_json):
 
 
 @cli.command()
-@click.option("--no-embed", is_flag=True)
+@click.option("--no-embed", is_flag=True, help="Store the re-parsed papers now, embed later.")
 @pass_ctx
 def reparse(c: Ctx, no_embed):
     """Re-run the abstract parser over the stored raw text."""
@@ -455,6 +501,10 @@ def backup(c: Ctx, path, force):
     """
     from .health import backup_database
 
+    folder = Path(path).absolute().parent
+    if not folder.is_dir():  # a mistyped path must not grow folders without a word
+        raise click.ClickException(f"the folder {folder} does not exist: create it first "
+                                   f"(mkdir -p {folder}) or give another PATH.")
     click.echo(str(backup_database(c.settings.db, path, force=force)))
 
 
@@ -658,7 +708,7 @@ def pick(c: Ctx, channel, day, post, as_json):
               help="A candidate feedback strength to compare with the current one.")
 @click.option("--horizon", type=click.IntRange(2, 60), default=7, show_default=True,
               help="Posts ranked at each step.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The scores as one JSON document.")
 @pass_ctx
 def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
     """Score rankings on this database's logged reactions before switching one on.

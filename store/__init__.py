@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .base import BackupResult, Store
-from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
+from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, NoDatabase, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
 from .posts import PostStatus
 
@@ -44,7 +44,7 @@ _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
     "open_store", "database_unreachable", "database_address", "Store", "BackupResult", "Paper", "PostStatus",
-    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery", "LeaseLost",
+    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery", "LeaseLost", "NoDatabase",
     *_WHERE,
 ]
 

@@ -18,6 +18,10 @@ class IngestError(StoreError):
         super().__init__(f"{where}: {message}")
 
 
+class NoDatabase(StoreError):
+    """There is no database where one was expected, and this call must not create one."""
+
+
 class SchemaError(StoreError):
     """The database is at a schema this code does not know."""
 

@@ -448,6 +448,8 @@ def read_file(path: str | Path) -> list[Record]:
     """Parse a file of any known format into records; IngestError names file and line."""
     path = Path(path)
     reader = READERS.get(path.suffix.lower())
+    if not path.exists():
+        raise IngestError(path, 0, "no such file or folder")
     if reader is None:
         raise IngestError(path, 0, f"unknown format '{path.suffix or 'no extension'}' "
                           f"(known: {', '.join(sorted(READERS))})")

@@ -1,4 +1,4 @@
-"""What scripts meet: `search`/`similar`/`papers --json` name each paper's source ids, and --limit goes to 1000."""
+"""What scripts meet: `search`/`similar`/`papers --nl` name each paper's source ids, and --limit goes to 1000."""
 from __future__ import annotations
 
 import json
@@ -71,7 +71,7 @@ def test_similar_and_papers_json_name_source_ids_too(library):
     assert "Sparse Graph Attention" not in {h["title"] for h in hits}
     assert {h["title"]: h["source_ids"] for h in hits}["Graph Wavelets for Molecules"] == {"id": "SkgsACVKPH"}
     assert len(hits) > 100
-    listing = [json.loads(line) for line in paperclub(library, "papers", "--json").stdout.splitlines()]
+    listing = [json.loads(line) for line in paperclub(library, "papers", "--nl").stdout.splitlines()]
     assert {p["title"]: p["source_ids"] for p in listing if p["title"] in EXPECTED} == EXPECTED
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import sqlite_utils
 
 from ..base import BackupResult
-from ..errors import NewerSchema, ReadOnlyStorage, StoreBusy, StoreError
+from ..errors import NewerSchema, NoDatabase, ReadOnlyStorage, StoreBusy, StoreError
 from ..text import member_hash
 from .rows import JSON_FIELDS as _JSON_FIELDS
 from .shared import DIALECT, SHARED_METHODS, SharedTables
@@ -116,7 +116,7 @@ class SQLiteStore(SharedTables):
             migrate = False
             must_exist = True
         if must_exist and (self.path == ":memory:" or not Path(self.path).is_file()):
-            raise StoreError(f"no database at {self.path}")
+            raise NoDatabase(f"no database at {self.path}")
         if migrate:
             problem = _unwritable(self.path)
             if problem:

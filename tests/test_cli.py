@@ -1,0 +1,82 @@
+"""The command line as someone scripting it sees it: --db anywhere, no silent empty databases,
+one JSON document per --json, and errors that say what is wrong (issue 32, the command line)."""
+from __future__ import annotations
+
+import json
+
+import click
+from click.testing import CliRunner
+
+from bot.cli import cli
+from conftest import copy_db
+
+ENV = {"PAPERCLUB_MODEL": "hashing-256", "SLACK_BOT_TOKEN": "", "SLACK_APP_TOKEN": "", "PAPERCLUB_DB": ""}
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), env=ENV)
+
+
+def test_db_is_taken_after_the_command_name_too(hashing_db, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "p.db")
+    before, after = run("--db", str(db), "papers", "--limit", "3"), run("papers", "--limit", "3", "--db", str(db))
+    assert before.exit_code == after.exit_code == 0, after.output
+    assert after.output == before.output and len(after.output.splitlines()) == 3
+    fetched = run("fetch", "arxiv", "--help")  # nested groups' commands take it too
+    assert "--db" in fetched.output
+
+
+def test_a_read_command_on_a_mistyped_db_says_so_and_creates_nothing(tmp_path):
+    typo = tmp_path / "paperclib.db"
+    for args in (["papers"], ["search", "video"], ["show", "SPIKE"]):
+        out = run("--db", str(typo), *args)
+        assert out.exit_code == 1 and f"no database at {typo}" in out.output and "--db" in out.output, out.output
+    assert not typo.exists()
+
+
+def test_an_unknown_collection_is_not_an_empty_library(hashing_db, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "p.db")
+    out = run("--db", str(db), "papers", "--collection", "nope")
+    assert "No papers in collection 'nope'" in out.output and "ICLR 2026" in out.output
+    assert "No papers yet" not in out.output
+
+
+def test_json_is_one_document_and_nl_is_lines(hashing_db, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "p.db")
+    doc = json.loads(run("--db", str(db), "papers", "--limit", "4", "--json").output)
+    assert isinstance(doc, list) and len(doc) == 4 and {"id", "name", "headline"} <= doc[0].keys()
+    lines = run("--db", str(db), "papers", "--limit", "4", "--nl").output.splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [d["id"] for d in doc]
+
+
+def test_ingest_of_a_missing_path_says_it_is_missing(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "bot", "--db", str(tmp_path / "p.db"), "ingest", "/nonexistent"],
+                         capture_output=True, text=True, env={**os.environ, **ENV}, timeout=120)
+    assert out.returncode == 1 and "/nonexistent: no such file or folder" in out.stderr, out.stderr
+    assert "unknown format" not in out.stderr
+
+
+def test_backup_into_a_missing_folder_is_refused_without_making_folders(hashing_db, tmp_path):
+    db = copy_db(hashing_db, tmp_path / "p.db")
+    target = tmp_path / "nope" / "dir" / "x.db"
+    out = run("--db", str(db), "backup", str(target))
+    assert out.exit_code == 1 and "does not exist" in out.output and "mkdir -p" in out.output
+    assert not (tmp_path / "nope").exists()
+
+
+def test_every_option_says_what_it_is_for():
+    def options(group: click.Group, prefix: str):
+        for name, command in group.commands.items():
+            if isinstance(command, click.Group):
+                yield from options(command, f"{prefix} {name}")
+            else:
+                for p in command.params:
+                    if isinstance(p, click.Option):
+                        yield f"{prefix} {name} {p.opts[0]}", p.help
+
+    silent = [where for where, help_text in options(cli, "paperclub") if not help_text]
+    assert not silent, f"options with no --help text: {silent}"
