@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .errors import StoreError
-from .schedule import DAILY, ScheduleSpec, check_timezone, next_fire
+from .schedule import DAILY, ScheduleSpec, check_timezone, fire_on, next_fire
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +335,29 @@ def assign_presenter(store: Store, channel: str, day: date, now: datetime) -> st
     if presenter:
         store.put_club_session(channel, day.isoformat(), presenter=presenter, now=now.timestamp())
     return presenter
+
+
+def session_start(spec: ClubSpec, day: date) -> datetime:
+    """When the session on `day` starts (its first HH:MM on a fall-back night)."""
+    return fire_on(ScheduleSpec(spec.hour, spec.minute, spec.tz, DAILY), day)
+
+
+def accept_swap(store: Store, channel: str, day: date, from_user: str, to_user: str, now: datetime) -> str:
+    """`to_user` takes `from_user`'s slot on `day`: 'swapped', or why not: 'started' (the session
+    began or is over: an offer expires with its session), 'changed' (the slot changed hands
+    since the offer), 'not_member' (they are no longer in the rotation) or 'away'."""
+    spec = club_for(store, channel)
+    row = store.get_club_session(channel, day.isoformat()) or {}
+    if spec is None or row.get("state", "planned") != "planned" or now >= session_start(spec, day):
+        return "started"
+    if row.get("presenter") != from_user:
+        return "changed"
+    if to_user not in {m["user"] for m in store.club_members(channel)}:
+        return "not_member"
+    if is_away(to_user, day, aways_for(store, channel)):
+        return "away"
+    store.put_club_session(channel, day.isoformat(), presenter=to_user, now=now.timestamp())
+    return "swapped"
 
 
 def choose_paper(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:

@@ -162,7 +162,7 @@ def parse_schedule(text: str, default_tz: str = "UTC") -> ScheduleSpec:
 
 
 # -- fire times -----------------------------------------------------------------------
-def _fire_on(spec: ScheduleSpec, day: date) -> datetime:
+def fire_on(spec: ScheduleSpec, day: date) -> datetime:
     """The one fire on a local date: its first HH:MM when a fall-back night repeats it, the hour
     after when a spring-forward night skips it (a real instant, in the schedule's zone)."""
     wall = datetime(day.year, day.month, day.day, spec.hour, spec.minute, tzinfo=spec.zone, fold=0)
@@ -178,7 +178,7 @@ def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
     day = after.astimezone(spec.zone).date() - timedelta(days=1)
     while True:
         if day.weekday() in _WEEKDAYS_OF[spec.days]:
-            fire = _fire_on(spec, day)
+            fire = fire_on(spec, day)
             if fire > after:
                 return fire
         day += timedelta(days=1)

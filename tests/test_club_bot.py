@@ -436,3 +436,33 @@ def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_po
     [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
     assert bk.esc(papers[0].short_name) in text_of(winner)
     assert "did not choose by the cutoff" in text_of(winner) and "<@UANN>" in text_of(winner)
+
+
+def test_a_stale_swap_offer_expires_with_its_session_and_only_a_current_member_may_accept(world):
+    """Ann offers Bob her 3 December slot; Bob clicks Accept on 10 December: 3 December's presenter
+    stays Ann. And a member who left the rotation cannot take a live offer."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=MONDAY.timestamp())
+    offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
+    value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == bk.ACTION_SWAP_ACCEPT)
+    clock.now = datetime(2026, 12, 3, 16, 0, tzinfo=timezone.utc)  # 17:00 Berlin: the session begins
+    late = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
+    assert "expired" in text_of(late[0]) and "has begun or is over" in text_of(late[0])
+    clock.now = datetime(2026, 12, 10, 9, tzinfo=timezone.utc)  # a week later
+    stale = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
+    assert "expired" in text_of(stale[0])
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"  # history stands
+    assert fake.dm_messages("UBOB") == []
+    # A live offer to a member who has since left the rotation.
+    clock.now = MONDAY
+    offer = dispatch_command(app, fake, "club swap <@UCY>", user="UANN", channel=CH)
+    value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == bk.ACTION_SWAP_ACCEPT)
+    assert "You left the presenter rotation" in text_of(dispatch_command(app, fake, "club leave", user="UCY",
+                                                                         channel=CH))
+    gone = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UCY", ephemeral=True)
+    assert "not in the presenter rotation" in text_of(gone[0])
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"

@@ -215,6 +215,14 @@ def map_reply(deps: Deps, channel: str) -> Reply:
     return Reply(f"Posted a map of the club's {len(points.sessions)} sessions to this channel.")
 
 
+SWAP_REFUSED = {  # why cl.accept_swap said no, as the member who clicked Accept reads it
+    "started": "That offer has expired: the session on {day} has begun or is over, and who presented stays as it was.",
+    "changed": "That offer has expired: the slot on {day} changed hands already.",
+    "not_member": "{me}, you are not in the presenter rotation now; `club join` first, then ask for a new offer.",
+    "away": "{me}, you are away on {day}, so I left the slot as it was.",
+}
+
+
 def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
     """Offer my next presenting slot to another member; nothing changes until they accept."""
     found = _MENTION.search(call.raw)
@@ -418,14 +426,21 @@ def register(app: App, deps: Deps) -> None:
         channel = channel_of_body(body)
         if user != to_user:
             return ephemeral(respond, f"Only {mention(to_user)} can answer this offer.")
-        row = store.get_club_session(channel, day)
-        if row is None or row.get("presenter") != from_user:
-            return ephemeral(respond, "That offer has expired: the slot changed hands already.")
+        try:
+            when = date.fromisoformat(day)
+        except ValueError:
+            return ephemeral(respond, "That offer has expired.")
+        now = deps.clock()
         if accept:
-            store.put_club_session(channel, day, presenter=to_user, now=deps.clock().timestamp())
+            outcome = cl.accept_swap(store, channel, when, from_user, to_user, now)
+            if outcome != "swapped":
+                return ephemeral(respond, SWAP_REFUSED[outcome].format(day=day, me=mention(to_user)))
             text = f"{mention(to_user)} presents on {day} instead of {mention(from_user)}. Thank you!"
-            deps.later(lambda: dm_presenter(deps, client, channel, date.fromisoformat(day), deps.clock()))
+            deps.later(lambda: dm_presenter(deps, client, channel, when, deps.clock()))
         else:
+            row = store.get_club_session(channel, day) or {}
+            if row.get("presenter") != from_user:
+                return ephemeral(respond, SWAP_REFUSED["changed"].format(day=day, me=mention(to_user)))
             text = f"{mention(to_user)} can't take {day}; {mention(from_user)} still presents."
         ts = (body.get("container") or {}).get("message_ts")
         if ts and not (body.get("container") or {}).get("is_ephemeral"):
