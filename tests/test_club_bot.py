@@ -466,3 +466,46 @@ def test_a_stale_swap_offer_expires_with_its_session_and_only_a_current_member_m
     gone = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UCY", ephemeral=True)
     assert "not in the presenter rotation" in text_of(gone[0])
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
+
+
+def test_a_burst_of_votes_with_a_slow_chat_update_never_holds_up_a_command(world):
+    """12 members vote within a second while Slack takes 3 s per chat.update: each click is acked at
+    once, `/paper search` answers while the first redraw is still on its way, and the burst costs
+    one or two redraws of the agenda, not twelve, the last one counting every vote."""
+    from bot.app import make_later, work_pool
+    from conftest import BOT_TOKEN
+
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UANN", channel=CH)
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)
+    ts = post_agenda(deps, deps.slack, CH, DAY)
+
+    from slack_sdk import WebClient
+
+    pool = work_pool()
+    live = make_deps(deps.settings, store, deps.searcher, clock=clock, later=make_later(pool))
+    busy = create_app(live, client=WebClient(token=BOT_TOKEN, base_url=fake.api_url))
+    fake.delay("chat.update", 3.0, times=None)
+    voters = [f"UV{i:02d}" for i in range(12)]
+    fake.add_members(*voters)
+    try:
+        for user in voters:
+            click(busy, fake, bk.ACTION_VOTE, f"{DAY.isoformat()}|{paper.id}", user=user, message_ts=ts)
+        url = fake.new_response_url(channel=CH, user="UBOB")
+        body = {"command": "/paper", "text": "search video", "user_id": "UBOB", "user_name": "ubob",
+                "channel_id": CH, "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+                "response_url": url, "trigger_id": "1.2.3"}
+        assert busy.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+        [reply] = fake.wait_for(lambda: fake.responses(url), timeout=10)
+        assert reply.get("blocks") and len(fake.calls("chat.update")) <= 1  # the first redraw still on its way
+
+        def agenda_votes() -> str:
+            updated = next(m for m in fake.messages(CH) if m["ts"] == ts)
+            return next(b for b in updated["blocks"] if b.get("block_id", "").endswith(paper.id))["text"]["text"]
+        fake.wait_for(lambda: "*12* votes" in agenda_votes(), timeout=30)
+    finally:
+        pool.shutdown(wait=True)
+    assert len(store.club_votes(CH, DAY.isoformat())) == 12
+    assert 1 <= len(fake.calls("chat.update")) <= 2

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from datetime import date, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from store import club as cl
 from store.errors import StoreError
@@ -25,7 +26,7 @@ from .posts import _label, _spec, agenda_message, dm_presenter
 if TYPE_CHECKING:
     from slack_bolt import App
 
-    from ..deps import Deps
+    from ..deps import Deps, Later
 
 log = logging.getLogger("bot.club")
 
@@ -278,6 +279,38 @@ _CHOOSE_ANSWERS = {
 
 
 # -- listeners ----------------------------------------------------------------------------------
+class MessageUpdates:
+    """Redraws of one Slack message, folded: a redraw asked for while one waits for the work pool is
+    that one (it reads the store when it runs), and one asked for while one runs runs once after it.
+    So a burst of clicks costs one or two chat.update calls, not one each, and none on the claim pool."""
+
+    def __init__(self, later: Later):
+        self.later = later
+        self._lock = threading.Lock()
+        self._state: dict[tuple[str, str], str] = {}  # message -> "waiting" | "running" | "again"
+
+    def __call__(self, key: tuple[str, str], update: Callable[[], None]) -> None:
+        with self._lock:
+            state = self._state.get(key)
+            if state in ("waiting", "again"):
+                return  # the redraw on its way reads the store when it runs
+            self._state[key] = "again" if state == "running" else "waiting"
+            if state == "running":
+                return
+        self.later(lambda: self._run(key, update))
+
+    def _run(self, key: tuple[str, str], update: Callable[[], None]) -> None:
+        again = True
+        while again:  # in this worker: once more for the clicks that came while it ran
+            with self._lock:
+                self._state[key] = "running"
+            try:
+                update()
+            finally:
+                with self._lock:
+                    again = self._state.pop(key) == "again"
+
+
 def register(app: App, deps: Deps) -> None:
     """The club's buttons and the setup modal."""
     store = deps.store
@@ -356,18 +389,21 @@ def register(app: App, deps: Deps) -> None:
 
     @app.action(bk.ACTION_VOTE)
     def handle_vote(ack, action, body, respond, client):
-        ack()
-        day_text, _, paper_id = (action.get("value") or "").partition("|")
-        channel = channel_of_body(body)
-        ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
-        try:
-            day = date.fromisoformat(day_text)
-        except ValueError:
-            return ephemeral(respond, "That vote button is broken; ask for a fresh agenda.")
-        result = cl.cast_vote(store, channel, day, user_of(body), paper_id, deps.clock())
-        if result != "added":
-            return ephemeral(respond, _VOTE_ANSWERS[result])
-        _refresh(client, channel, ts, day)
+        ack()  # this listener runs on the claim pool: everything else on the work pool
+
+        def job():
+            day_text, _, paper_id = (action.get("value") or "").partition("|")
+            channel = channel_of_body(body)
+            ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
+            try:
+                day = date.fromisoformat(day_text)
+            except ValueError:
+                return ephemeral(respond, "That vote button is broken; ask for a fresh agenda.")
+            result = cl.cast_vote(store, channel, day, user_of(body), paper_id, deps.clock())
+            if result != "added":
+                return ephemeral(respond, _VOTE_ANSWERS[result])
+            _refresh(client, channel, ts, day)
+        deps.later(job, respond)
 
     @app.action(bk.ACTION_CLUB_CHOOSE)
     def handle_choose(ack, action, body, respond, client):
@@ -413,12 +449,18 @@ def register(app: App, deps: Deps) -> None:
             ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")
         deps.later(job, respond)
 
+    updates = MessageUpdates(deps.later)
+
     def _refresh(client, channel: str, ts: str | None, day: date) -> None:
+        """Redraw the agenda from the store; a burst of votes on one agenda redraws it once or twice."""
         if not ts:
             return
-        message = agenda_message(deps, channel, day)
-        message.pop("unfurl_links"), message.pop("unfurl_media")
-        client.chat_update(ts=ts, **message)
+
+        def update():
+            message = agenda_message(deps, channel, day)
+            message.pop("unfurl_links"), message.pop("unfurl_media")
+            client.chat_update(ts=ts, **message)
+        updates((channel, ts), update)
 
     def swap(body, action, respond, client, accept: bool) -> None:
         day, from_user, to_user = ((action.get("value") or "") + "||").split("|")[:3]
@@ -451,12 +493,12 @@ def register(app: App, deps: Deps) -> None:
     @app.action(bk.ACTION_SWAP_ACCEPT)
     def handle_swap_accept(ack, body, action, respond, client):
         ack()
-        swap(body, action, respond, client, True)
+        deps.later(lambda: swap(body, action, respond, client, True), respond)
 
     @app.action(bk.ACTION_SWAP_DECLINE)
     def handle_swap_decline(ack, body, action, respond, client):
         ack()
-        swap(body, action, respond, client, False)
+        deps.later(lambda: swap(body, action, respond, client, False), respond)
 
 
 SUBCOMMANDS = (
