@@ -547,7 +547,8 @@ ACTION_CLEAR_VOTES = "club_clear_votes"  # value: session date
 ACTION_SWAP_ACCEPT = "club_swap_accept"  # value: "<session date>|<from>|<to>"
 ACTION_SWAP_DECLINE = "club_swap_decline"
 ACTION_CLUB_CHOOSE = "club_choose"  # value: "<session date>|<paper id>"; only the session's presenter may press it
-CLUB_SETUP_VIEW = "club_setup_view"  # callback id of the setup modal (private_metadata: channel)
+CLUB_SETUP_VIEW = "club_setup_view"  # callback id of the setup modal (private_metadata: sealed channel)
+CLUB_SETUP_FIELDS = ("weekday", "time", "tz", "cadence", "lead", "cutoff", "mode")  # block ids = form fields
 AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the agenda
 
 
@@ -570,8 +571,9 @@ def _option(text: str, value: str) -> dict:
     return {"text": {"type": "plain_text", "text": text}, "value": value}
 
 
-def club_setup_view(channel: str, current: dict | None) -> dict:
-    """The setup modal (views.open): weekday, time, zone, cadence, lead times, vote or presenter."""
+def club_setup_view(metadata: str, current: dict | None) -> dict:
+    """The setup modal (views.open): weekday, time, zone, cadence, lead times, vote or presenter;
+    `metadata` is its private_metadata (the sealed channel and opener, bot.club.commands._seal)."""
     cur = current or {}
     days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
@@ -587,7 +589,7 @@ def club_setup_view(channel: str, current: dict | None) -> dict:
                             "min_value": "1", "max_value": "312", "initial_value": str(initial)}}
 
     return {
-        "type": "modal", "callback_id": CLUB_SETUP_VIEW, "private_metadata": channel[:3000],
+        "type": "modal", "callback_id": CLUB_SETUP_VIEW, "private_metadata": metadata[:3000],
         "title": {"type": "plain_text", "text": "Reading group"},
         "submit": {"type": "plain_text", "text": "Save"}, "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
@@ -608,6 +610,13 @@ def club_setup_view(channel: str, current: dict | None) -> dict:
                    cur.get("mode") or "vote"),
         ],
     }
+
+
+def notice_view(title: str, text: str) -> dict:
+    """A modal that only says something (a view_submission answered with response_action=update)."""
+    return {"type": "modal", "title": {"type": "plain_text", "text": title[:24]},
+            "close": {"type": "plain_text", "text": "Close"},
+            "blocks": [section(esc(text)).to_dict()]}
 
 
 def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, note: str | None,

@@ -14,7 +14,8 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .errors import StoreError
-from .schedule import DAILY, ScheduleSpec, check_timezone, fire_on, next_fire
+from .schedule import DAILY, ScheduleSpec, check_timezone, fire_on, next_fire, parse_time
+from .text import parse_number
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
 VOTE, PRESENTER_CHOOSES = "vote", "presenter"
 MAX_VOTES = 3  # approval voting: at most this many papers per member and session
+MAX_LEAD_HOURS = 24 * 13  # nominations close at most two weeks before the session
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 TIEBREAK = "ties go to the nominator with fewer earlier sessions, then to the earlier nomination"
 
@@ -55,7 +57,7 @@ class ClubSpec:
             raise ClubError("A club meets weekly or fortnightly.")
         if self.mode not in (VOTE, PRESENTER_CHOOSES):
             raise ClubError("Either members vote or the presenter chooses.")
-        if not 0 < self.cutoff_hours <= self.lead_hours <= 24 * 13:
+        if not 0 < self.cutoff_hours <= self.lead_hours <= MAX_LEAD_HOURS:
             raise ClubError("Nominations close before votes do, and both within two weeks of the session.")
         check_timezone(self.tz)
 
@@ -74,6 +76,49 @@ class ClubSpec:
     def describe(self) -> str:
         """'fortnightly on Thursday at 17:00 Europe/Berlin'."""
         return f"{self.cadence} on {WEEKDAYS[self.weekday].title()} at {self.hour:02d}:{self.minute:02d} {self.tz}"
+
+
+class ClubFormError(ClubError):
+    """A setup form with fields that cannot be used: field -> what is wrong with it, for the member."""
+
+    def __init__(self, errors: dict[str, str]):
+        self.errors = errors
+        super().__init__(" ".join(errors.values()))
+
+
+def club_from_form(values: dict[str, str | None]) -> ClubSpec:
+    """A ClubSpec from the setup form's fields (weekday 0-6, time HH:MM, tz, cadence, lead and
+    cutoff hours, mode), each checked on its own: ClubFormError names every wrong field."""
+    errors: dict[str, str] = {}
+    weekday = parse_number(values.get("weekday"), 0, 6)
+    if weekday is None:
+        errors["weekday"] = "Pick a weekday from the list."
+    hour = minute = 0
+    try:
+        hour, minute = parse_time(values.get("time") or "")
+    except StoreError:
+        errors["time"] = "Pick a time of day, HH:MM in 24 hours (for example 17:00)."
+    tz = "UTC"
+    try:
+        tz = check_timezone(values.get("tz") or "")
+    except StoreError as exc:
+        errors["tz"] = str(exc)[:150]
+    cadence, mode = values.get("cadence"), values.get("mode")
+    if cadence not in (WEEKLY, FORTNIGHTLY):
+        errors["cadence"] = "Pick weekly or fortnightly."
+    if mode not in (VOTE, PRESENTER_CHOOSES):
+        errors["mode"] = "Pick whether members vote or the presenter chooses."
+    lead = parse_number(values.get("lead"), 1, MAX_LEAD_HOURS)
+    cutoff = parse_number(values.get("cutoff"), 1, MAX_LEAD_HOURS)
+    if lead is None:
+        errors["lead"] = f"Whole hours from 1 to {MAX_LEAD_HOURS} (two weeks), in digits 0-9."
+    if cutoff is None:
+        errors["cutoff"] = f"Whole hours from 1 to {MAX_LEAD_HOURS}, in digits 0-9."
+    elif lead is not None and cutoff > lead:
+        errors["cutoff"] = f"Votes close after nominations do: at most {lead} hours before."
+    if errors:
+        raise ClubFormError(errors)
+    return ClubSpec(weekday, hour, minute, tz, cadence, lead_hours=lead, cutoff_hours=cutoff, mode=mode)
 
 
 @dataclass(frozen=True)

@@ -509,3 +509,75 @@ def test_a_burst_of_votes_with_a_slow_chat_update_never_holds_up_a_command(world
         pool.shutdown(wait=True)
     assert len(store.club_votes(CH, DAY.isoformat())) == 12
     assert 1 <= len(fake.calls("chat.update")) <= 2
+
+
+def _open_setup(app, fake):
+    click(app, fake, bk.ACTION_CLUB_SETUP, CH, user=ADMIN, ephemeral=True)
+    return fake.modals()[-1]
+
+
+def _errors(response) -> dict:
+    assert response.status == 200
+    answer = json.loads(response.body)
+    assert answer["response_action"] == "errors", answer
+    return answer["errors"]
+
+
+@pytest.mark.parametrize("field,values", [
+    ("weekday", {"weekday": "abc"}),
+    ("weekday", {"weekday": "9"}),
+    ("time", {"time": "０９:００"}),  # full-width digits
+    ("time", {"time": "25:00"}),
+    ("tz", {"tz": "Mars/Olympus"}),
+    ("lead", {"lead": "１２"}),
+    ("lead", {"lead": "1000"}),
+    ("cutoff", {"cutoff": "0"}),
+    ("cutoff", {"lead": 24, "cutoff": 48}),
+])
+def test_each_setup_error_is_under_its_own_field_and_nothing_is_stored(world, field, values):
+    app, fake, store, clock, deps = world
+    modal = _open_setup(app, fake)
+    errors = _errors(submit_setup(app, modal, user=ADMIN, **values))
+    assert list(errors) == [field], errors
+    assert errors[field].strip()
+    assert store.get_club(CH) is None
+
+
+def test_two_wrong_fields_get_two_errors(world):
+    app, fake, store, clock, deps = world
+    errors = _errors(submit_setup(app, _open_setup(app, fake), user=ADMIN, weekday="abc", tz="Nowhere/Land"))
+    assert set(errors) == {"weekday", "tz"} and "Nowhere/Land" in errors["tz"]
+
+
+@pytest.mark.parametrize("metadata", ["C2'; drop table clubs;--", "C2", "C1|UADMIN|00000000000000000000000000000000",
+                                      ""])
+def test_a_forged_setup_submission_stores_nothing_and_says_so(world, metadata):
+    app, fake, store, clock, deps = world
+    modal = _open_setup(app, fake)
+    response = submit_setup(app, {**modal, "private_metadata": metadata}, user=ADMIN)
+    assert response.status == 200
+    answer = json.loads(response.body)
+    assert answer["response_action"] == "update" and "nothing was saved" in json.dumps(answer["view"])
+    assert store.clubs() == []
+
+
+def test_a_setup_form_is_good_only_for_the_admin_and_channel_it_was_opened_for(world):
+    app, fake, store, clock, deps = world
+    fake.add_members("UADMIN2")
+    modal = _open_setup(app, fake)
+    other = make_settings(slack_api_url=fake.api_url, admins="UADMIN,UADMIN2")
+    deps2 = make_deps(other, store, deps.searcher, clock=clock)
+    app2 = create_app(deps2, process_before_response=True)
+    answer = json.loads(submit_setup(app2, modal, user="UADMIN2").body)  # another admin submits Ann's form
+    assert answer["response_action"] == "update"
+    assert store.clubs() == []
+    # A Set up button whose value names another channel than the one it sits in opens nothing.
+    before = len(fake.modals())
+    url = fake.new_response_url(channel=CH, user=ADMIN)
+    dispatch(app, {"type": "block_actions", "user": {"id": ADMIN}, "api_app_id": "A1", "team": {"id": "T1"},
+                   "channel": {"id": CH}, "trigger_id": "1.2.3", "response_url": url,
+                   "container": {"type": "message", "channel_id": CH, "message_ts": "1.000001", "is_ephemeral": True},
+                   "actions": [{"action_id": bk.ACTION_CLUB_SETUP, "block_id": "b", "value": "C2", "type": "button"}]})
+    assert len(fake.modals()) == before
+    assert submit_setup(app, modal, user=ADMIN).status == 200  # the real form still works
+    assert [c["channel"] for c in store.clubs()] == [CH]

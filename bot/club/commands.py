@@ -7,6 +7,8 @@ scheduled posts and DMs are in bot/club/posts.py.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import re
 import threading
@@ -216,6 +218,30 @@ def map_reply(deps: Deps, channel: str) -> Reply:
     return Reply(f"Posted a map of the club's {len(points.sessions)} sessions to this channel.")
 
 
+CHANNEL_ID = re.compile(r"[CG][A-Z0-9]{1,20}")  # a channel a club can meet in
+
+
+def _seal(deps: Deps, channel: str, user: str) -> str:
+    """The setup modal's private_metadata: its channel and opener, signed, so a submission acts
+    only on the channel the bot opened the modal for, and only for the admin it opened it for."""
+    return f"{channel}|{user}|{_signature(deps, channel, user)}"
+
+
+def _unseal(deps: Deps, metadata: str, user: str) -> str | None:
+    """The channel a sealed private_metadata names, if this bot sealed it for `user`; else None."""
+    channel, opener, signature = (metadata + "||").split("|")[:3]
+    if opener != user or not CHANNEL_ID.fullmatch(channel):
+        return None
+    return channel if hmac.compare_digest(signature, _signature(deps, channel, user)) else None
+
+
+def _signature(deps: Deps, channel: str, user: str) -> str:
+    token = deps.settings.slack_bot_token
+    secret = token.get_secret_value() if hasattr(token, "get_secret_value") else (token or "")
+    key = hashlib.sha256(f"paperclub-club-setup:{secret}".encode()).digest()
+    return hmac.new(key, f"{channel}|{user}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
 SWAP_REFUSED = {  # why cl.accept_swap said no, as the member who clicked Accept reads it
     "started": "That offer has expired: the session on {day} has begun or is over, and who presented stays as it was.",
     "changed": "That offer has expired: the slot on {day} changed hands already.",
@@ -327,43 +353,36 @@ def register(app: App, deps: Deps) -> None:
     @app.action(bk.ACTION_CLUB_SETUP)
     def handle_setup_button(ack, action, body, client):
         ack()
-        channel = (action.get("value") or "").strip() or channel_of_body(body)
-        if not is_admin(deps, user_of(body)):
+        user, here = user_of(body), channel_of_body(body)
+        channel = (action.get("value") or "").strip() or here
+        # The button names its channel; it is only good in that channel (a forged value is not).
+        if not is_admin(deps, user) or (here and channel != here) or not CHANNEL_ID.fullmatch(channel):
             return
         # trigger_id expires ~3 s after the click: open the modal now, before anything slow.
-        client.views_open(trigger_id=body["trigger_id"], view=bk.club_setup_view(channel, store.get_club(channel)))
+        client.views_open(trigger_id=body["trigger_id"],
+                          view=bk.club_setup_view(_seal(deps, channel, user), store.get_club(channel)))
 
     @app.view(bk.CLUB_SETUP_VIEW)
     def handle_setup_submission(ack, body, view):
         user = user_of(body)
-        channel = view.get("private_metadata") or ""
+        channel = _unseal(deps, view.get("private_metadata") or "", user)
         values = (view.get("state") or {}).get("values") or {}
 
         def val(block: str):
             v = (values.get(block) or {}).get("value") or {}
             return (v.get("selected_option") or {}).get("value") or v.get("selected_time") or v.get("value")
 
-        if not is_admin(deps, user) or not channel:
-            ack(response_action="errors", errors={"weekday": "Only the reading group's admins can set it up."})
+        if channel is None or not is_admin(deps, user):
+            # Not a form this bot opened for this admin: change nothing, and say so in the modal.
+            log.warning("refused a club setup form not opened for %s", member_tag(user))
+            ack(response_action="update", view=bk.notice_view(
+                "Reading group", "This form was not opened for you here, so nothing was saved. "
+                f"Open it again with {deps.command} club in the club's channel."))
             return
         try:
-            hour, minute = (int(x) for x in (val("time") or "").split(":"))
-            lead, cutoff = int(val("lead") or 0), int(val("cutoff") or 0)
-        except ValueError:
-            ack(response_action="errors", errors={"time": "Pick a time, and whole hours for the deadlines."})
-            return
-        try:
-            from store.schedule import check_timezone
-
-            tz = check_timezone((val("tz") or "").strip())
-        except StoreError as exc:
-            ack(response_action="errors", errors={"tz": str(exc)[:150]})
-            return
-        try:
-            spec = cl.ClubSpec(int(val("weekday") or 0), hour, minute, tz, val("cadence") or cl.WEEKLY,
-                               lead_hours=lead, cutoff_hours=cutoff, mode=val("mode") or cl.VOTE)
-        except StoreError as exc:
-            ack(response_action="errors", errors={"cutoff": str(exc)[:150]})
+            spec = cl.club_from_form({field: val(field) for field in bk.CLUB_SETUP_FIELDS})
+        except cl.ClubFormError as exc:
+            ack(response_action="errors", errors=exc.errors)
             return
         ack()  # the modal closes now; the write waits its turn in the work pool
 
