@@ -272,9 +272,9 @@ def feeds(c: Ctx, as_json):
     from store.sources import feed_source
 
     now = time.time()
-    states = {s["source"]: s for s in c.store.source_states()}
+    states = {s["source"]: s for s in c.reader.source_states()}
     followers: dict[str, list[str]] = {}
-    for f in c.store.feeds():
+    for f in c.reader.feeds():
         followers.setdefault(feed_source(f["kind"], f["target"]), []).append(f["channel"])
     names = sorted(set(states) | set(followers))
     if as_json:
@@ -460,7 +460,7 @@ def overview(c: Ctx, topic, as_json):
     """The most relevant papers on TOPIC, grouped into named themes with TL;DRs."""
     from store.overview import topic_overview
 
-    ov = topic_overview(c.store, c.searcher, " ".join(topic), llm=c.llm, now=time.time())
+    ov = topic_overview(c.reader, c.read_searcher, " ".join(topic), llm=c.llm, now=time.time())
     if as_json:
         click.echo(json.dumps({"topic": ov.topic, "common": ov.common, "backend": ov.backend, "themes": [
             {"name": t.name, "papers": [{"id": p.id, "name": p.short_name, "tldr": s.tldr}
@@ -659,7 +659,9 @@ def pick(c: Ctx, channel, day, post, as_json):
     from .wiring import build_deps
 
     now = utc_now()
-    tz = channel_tz(c.store, channel, c.settings)
+    # A dry run only reads (it works on a read-only volume); --post writes.
+    store, searcher = (c.store, c.searcher) if post else (c.reader, c.read_searcher)
+    tz = channel_tz(store, channel, c.settings)
     try:
         when = date_cls.fromisoformat(day) if day else local_today(tz, now)
     except ValueError:
@@ -667,10 +669,10 @@ def pick(c: Ctx, channel, day, post, as_json):
     if post and not c.settings.has_slack_tokens:
         raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN (environment or .env).")
     # The same wiring as the bot, so the dry run weighs reactions as the bot does.
-    deps = build_deps(c.settings, c.store, c.searcher, clock=utc_now,
+    deps = build_deps(c.settings, store, searcher, clock=utc_now,
                       slack=make_client(c.settings) if post else None)
     if post:
-        result = post_daily(deps.slack, c.store, c.searcher, channel, now, day=when, feedback=deps.feedback,
+        result = post_daily(deps.slack, store, searcher, channel, now, day=when, feedback=deps.feedback,
                             settings=c.settings, llm=deps.llm)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
@@ -678,15 +680,15 @@ def pick(c: Ctx, channel, day, post, as_json):
         if result.status == "failed":
             sys.exit(1)
         return
-    row = c.store.get_post(channel, when.isoformat())
+    row = store.get_post(channel, when.isoformat())
     chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
-        c.store, c.searcher, channel, when, feedback=deps.feedback)
+        store, searcher, channel, when, feedback=deps.feedback)
     if as_json:
         data = chosen.to_dict() if chosen else None
         click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,
                                "status": row["status"] if row else None}, ensure_ascii=False, indent=2))
         return
-    schedule = c.store.get_schedule(channel)
+    schedule = store.get_schedule(channel)
     where = (f"{schedule['hour']:02d}:{schedule['minute']:02d} {schedule['tz']}, {schedule['days']}"
              if schedule else f"no schedule ({tz})")
     click.echo(f"{when} {channel} ({where})" + (f": {row['status']}" + (f" ts={row['ts']}" if row.get("ts") else "")
@@ -695,7 +697,7 @@ def pick(c: Ctx, channel, day, post, as_json):
         click.echo("Nothing left to pick: every paper has been shown in this channel.")
         return
     for label, choice in [("paper of the day", chosen.choice)] + [("runner-up", r) for r in chosen.runners_up]:
-        paper = c.store.get_paper(choice.paper_id)
+        paper = store.get_paper(choice.paper_id)
         click.echo(f"{label:>16}: {_paper_line(paper) if paper else choice.paper_id}")
         click.echo(f"{'':>16}  why: {choice.explain()}")
 
@@ -732,16 +734,16 @@ def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
         settings = PickSettings(feedback_strength=strength) if strength is not None else PickSettings()
         pickers[f"candidate: half-life {half_life or current:g} d, strength {settings.feedback_strength:g}"] = {
             "half_life_days": half_life or current, "settings": settings}
-    channels = [channel] if channel else c.store.reaction_channels()
+    channels = [channel] if channel else c.reader.reaction_channels()
     if not channels:
         click.echo("No reactions logged yet, so there is nothing to replay.", err=True)
         return
-    ids, matrix = c.store.load_vectors(c.embedder.name)
+    ids, matrix = c.reader.load_vectors(c.embedder.name)
     results = {}
     for ch in channels:
-        rows = c.store.interests(ch)
-        interests = list(zip(interests_for(c.store, ch, c.embedder), [r["created_at"] for r in rows]))
-        results[ch] = replay_channel(c.store, ch, ids, matrix, interests, pickers, weights=weights,
+        rows = c.reader.interests(ch)
+        interests = list(zip(interests_for(c.reader, ch, c.embedder), [r["created_at"] for r in rows]))
+        results[ch] = replay_channel(c.reader, ch, ids, matrix, interests, pickers, weights=weights,
                                      horizon=horizon)
     if as_json:
         click.echo(json.dumps({ch: [{"picker": s.name, "points": s.points, "precision_at_1": round(s.precision_at_1, 4),

@@ -339,16 +339,26 @@ def test_on_a_read_only_volume_reading_works_and_writing_says_why(hashing_db, tm
         db.chmod(0o444)
         data.chmod(0o555)  # the volume is read-only: neither the file nor its folder can be written
         before = db.read_bytes()
-        for args in (["papers", "--limit", "3"], ["search", "video", "grounding"], ["show", first],
-                     ["similar", first], ["summary", first]):
-            out = cli(*args)
-            assert out.returncode == 0, (args, out.stderr)
-            assert "unable to open" not in out.stderr and out.stdout.strip(), (args, out.stderr)
+        reads = {"papers": ["--limit", "3"], "search": ["video", "grounding"], "show": [first], "similar": [first],
+                 "summary": [first], "feeds": [], "overview": ["video"], "pick": ["--channel", "C1"], "replay": [],
+                 "backup": [str(base / "copy.db")]}
+        for name, args in reads.items():
+            out = cli(name, *args)
+            assert out.returncode == 0, (name, out.stderr)
+            assert "unable to open" not in out.stderr and "readonly" not in out.stderr, (name, out.stderr)
+            assert (out.stdout + out.stderr).strip(), name
+        out = cli("health")  # reads: the database answers, and what is wrong is the missing bot
+        assert "database reachable" in out.stderr and "never connected" in out.stderr, out.stderr
         (base / "x.txt").write_text("An abstract about robots that learn to grasp objects from video.\n")
-        out = cli("ingest", str(base / "x.txt"))
-        assert out.returncode == 1
-        [line] = out.stderr.strip().splitlines()
-        assert line.startswith(f"error: cannot write the database {db}"), line
+        writes = {"ingest": [str(base / "x.txt")], "fetch": ["arxiv", "cs.LG"], "reparse": [], "run": [],
+                  "console": [], "enrich": ["openreview", "--venue", "ICLR.cc/2026/Conference"]}
+        for name, args in writes.items():
+            out = cli(name, *args)
+            assert out.returncode == 1, (name, out.stderr)
+            assert out.stderr.strip().splitlines()[-1].startswith(f"error: cannot write the database {db}"), name
+        # Every command is one or the other, or never opens the database.
+        from bot.cli import cli as commands
+        assert set(commands.commands) == {*reads, "health", *writes, "export-onnx", "summarize", "migrate"}
         assert db.read_bytes() == before  # nothing was written, not even a cached summary
     finally:
         for p in [base, *base.rglob("*")]:

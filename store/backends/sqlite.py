@@ -117,10 +117,13 @@ class SQLiteStore(SharedTables):
             must_exist = True
         if must_exist and (self.path == ":memory:" or not Path(self.path).is_file()):
             raise NoDatabase(f"no database at {self.path}")
-        if migrate:
-            problem = _unwritable(self.path)
-            if problem:
-                raise ReadOnlyStorage(problem)
+        # Why this process cannot write the database; opened without migrating (health, backup, a
+        # copy's source: readers), an existing file that cannot be written is read read-only.
+        self.unwritable = _unwritable(self.path)
+        if self.unwritable and migrate:
+            raise ReadOnlyStorage(self.unwritable)
+        if self.unwritable and Path(self.path).is_file():
+            self.read_only = True
         self._local = threading.local()
         self._memory_forgotten: set[str] = set()  # the forgotten list of a :memory: database
         self._write_lock = threading.RLock()
@@ -161,6 +164,9 @@ class SQLiteStore(SharedTables):
     @contextmanager
     def transaction(self) -> Iterator[sqlite_utils.Database]:
         """One write transaction (BEGIN IMMEDIATE, so writers queue instead of failing)."""
+        if self.read_only:  # say why, rather than SQLite's "attempt to write a readonly database"
+            raise ReadOnlyStorage(self.unwritable or f"cannot write the database {self.path}: it was opened "
+                                  "read-only (written by a newer paperclub?)")
         db = self.db
         with self._write_lock:
             if db.conn.in_transaction:
