@@ -240,9 +240,11 @@ def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
         data.mkdir(mode=0o755)
         db = data / "paperclub.db"
         data.chmod(0o555)  # a folder paperclub's user cannot write (root obeys its mode: OBEY_FILE_MODES)
-        code = OBEY_FILE_MODES + "import bot.cli\nbot.cli.main(['--db', sys.argv[1], 'papers'])"
+        (base / "x.txt").write_text("An abstract about robots that learn to grasp objects from video.\n")
+        # The first ingest creates the database: in a folder it cannot write, it says why.
+        code = OBEY_FILE_MODES + "import bot.cli\nbot.cli.main(['--db', sys.argv[1], 'ingest', sys.argv[2]])"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
-        out = subprocess.run([sys.executable, "-c", code, str(db), str(data)], cwd=base,
+        out = subprocess.run([sys.executable, "-c", code, str(db), str(base / "x.txt")], cwd=base,
                              env={**env, "PAPERCLUB_MODEL": "hashing-64"}, capture_output=True, text=True,
                              timeout=60)
         assert out.returncode == 1, out
