@@ -43,8 +43,9 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
-    "open_store", "database_unreachable", "database_address", "Store", "BackupResult", "Paper", "PostStatus",
-    "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema", "ReadOnlyStorage", "EmptyQuery", "LeaseLost", "NoDatabase",
+    "open_store", "is_server_database", "database_unreachable", "database_address", "Store", "BackupResult",
+    "Paper", "PostStatus", "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema",
+    "ReadOnlyStorage", "EmptyQuery", "LeaseLost", "NoDatabase",
     *_WHERE,
 ]
 
@@ -92,6 +93,12 @@ def __dir__() -> list[str]:
 
 
 _SQLITE_PREFIX = "sqlite:///"
+_PG_PREFIXES = ("postgresql://", "postgres://")
+
+
+def is_server_database(url: str | Path) -> bool:
+    """True when url names a PostgreSQL server, False for a SQLite file."""
+    return str(url).startswith(_PG_PREFIXES)
 
 
 def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
@@ -103,10 +110,10 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     (a read-only volume, or a database from a newer paperclub).
     """
     text = str(url)
-    if text.startswith(("postgresql://", "postgres://")):
+    if is_server_database(text):
         from .backends.postgres import PostgresStore  # psycopg loads only for PostgreSQL
 
-        return PostgresStore(text, migrate=migrate, must_exist=must_exist)
+        return PostgresStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
     if text.startswith(_SQLITE_PREFIX):
         text = text[len(_SQLITE_PREFIX):] or ":memory:"
     elif text.startswith(("postgresql:", "postgres:")):  # a URL that went through Path() lost a slash
@@ -125,7 +132,7 @@ def database_unreachable(url: str | Path) -> str | None:
     with a refusal waiting cannot fix (no such database, role or password) raises StoreError.
     """
     text = str(url)
-    if not text.startswith(("postgresql://", "postgres://")):
+    if not is_server_database(text):
         return None
     from .backends.postgres import unreachable_reason
 
@@ -135,7 +142,7 @@ def database_unreachable(url: str | Path) -> str | None:
 def database_address(url: str | Path) -> str:
     """Where the database lives, for a person: host:port for PostgreSQL, the path for SQLite."""
     text = str(url)
-    if not text.startswith(("postgresql://", "postgres://")):
+    if not is_server_database(text):
         return text.removeprefix(_SQLITE_PREFIX)
     from .backends.postgres import server_address
 

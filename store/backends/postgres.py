@@ -28,10 +28,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..base import BackupResult
-from ..errors import SchemaError, StoreBusy, StoreError
+from ..errors import NewerSchema, StoreBusy, StoreError
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
-from .rows import JSON_FIELDS as _JSON_FIELDS
+from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
 from .shared import DIALECT, SHARED_METHODS, SharedTables
 from .shared_sql import storable as _storable
 
@@ -190,9 +190,14 @@ class PostgresStore(SharedTables):
         conn.execute("select pg_advisory_xact_lock(hashtext(%s))", [json.dumps(name)])
 
     def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
-                 max_size: int = POOL_MAX):
+                 read_only: bool = False, max_size: int = POOL_MAX):
         self.url = url
         self.path = redact(url)
+        # read_only: every session is read-only at the server (a database from a newer
+        # paperclub is read, never written); nothing is migrated and cache writes are skipped.
+        self.read_only = read_only
+        if read_only:
+            migrate, must_exist = False, True
         self._mce_cache: tuple[int, dict[str, int]] | None = None  # (papers_version, lexeme -> papers)
         # lock_timeout joins any options the URL has (a test's search_path, say).
         try:
@@ -200,6 +205,8 @@ class PostgresStore(SharedTables):
         except psycopg.Error as e:
             raise StoreError(f"bad PostgreSQL URL {self.path}: {e}") from e
         params["options"] = f"{params.get('options', '')} -c lock_timeout={LOCK_TIMEOUT_MS}".strip()
+        if read_only:
+            params["options"] += " -c default_transaction_read_only=on"
         conninfo = make_conninfo("", **params)
         try:  # one direct try first: the server's own reason (no such role...) in one line, at once
             psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
@@ -257,6 +264,7 @@ class PostgresStore(SharedTables):
         return self._one("select to_regclass(%s) is not null", [MIGRATIONS_TABLE])[0]
 
     def migrate(self) -> None:
+        """Apply this version's migrations; a database from a newer paperclub is refused, untouched."""
         with self.transaction() as conn:
             # A transaction-level advisory lock: replicas starting together migrate one at a
             # time, and the lock goes with the transaction (never held by a pooled session).
@@ -264,6 +272,9 @@ class PostgresStore(SharedTables):
             conn.execute(f"create table if not exists {MIGRATIONS_TABLE} "
                          "(name text primary key, applied_at timestamptz not null default now())")
             done = {r[0] for r in conn.execute(f"select name from {MIGRATIONS_TABLE}")}
+            newer = newer_schema_line(self.path, done, [name for name, _ in MIGRATIONS])
+            if newer:  # raised inside the transaction: even the create above is rolled back
+                raise NewerSchema(newer)
             for name, statements in MIGRATIONS:
                 if name in done:
                     continue
@@ -271,14 +282,19 @@ class PostgresStore(SharedTables):
                     conn.execute(sql)
                 conn.execute(f"insert into {MIGRATIONS_TABLE}(name) values (%s)", [name])
 
+    def newer_schema(self) -> str | None:
+        """One line naming both versions when a newer paperclub migrated this database; else None."""
+        if not self._has_schema():
+            return None
+        return newer_schema_line(self.path, {r[0] for r in self._tuples(f"select name from {MIGRATIONS_TABLE}")},
+                                 [name for name, _ in MIGRATIONS])
+
     def schema_version(self) -> tuple[int, int]:
         """(applied, known) migration counts; equal when the database is current."""
         applied = {r[0] for r in self._tuples(f"select name from {MIGRATIONS_TABLE}")}
         known = {name for name, _ in MIGRATIONS}
         if applied - known:
-            raise SchemaError(
-                f"database {self.path} has migrations this version does not know: "
-                f"{', '.join(sorted(applied - known))}")
+            raise NewerSchema(self.newer_schema())
         return len(applied & known), len(known)
 
     # -- meta ----------------------------------------------------------------
@@ -431,10 +447,12 @@ class PostgresStore(SharedTables):
         """Start the corpus counters from a count, with writers held off (a share lock on papers
         waits for those in flight and blocks new ones until the counters are in)."""
         with self.transaction() as conn:
-            conn.execute("lock table papers in share mode")
+            if not self.read_only:  # read-only: counted for this read, kept by the next writer
+                conn.execute("lock table papers in share mode")
             n, total = conn.execute("select count(*), coalesce(sum(doclen), 0) from papers").fetchone()
-            conn.execute("insert into meta(key, value) values ('papers_n', %s), ('papers_doclen', %s) "
-                         "on conflict(key) do update set value = excluded.value", [str(n), str(total)])
+            if not self.read_only:
+                conn.execute("insert into meta(key, value) values ('papers_n', %s), ('papers_doclen', %s) "
+                             "on conflict(key) do update set value = excluded.value", [str(n), str(total)])
             version = conn.execute("select value from meta where key = 'papers_version'").fetchone()
         return {"papers_version": version[0] if version else "0", "papers_n": str(n), "papers_doclen": str(total)}
 
@@ -541,7 +559,7 @@ class PostgresStore(SharedTables):
         advisory lock: the others go on with the statistics there are); a failure is logged,
         never raised: the write it follows is in."""
         try:
-            if n <= TERM_COUNT_CAP or not (missing or analyzed is None or n > (1 + ANALYZE_AFTER) * int(analyzed)):
+            if self.read_only or n <= TERM_COUNT_CAP or not (missing or analyzed is None or n > (1 + ANALYZE_AFTER) * int(analyzed)):
                 return False
             with self.transaction() as conn:
                 if not conn.execute("select pg_try_advisory_xact_lock(hashtext(current_schema() "
@@ -599,6 +617,8 @@ class PostgresStore(SharedTables):
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the row or no
         connection is free, so a reply never waits on the cache."""
+        if self.read_only:  # a newer paperclub's database: the summary is shown, just not cached
+            return False
         try:
             with self.pool.connection(timeout=CACHE_BUSY_MS / 1000) as conn, conn.transaction():
                 conn.execute(f"set local lock_timeout = {CACHE_BUSY_MS}")

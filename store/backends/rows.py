@@ -85,6 +85,17 @@ def paper_signal(code_urls: str | None, numbers: str | None) -> float:
     return 0.5 * (code_urls not in (None, "", "[]")) + 0.5 * (numbers not in (None, "", "[]"))
 
 
+def newer_schema_line(where: str, applied: set[str], known: list[str]) -> str | None:
+    """One line naming both versions when a newer paperclub migrated the database (it applied
+    migrations this one does not know); None when it did not."""
+    unknown = sorted(applied - set(known))
+    if not unknown:
+        return None
+    return (f"database {where} is at schema {len(applied)} ({unknown[-1]}), from a newer paperclub; "
+            f"this one knows schema {len(known)} ({known[-1]}). Upgrade paperclub, or use a backup "
+            "made by this version.")
+
+
 def source_from_row(row: dict) -> dict:
     """A source_state row with its cursor decoded ({} before the first page)."""
     return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}

@@ -29,5 +29,5 @@ SHARED_METHODS = sorted(name for name, value in inspect.getmembers(SharedTables,
 DIALECT = frozenset({
     "close", "transaction", "migrate", "schema_version", "write_papers", "load_vectors",
     "vector_changes", "lexical_search", "term_stats", "put_summary", "integrity_ok", "backup_to",
-    "forgotten_hashes",
+    "forgotten_hashes", "newer_schema",
 })

@@ -27,7 +27,7 @@ import sqlite_utils
 from ..base import BackupResult
 from ..errors import NewerSchema, NoDatabase, ReadOnlyStorage, StoreBusy, StoreError
 from ..text import member_hash
-from .rows import JSON_FIELDS as _JSON_FIELDS
+from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
 from .shared import DIALECT, SHARED_METHODS, SharedTables
 from .sqlite_migrations import migrations
 
@@ -195,14 +195,8 @@ class SQLiteStore(SharedTables):
 
     def newer_schema(self) -> str | None:
         """One line naming both versions when a newer paperclub migrated this database; else None."""
-        applied = {m.name for m in migrations.applied(self.db)}
-        known = [m.name for m in migrations._migrations]
-        unknown = sorted(applied - set(known))
-        if not unknown:
-            return None
-        return (f"database {self.path} is at schema {len(applied)} ({unknown[-1]}), from a newer paperclub; "
-                f"this one knows schema {len(known)} ({known[-1]}). Upgrade paperclub, or use a backup "
-                "made by this version.")
+        return newer_schema_line(self.path, {m.name for m in migrations.applied(self.db)},
+                                 [m.name for m in migrations._migrations])
 
     def schema_version(self) -> tuple[int, int]:
         """(applied, known) migration counts; equal when the file is current."""
