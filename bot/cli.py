@@ -373,6 +373,8 @@ def _echo_hits(c: Ctx, hits, as_json: bool, empty: str) -> None:
 def search(c: Ctx, query, limit, collection, year, as_json):
     """Find papers by words, acronyms or a description of what they do."""
     hits = c.read_searcher.search(" ".join(query), limit=limit, collection=collection, year=year)
+    if hits and not as_json and not any(h.relevant for h in hits):
+        click.echo("No good match; the closest papers, though not close:", err=True)
     _echo_hits(c, hits, as_json, "No papers match." if hits or c.reader.count_papers() else
                "No papers yet. Load some with: paperclub ingest FILE (or paperclub run --load-samples)")
 

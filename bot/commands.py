@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 CONSOLE_CHANNEL = "console"  # the channel `paperclub console` acts in: its own schedule, interests, posts
 MAX_INPUT_CHARS = 1000  # longer text is cut (a pasted abstract still finds its neighbours)
 RESULTS = 5
+CLOSEST = 2  # offered, as the closest, when nothing is a good match
 
 
 @dataclass
@@ -248,11 +249,23 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     if not has_words(query):
         raise EmptyQuery("I need some words to search for.")
     hits = deps.searcher.search(query, limit=RESULTS)
-    title = f"Top {len(hits)} for “{bk.cut_words(query, 80)}”" if hits else f"Search: “{bk.cut_words(query, 80)}”"
+    shown = bk.cut_words(query, 80)
+    good = any(h.relevant for h in hits)
+    if good:
+        title = f"Top {len(hits)} for “{shown}”"  # each one's why says how close it is, in words
+    elif hits:  # nothing is about it: say so, and offer the closest as no more than that
+        hits = hits[:CLOSEST]
+        title = f"No good match for “{shown}”"
+        note = " ".join(x for x in (note, "Nothing here is really about that. The closest, for what it "
+                                          "is worth:") if x)
+    else:
+        title = f"Search: “{shown}”"
     empty = (f"No papers match {quoted(query)}. Try other words, or "
              f"{code(deps.command + ' help')}.")
     names = bk.esc(", ".join(h.paper.short_name for h in hits))
-    text = f"Papers for {quoted(query)}: {names}" if hits else f"No papers match {quoted(query)}."
+    text = (f"Papers for {quoted(query)}: {names}" if good else
+            f"No good match for {quoted(query)}; closest: {names}" if hits else
+            f"No papers match {quoted(query)}.")
     # A TL;DR reads better than the derived headline; summaries are cached after the first time.
     now = deps.clock().timestamp()
     summaries = paper_summaries(deps.store, [h.paper for h in hits], deps.llm, now=now)

@@ -352,17 +352,15 @@ def overview(topic: str, papers_with_scores: list, embeddings, *, summarizer, ll
 
 # -- the entry point ---------------------------------------------------------------
 OVERVIEW_PAPERS = 8
-MIN_RELEVANCE = 0.2  # dense cosine below this is not "about" the topic
 
 
 def topic_overview(store: Store, searcher: Searcher, topic: str, *, now: float, llm=None,
                    limit: int = OVERVIEW_PAPERS) -> Overview:
     """The 5-8 most relevant papers for a topic, grouped into named themes, each with its TL;DR."""
     hits = searcher.search(topic, limit=limit)
-    # Keep the hits that are about the topic; always keep at least five when there are five.
-    kept = [h for h in hits if (getattr(h, "dense_score", None) or 0) >= MIN_RELEVANCE or h.exact]
-    if len(kept) < 5:
-        kept = hits[: max(len(kept), 5)]
+    # Only the papers that are about the topic: themes drawn from the merely closest papers
+    # would be invented ("qwertyuiop" has no common threads).
+    kept = [h for h in hits if h.relevant]
     model = searcher.embedder.name
     vectors, scored = [], []
     for h in kept:

@@ -82,3 +82,26 @@ def test_search_results_show_the_tldr_rather_than_the_headline(app, slack, modul
     tldr = paper_summary(module_store, spike, now=time.time()).tldr
     assert tldr and tldr != spike.headline
     assert tldr.replace("&", "&amp;")[:60] in all_text(reply)
+
+
+def test_nonsense_gets_no_invented_overview_and_no_pretend_matches(app, slack, module_store):
+    """Keyboard mash is about nothing: the overview finds no threads, search says there is no
+    good match and offers at most the two closest as such, and no reason is a raw number."""
+    overview = one(command(app, slack, "overview qwertyuiop"))
+    assert "no papers about qwertyuiop" in all_text(overview).lower()
+    assert "common" not in all_text(overview).lower()
+
+    search = one(command(app, slack, "search qwertyuiop"))
+    shown = [b for b in search["blocks"] if b.get("block_id", "").startswith("hit-")]
+    assert search["blocks"][0]["text"]["text"].startswith("No good match")
+    assert 1 <= len(shown) <= 2 and "closest" in all_text(search)
+
+
+def test_reasons_are_words_in_rank_order_not_scores(app, slack, module_store):
+    import re
+
+    for text in ("search video grounding with actions", f"similar {module_store.list_papers(limit=1)[0].id}"):
+        reply = one(command(app, slack, text))
+        whys = [b for b in reply["blocks"] if b["type"] == "context" and "_why:_" in json.dumps(b)]
+        assert len(whys) == 5
+        assert not re.search(r"\(\d\.\d\d\)", json.dumps(whys)), whys  # no "meaning close (0.62)"
