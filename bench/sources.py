@@ -1,6 +1,7 @@
 """Fresh papers: harvest throughput against the raw encode rate, and the seed enrichment's match rate.
 
     .venv/bin/python bench/sources.py [--n 5000] [--model all-MiniLM-L6-v2] [--encoder onnx|torch] [--skip-speed] [--skip-match]
+    .venv/bin/python bench/sources.py --flood [--searches 100]
 
 Speed: harvest n records from the local fake arXiv API (pages of 1,000, no
 politeness wait: it is loopback), parse, ingest and embed into a fresh
@@ -12,6 +13,17 @@ Match: a fake OpenReview venue holding the 38 bundled seed abstracts, lightly
 edited (whitespace, LaTeX, one sentence changed), among n others (real ICLR
 2024 abstracts, then generated ones). Prints matched/38 and false matches
 (aim 38/38, 0 false).
+
+Flood (--flood): the bot as `paperclub run` builds it (its work pool, the real
+Bolt app against the local fake Slack, arXiv's real 3 s spacing kept in the
+store) receives 18 link_shared events of 5 arXiv links each, then a member
+runs `/paper search` --searches times in a row. Prints the search reply time
+(dispatch to the reply reaching Slack) p50/p95/max quiet (the max is the
+first search, the one that meets the flood head on), during the flood with
+unfurls on their own queue (the bot), and during the flood with each
+message's unfurl on the commands' work pool (the routing before issue 31);
+plus the arXiv requests the flood cost and when its last unfurl went out.
+Aim: p95 during the flood <= 2x quiet.
 """
 from __future__ import annotations
 
@@ -106,6 +118,97 @@ def match(n: int) -> None:
               f"{titled} with titles")
 
 
+def flood(searches: int) -> None:
+    from dataclasses import replace
+
+    from slack_bolt import BoltRequest
+    from slack_sdk import WebClient
+
+    from bot.app import create_app, make_later, work_pool
+    from bot.config import Settings
+    from bot.unfurl import UnfurlQueue
+    from bot.wiring import build_deps
+    from fake_slack import start_fake_slack
+    from store import HashingEmbedder, Searcher
+    from figures import percentile
+
+    class OnWorkPool:
+        """The routing before: each message's unfurl a job on the commands' work pool."""
+
+        def offer(self, deps, client, event):
+            deps.later(lambda: UnfurlQueue(threaded=False).offer(deps, client, event))
+
+    class Counted:
+        """Counts the messages handed over, so the searches start once the whole flood is in."""
+
+        def __init__(self, inner):
+            self.inner, self.n = inner, 0
+
+        def offer(self, deps, client, event):
+            self.inner.offer(deps, client, event)
+            self.n += 1
+
+    def run(mode: str) -> dict:
+        with FakeSources() as src, start_fake_slack() as slack, tempfile.TemporaryDirectory() as tmp:
+            src.papers = make_papers(90, seed=4)
+            store = open_store(Path(tmp) / "flood.db")
+            embedder = HashingEmbedder()
+            ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+            sources = Sources.create(arxiv_api=src.api, arxiv_rss=src.rss, openreview_api=src.url, store=store)
+            pool = work_pool()
+            settings = Settings(_env_file=None, slack_bot_token="xoxb-bench", slack_app_token="xapp-bench",
+                                command="/paper", llm_url=None, db=":memory:", slack_api_url=slack.api_url)
+            deps = build_deps(settings, store, Searcher(store, embedder), clock=lambda: datetime.now(timezone.utc),
+                              later=make_later(pool), sources=sources)
+            unfurls = Counted(OnWorkPool() if mode == "work pool" else deps.unfurls)
+            deps = replace(deps, unfurls=unfurls)
+            app = create_app(deps, client=WebClient(token="xoxb-bench", base_url=slack.api_url))
+            started = time.monotonic()
+            if mode != "quiet":
+                for n in range(18):
+                    ts = slack.add_message("C1", "listing")
+                    links = [{"domain": "arxiv.org", "url": f"https://arxiv.org/abs/{p.arxiv_id}"}
+                             for p in src.papers[5 * n : 5 * n + 5]]
+                    body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1",
+                            "event_id": f"EvFlood{n}", "event_time": 1,
+                            "event": {"type": "link_shared", "channel": "C1", "user": "UFEED", "message_ts": ts,
+                                      "unfurl_id": f"C1.{ts}", "source": "conversations_history", "links": links,
+                                      "event_ts": ts},
+                            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+                    app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+                slack.wait_for(lambda: unfurls.n >= 18, timeout=60)  # every event claimed and handed over
+            times = []
+            for i in range(searches):
+                url = slack.new_response_url(channel="C1", user="U1")
+                body = {"command": "/paper", "text": "search video", "user_id": "U1", "user_name": "u1",
+                        "channel_id": "C1", "channel_name": "general", "team_id": "T1", "api_app_id": "A1",
+                        "response_url": url, "trigger_id": f"1.2.{i}"}
+                t0 = time.perf_counter()
+                app.dispatch(BoltRequest(body=body, mode="socket_mode"))
+                slack.wait_for(lambda url=url: slack.responses(url), timeout=600)
+                times.append(time.perf_counter() - t0)
+            if mode != "quiet":
+                slack.wait_for(lambda: len(slack.unfurls()) >= 18, timeout=600)
+            done = time.monotonic() - started
+            pool.shutdown(wait=True)
+            sources.close()
+            store.close()
+            return {"p50": percentile(times, 50), "p95": percentile(times, 95), "max": max(times), "requests": len(src.calls("/api/query")),
+                    "unfurls": len(slack.unfurls()), "done": done}
+
+    quiet = run("quiet")
+    print(f"flood: 18 messages x 5 arXiv links, arXiv spacing 3 s; /paper search x{searches} in a row")
+    print(f"  quiet:                          reply p50 {quiet['p50'] * 1000:7.0f} ms  p95 {quiet['p95'] * 1000:7.0f} ms  "
+          f"max {quiet['max'] * 1000:7.0f} ms")
+    for mode in ("unfurl queue", "work pool"):
+        r = run(mode)
+        label = "flood, unfurls on their queue:" if mode == "unfurl queue" else "flood, unfurls on work pool:"
+        print(f"  {label:31s} reply p50 {r['p50'] * 1000:7.0f} ms  p95 {r['p95'] * 1000:7.0f} ms  "
+              f"max {r['max'] * 1000:7.0f} ms (p95 {r['p95'] / quiet['p95']:.1f}x, max {r['max'] / quiet['max']:.1f}x "
+              f"quiet); {r['requests']} arXiv requests, "
+              f"{r['unfurls']} unfurls, the last after {r['done']:.1f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=5000)
@@ -114,7 +217,11 @@ def main() -> None:
                     help="PAPERCLUB_QUERY_ENCODER: onnx (the bot's default: papers through ONNX Runtime too) or torch")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--skip-match", action="store_true")
+    ap.add_argument("--flood", action="store_true", help="only the unfurl flood (search replies during it)")
+    ap.add_argument("--searches", type=int, default=100)
     args = ap.parse_args()
+    if args.flood:
+        return flood(args.searches)
     if not args.skip_match:
         match(args.n)
     if not args.skip_speed:
