@@ -199,8 +199,9 @@ def fetch_arxiv(c: Ctx, category, since, until, no_embed):
     """Papers of an arXiv CATEGORY (cs.LG, or cs.CV+cs.CL) by date range, through the API; resumable."""
     from datetime import date, datetime, timedelta, timezone
 
-    from store.sources import harvest_arxiv
+    from store.sources import harvest_arxiv, parse_feed
 
+    category = parse_feed("arxiv", category)[1]  # as arXiv writes it: cs.lg is cs.LG
     now = time.time()
     if since is None:
         last = (c.store.source_state(f"arxiv-rss:{category}") or {}).get("cursor", {}).get("announced")

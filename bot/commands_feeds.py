@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.sources import FEED_KINDS, SourceError, add_paper, fresh_days, parse_feed, parse_ref
+from store.sources import FEED_KINDS, SourceError, add_paper, check_feed, fresh_days, parse_feed, parse_ref
 from store.text import parse_number
 
 from . import blocks as bk
@@ -101,6 +101,13 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
             return problem_reply(deps, str(e))
         if len(deps.store.feeds(channel)) >= MAX_FEEDS:
             return problem_reply(deps, f"A channel can follow at most {MAX_FEEDS} feeds.")
+        try:
+            problem = check_feed(deps.store, deps.sources, kind, target) if deps.sources else None
+        except SourceError:  # unreachable, too slow, or an answer of the wrong shape
+            return problem_reply(deps, f"I couldn't reach {_WHERE[kind]} just now to check *{target}*, "
+                                 "so it is not added. Try again in a few minutes.")
+        if problem:
+            return problem_reply(deps, problem)
         new = deps.store.add_feed(channel, kind, target, call.user_id, now=deps.clock().timestamp())
         note = (f"Now following {_WHERE[kind]} *{bk.esc(target)}*." if new
                 else f"This channel already follows {_WHERE[kind]} *{bk.esc(target)}*.")

@@ -7,7 +7,9 @@ forgiving parser is the opposite of what we want here.)
 """
 from __future__ import annotations
 
+import difflib
 import email.utils
+import functools
 import hashlib
 import logging
 import re
@@ -34,7 +36,6 @@ _NEW_ID = r"\d{4}\.\d{4,5}"
 _OLD_ID = r"[a-z][a-z.-]+/\d{7}"
 ID_RE = re.compile(rf"^(?:arxiv:\s*)?({_NEW_ID}|{_OLD_ID})(v\d+)?$", re.I)
 _ID_IN_URL = re.compile(rf"arxiv\.org/(?:abs|pdf|html)/({_NEW_ID}|{_OLD_ID})(v\d+)?", re.I)
-_CATEGORY = re.compile(r"^[a-z-]+(\.[A-Za-z-]+)?$")
 
 
 def parse_id(text: str) -> str | None:
@@ -44,9 +45,30 @@ def parse_id(text: str) -> str | None:
     return m.group(1).lower() if m else None
 
 
-def valid_category(text: str) -> bool:
-    """'cs.LG', 'math', or several joined by '+' (as the RSS URLs take them)."""
-    return bool(text) and all(_CATEGORY.match(part) for part in text.split("+"))
+@functools.cache
+def _taxonomy() -> dict[str, str]:
+    """Every arXiv category id and archive (store/data/arxiv_categories.txt), by its lower case."""
+    from importlib import resources
+
+    text = resources.files("store").joinpath("data/arxiv_categories.txt").read_text(encoding="utf-8")
+    ids = [w for line in text.splitlines() if not line.startswith("#") for w in line.split()]
+    return {i.lower(): i for i in ids}
+
+
+def category(text: str) -> str:
+    """The category as arXiv writes it ('cs.lg' -> 'cs.LG'; several joined by '+', as the RSS
+    URLs take them); SourceError, with the nearest real one, for a category arXiv does not have."""
+    known = _taxonomy()
+    out = []
+    for part in (text or "").strip().split("+"):
+        found = known.get(part.strip().lower())
+        if found is None:
+            close = difflib.get_close_matches(part.strip().lower(), list(known), n=1, cutoff=0.6)
+            hint = f" Did you mean {known[close[0]]}?" if close else ""
+            raise SourceError(f"{part.strip()!r} is not an arXiv category (e.g. cs.LG, or cs.CV+cs.CL).{hint}")
+        if found not in out:
+            out.append(found)
+    return "+".join(out)
 
 
 def _squash(text: str | None) -> str:

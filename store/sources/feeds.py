@@ -60,8 +60,7 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
                   since: date, until: date | None = None, page_size: int = 200,
                   progress: Callable[[int, int], None] | None = None, announce: bool = True) -> IngestResult:
     """Every paper submitted to `category` from `since` to `until`, resuming an interrupted run."""
-    if not arxiv.valid_category(category):
-        raise SourceError(f"{category!r} is not an arXiv category (e.g. cs.LG, or cs.CV+cs.CL)")
+    category = arxiv.category(category)  # as arXiv writes it, or SourceError
     until = until or datetime.fromtimestamp(now, timezone.utc).date()
     source = f"arxiv-api:{category}"
     query = arxiv.date_query(category, since, until)
@@ -187,14 +186,26 @@ def parse_feed(kind: str, target: str) -> tuple[str, str]:
     """A validated (kind, target); SourceError naming what is wrong."""
     kind = kind.lower()
     if kind == "arxiv":
-        if not arxiv.valid_category(target):
-            raise SourceError(f"{target!r} is not an arXiv category (e.g. cs.LG, or cs.CV+cs.CL)")
-        return kind, target
+        return kind, arxiv.category(target)  # one spelling: 'cs.lg' is the feed cs.LG
     if kind == "openreview":
         if not openreview.valid_venue(target):
             raise SourceError(f"{target!r} is not an OpenReview venue id (e.g. ICLR.cc/2026/Conference)")
         return kind, target
     raise SourceError(f"unknown feed kind {kind!r}: use arxiv or openreview")
+
+
+def check_feed(store: Store, sources: Sources, kind: str, target: str) -> str | None:
+    """Why a parsed feed cannot be followed, asked of its source once (the first time any channel
+    adds it); None when it can. An OpenReview venue id that passes the pattern may still name
+    nothing: one note asked for says whether it does. SourceError when the source cannot answer."""
+    if kind != "openreview" or any(f["kind"] == kind and f["target"] == target for f in store.feeds()):
+        return None
+    _, page = next(openreview.note_pages(sources.openreview_fetcher, target, page_size=1,
+                                         base=sources.openreview_api))
+    if page.count or page.notes:
+        return None
+    return (f"OpenReview has no papers under {target!r}. Venue ids are case-sensitive and look like "
+            "ICLR.cc/2026/Conference (or …/-/Submission for a venue's submissions).")
 
 
 def feed_source(kind: str, target: str) -> str:

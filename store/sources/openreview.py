@@ -19,7 +19,9 @@ MIN_INTERVAL = 1.0
 PAGE_SIZE = 1000
 _FORUM_URL = re.compile(r"openreview\.net/(?:forum|pdf)\?(?:.*&)?id=([\w-]+)", re.I)
 _FORUM_ID = re.compile(r"^[A-Za-z0-9_-]{8,16}$")
-_VENUE = re.compile(r"^[\w.-]+(/[\w.-]+)+$")
+# Path segments that start with a letter or digit ('..' and '.' are not), or the '-' of an
+# invitation ('ICLR.cc/2026/Conference/-/Submission').
+_VENUE = re.compile(r"^[A-Za-z0-9][\w.-]*(/(?:[A-Za-z0-9][\w.-]*|-))+$", re.ASCII)
 
 
 def parse_forum(text: str) -> str | None:
