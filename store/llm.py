@@ -102,7 +102,7 @@ class LLMClient:
         from store.sources.http import DeadlineError, SourceError, TooLargeError, fetch
 
         try:
-            with httpx.Client(follow_redirects=False, trust_env=False) as http:
+            with httpx.Client(follow_redirects=False) as http:
                 response = fetch(http, "POST", _endpoint(self.config.url), json=body, headers=headers,
                                  deadline=self.config.timeout, max_bytes=MAX_REPLY_BYTES, max_redirects=0)
         except DeadlineError:

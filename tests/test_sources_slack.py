@@ -91,6 +91,15 @@ def test_an_id_arxiv_does_not_know_is_asked_once_and_a_stored_paper_asks_nobody(
     assert fake_src.requests == [] and len(fake_slack.unfurls()) == 2
 
 
+def test_one_id_arxiv_cannot_read_does_not_cost_the_other_links_their_cards(parts, fake_slack, fake_src):
+    app, _ = parts
+    good = [f"https://arxiv.org/abs/{p.arxiv_id}" for p in fake_src.papers[:4]]
+    paste(app, fake_slack, [*good, "https://arxiv.org/abs/hep-th/9901001"], n=9)  # the fake reads new-style only
+    [unfurl] = fake_slack.unfurls()
+    assert sorted(unfurl["unfurls"]) == sorted(good)
+    assert len(fake_src.calls("/api/query")) <= 7  # halved around the bad id: at most 2 log2(n) + 1
+
+
 def test_a_flood_of_pasted_links_never_holds_up_a_command(hashing_store, fake_slack):
     """A feed bot posts a day's listing: 18 messages of 5 arXiv links, with arXiv's real 3 s spacing.
     While arXiv still holds the first lookup, `/paper search` answers; then every link is unfurled,
