@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/sources.py [--n 5000] [--model all-MiniLM-L6-v2] [--encoder onnx|torch] [--skip-speed] [--skip-match]
     .venv/bin/python bench/sources.py --flood [--searches 100]
+    .venv/bin/python bench/sources.py --limits
 
 Speed: harvest n records from the local fake arXiv API (pages of 1,000, no
 politeness wait: it is loopback), parse, ingest and embed into a fresh
@@ -24,6 +25,13 @@ unfurls on their own queue (the bot), and during the flood with each
 message's unfurl on the commands' work pool (the routing before issue 31);
 plus the arXiv requests the flood cost and when its last unfurl went out.
 Aim: p95 during the flood <= 2x quiet.
+
+Limits (--limits): a 100 MB arXiv page (chunked, no Content-Length) read
+through the Fetcher with its default cap, then read whole by a plain httpx
+GET (what the Fetcher did before): the growth of the peak RSS of each. And
+a source sending its page 1 byte a second: how long the Fetcher (30 s
+deadline set to 3 s) holds on, beside a plain httpx GET with a 3 s timeout
+(per read, as before).
 """
 from __future__ import annotations
 
@@ -209,6 +217,49 @@ def flood(searches: int) -> None:
               f"{r['unfurls']} unfurls, the last after {r['done']:.1f} s")
 
 
+def limits() -> None:
+    import httpx
+
+    from store.sources.http import SourceError
+
+    def peak_mb() -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    with FakeSources() as fake:
+        fetcher = Fetcher(retries=0)
+        fake.fail("/api/query", size=100_000_000)
+        start = peak_mb()
+        try:
+            fetcher.get(fake.api)
+            ours = "read"
+        except SourceError as e:
+            ours = str(e).split(": ", 1)[-1]
+        capped = peak_mb() - start
+        fake.fail("/api/query", size=100_000_000)
+        start = peak_mb()
+        whole = len(httpx.get(fake.api, timeout=30).content)
+        plain = peak_mb() - start
+        print(f"100 MB page: Fetcher (cap {fetcher.max_bytes / 1e6:.0f} MB): peak RSS +{capped:.0f} MB, {ours}; "
+              f"plain httpx GET: +{plain:.0f} MB, read {whole / 1e6:.0f} MB")
+        fake.papers = make_papers(1)
+        body = len(fake._api({"id_list": fake.papers[0].arxiv_id}))
+        drip = 20.0 / body  # the whole page in 20 s, each byte well within any per-read timeout
+        fake.fail("/api/query", drip=drip)
+        fetcher = Fetcher(retries=0, timeout=3.0)
+        t0 = time.monotonic()
+        try:
+            fetcher.get(fake.api, {"id_list": fake.papers[0].arxiv_id})
+        except SourceError:
+            pass
+        ours_s = time.monotonic() - t0
+        fake.fail("/api/query", drip=drip)
+        t0 = time.monotonic()
+        httpx.get(fake.api, params={"id_list": fake.papers[0].arxiv_id}, timeout=3.0)
+        plain_s = time.monotonic() - t0
+        print(f"a page dripped over 20 s: Fetcher (3 s deadline) gave up after {ours_s:.1f} s; "
+              f"plain httpx GET (3 s timeout per read) held on {plain_s:.1f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=5000)
@@ -219,9 +270,12 @@ def main() -> None:
     ap.add_argument("--skip-match", action="store_true")
     ap.add_argument("--flood", action="store_true", help="only the unfurl flood (search replies during it)")
     ap.add_argument("--searches", type=int, default=100)
+    ap.add_argument("--limits", action="store_true", help="only the size cap and deadline figures")
     args = ap.parse_args()
     if args.flood:
         return flood(args.searches)
+    if args.limits:
+        return limits()
     if not args.skip_match:
         match(args.n)
     if not args.skip_speed:
