@@ -13,7 +13,7 @@ TORCH       ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv console bench clean lock image
+.PHONY: run test check venv console bench clean lock image
 
 venv: $(STAMP)
 
@@ -35,6 +35,11 @@ console: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast loop: every test but the `slow` ones (the real model, processes, chaos, the container,
+# long fuzzing: pyproject.toml's markers), stopping at the first failure. `make test` runs them all.
+check: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
 
 # deploy/requirements.lock: the image's exact versions, from pyproject.toml and
 # deploy/requirements.in (the CPU torch), for Linux x86_64 and Python 3.11. Needs uv

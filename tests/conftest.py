@@ -158,6 +158,17 @@ def pytest_configure(config):
                                        "backups): its seeded database stays SQLite whatever the backend")
 
 
+# A test that reaches the real embedding model through any of these fixtures is `slow` (`make check`
+# leaves it out): loading the model and embedding the seed corpus cost seconds on their own.
+REAL_MODEL_FIXTURES = frozenset({"real_embedder", "seed_db"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_generate_tests(metafunc):
     """A test (or module) marked both_backends that uses `backend` runs once per backend."""
     if "backend" not in metafunc.fixturenames:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from bot.cli import cli
@@ -49,6 +50,7 @@ def test_json_is_one_document_and_nl_is_lines(hashing_db, tmp_path):
     assert [json.loads(line)["id"] for line in lines] == [d["id"] for d in doc]
 
 
+@pytest.mark.slow  # starts a process
 def test_ingest_of_a_missing_path_says_it_is_missing(tmp_path):
     import os
     import subprocess

@@ -389,6 +389,7 @@ def _env(fake, db: Path) -> dict:
     return env
 
 
+@pytest.mark.slow  # starts a process
 def test_two_processes_on_one_database_post_once(seeded_hashing_db, tmp_path, fake_slack):
     fake = fake_slack
     db = seeded_hashing_db
@@ -410,6 +411,7 @@ def _start_bot(fake, db: Path, log: Path) -> subprocess.Popen:
                                 stdout=out, stderr=subprocess.STDOUT)
 
 
+@pytest.mark.slow  # starts a process
 def test_kill_9_after_slack_accepted_the_post_then_restart_does_not_post_again(seeded_hashing_db, tmp_path,
                                                                                fake_slack):
     from store import open_store

@@ -115,6 +115,7 @@ def test_not_a_database_is_unhealthy(tmp_path):
     assert not result.ok and "cannot read database" in result.message
 
 
+@pytest.mark.slow  # starts a process
 def test_health_cli_exit_codes_one_line_no_db_created_and_no_torch(tmp_path, live_db):
     missing = tmp_path / "missing.db"
     out = paperclub("health", db=missing, cwd=tmp_path)
@@ -199,6 +200,7 @@ def test_backup_while_the_bot_writes_is_consistent_and_restores(hashing_store, t
     restored.close()
 
 
+@pytest.mark.slow  # starts a process
 def test_backup_cli_refuses_to_overwrite_without_force(hashing_db, tmp_path):
     live = copy_db(hashing_db, tmp_path / "live.db")
     target = tmp_path / "backup.db"
@@ -397,7 +399,7 @@ def web_api_calls() -> set[str]:
     from slack_sdk import WebClient
 
     called = set()
-    for path in (ROOT / "bot").glob("*.py"):
+    for path in (ROOT / "bot").rglob("*.py"):  # bot/club/ too
         for name in re.findall(r"\bclient\.(\w+)\(", path.read_text()):
             if callable(getattr(WebClient, name, None)) and name not in ("api_call",):
                 called.add(name)
@@ -452,7 +454,7 @@ def test_every_subscribed_event_has_a_listener_and_every_listener_is_subscribed(
         response = app.dispatch(BoltRequest(body=body, mode="socket_mode"))
         assert response.status == 200, f"no listener for subscribed event {name}"
     listened = set()
-    for path in (ROOT / "bot").glob("*.py"):
+    for path in (ROOT / "bot").rglob("*.py"):  # bot/club/ too
         listened |= set(re.findall(r"""\.event\(\s*["'](\w+)["']""", path.read_text()))
     assert listened <= set(events), f"listeners for events Slack will never send: {listened - set(events)}"
 

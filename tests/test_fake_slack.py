@@ -293,6 +293,7 @@ def test_silent_server_makes_the_client_reconnect(fake, bolt):
     fake.wait_ack(envelope_id, timeout=5)  # the old socket may hold the reader for up to 3 s
 
 
+@pytest.mark.slow  # starts a process
 def test_works_across_processes(fake):
     """What `paperclub run` needs: a separate process reaching the fake over TCP."""
     script = (

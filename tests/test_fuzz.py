@@ -250,6 +250,7 @@ def run_line(world: World, text: str, user: str, channel: str) -> dict:
 
 
 # -- the properties ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # 2,000 generated command lines: half a minute
 def test_every_generated_command_line_gets_one_valid_reply_and_writes_only_what_it_should(world):
     refs = _paper_refs(world.store)
     lines = st.tuples(words(), st.sampled_from([" ", "  ", "\t"]), arguments(refs)).map(

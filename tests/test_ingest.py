@@ -258,6 +258,7 @@ def test_a_csv_abstract_over_128_kb_is_read_and_one_over_1_mb_names_its_own_line
         read_file(multi)
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("name,limit,stated", [("huge.jsonl", MAX_FILE_BYTES, "2 GB"),
                                                ("huge.bib", MAX_WHOLE_FILE_BYTES, "256 MB")])
 def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path, name, limit, stated):
@@ -314,6 +315,7 @@ def run_cli(*args, env=None, **kw):
                           env=full_env, cwd=kw.pop("cwd", ROOT), timeout=kw.pop("timeout", 120), **kw)
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_ingest_prints_counts_and_errors_in_one_line(tmp_path):
     db = str(tmp_path / "cli.db")
     out = run_cli("--db", db, "ingest", *map(str, bundled_sample_paths()))
@@ -344,6 +346,7 @@ def synthetic_jsonl(path: Path, n: int, seed: int = 0) -> Path:
     return path
 
 
+@pytest.mark.slow  # starts a process
 def test_killed_ingest_leaves_a_consistent_db_that_a_rerun_completes(tmp_path):
     data = synthetic_jsonl(tmp_path / "big.jsonl", 6000)
     db = tmp_path / "crash.db"

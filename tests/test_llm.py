@@ -68,6 +68,7 @@ def test_a_model_url_that_is_not_http_is_refused_when_configured(url):
         LLMConfig(url=url, model="m", api_key=API_KEY)
 
 
+@pytest.mark.slow  # starts a process
 def test_the_cli_names_a_file_url_for_the_model_in_one_line(tmp_path):
     """An operator who sets PAPERCLUB_LLM_URL=file:... is told so, instead of the bot reading a local file."""
     db = str(tmp_path / "cli.db")

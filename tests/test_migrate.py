@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import copy_db
 from store import HashingEmbedder, Searcher, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test runs `paperclub migrate` as a process
 CH = "C1"
 
 

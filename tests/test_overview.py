@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from test_bot import all_text, app, command, module_store, one, searcher, slack  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +43,7 @@ def cli(*args, db=None, stdin=None):
                           text=True, env=env, cwd=ROOT, timeout=120)
 
 
+@pytest.mark.slow  # starts a process
 def test_summarize_batch_mode_writes_one_line_per_record_and_reports_bad_lines(tmp_path):
     abstract = ("Training large vision transformers is expensive. We propose TinyViT-Distill, which distils "
                 "a large teacher into a 5M-parameter student. TinyViT-Distill reaches 84.8% top-1 accuracy "
@@ -61,6 +63,7 @@ def test_summarize_batch_mode_writes_one_line_per_record_and_reports_bad_lines(t
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_summary_command_prints_tldr_and_points(tmp_path):
     db = tmp_path / "c.db"
     assert cli("ingest", str(ROOT / "store" / "samples"), db=db).returncode == 0

@@ -325,6 +325,7 @@ def _contents(db):
                                f'from "{t}" r').fetchone()[0] for t in tables}
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.both_backends
 def test_a_database_from_a_newer_paperclub_is_refused_for_writes_and_read_with_a_warning(
         seeded_hashing_db, backend, tmp_path):
@@ -344,6 +345,7 @@ def test_a_database_from_a_newer_paperclub_is_refused_for_writes_and_read_with_a
     assert _contents(db) == before  # no paper, heartbeat, lease or migration written
 
 
+@pytest.mark.slow  # starts a process
 def test_on_a_read_only_volume_reading_works_and_writing_says_why(hashing_db, tmp_path):
     base = Path(tempfile_dir())
     try:

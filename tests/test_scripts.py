@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # every test runs `paperclub` as a process
 FILLER = ("We study how the method behaves on standard benchmarks and report consistent gains over "
           "strong baselines across settings.")
 RECORDS = [

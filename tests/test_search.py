@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store import (
-    EmptyQuery, HashingEmbedder, PaperNotFound, Record, Searcher, SentenceTransformerEmbedder,
+    EmptyQuery, HashingEmbedder, PaperNotFound, Record, Searcher,
     bundled_sample_paths, ingest_paths, ingest_records, open_store,
 )
 from store.backends.sqlite import match_expression
@@ -30,11 +30,10 @@ def paper_with(store: Store, text: str) -> str:
 
 # -- real model, seed corpus ---------------------------------------------------------
 @pytest.fixture(scope="module")
-def seed(tmp_path_factory):
+def seed(tmp_path_factory, real_embedder):
     store = open_store(tmp_path_factory.mktemp("search") / "seed.db")
-    embedder = SentenceTransformerEmbedder()
-    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
-    searcher = Searcher(store, embedder)
+    ingest_paths(store, bundled_sample_paths(), real_embedder, now=time.time())
+    searcher = Searcher(store, real_embedder)
     searcher.warm()
     return searcher
 

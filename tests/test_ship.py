@@ -67,6 +67,7 @@ def test_the_base_image_and_the_torch_index_are_build_arguments():
 
 
 # -- 2. no tokens, no terminal ---------------------------------------------------------------
+@pytest.mark.slow  # starts a process
 def test_run_without_tokens_or_a_terminal_exits_non_zero_naming_the_variable(tmp_path):
     started = time.monotonic()
     out = paperclub("run", "--load-samples", cwd=tmp_path, PAPERCLUB_DB=str(tmp_path / "p.db"),
@@ -84,6 +85,7 @@ def test_run_without_tokens_or_a_terminal_exits_non_zero_naming_the_variable(tmp
 
 
 # -- 3. health is this process's connection ----------------------------------------------------
+@pytest.mark.slow  # starts a process
 def test_a_heartbeat_left_by_a_stopped_process_is_not_healthy(tmp_path):
     db = tmp_path / "p.db"
     open_store(db).close()
@@ -121,6 +123,7 @@ def json_lines(text: str) -> list[dict]:
     return records
 
 
+@pytest.mark.slow  # starts a process
 def test_json_logs_hold_the_fatal_lines_too(tmp_path, fake_slack):
     out = paperclub("run", cwd=tmp_path, LOG_FORMAT="json", PAPERCLUB_DB=str(tmp_path / "p.db"))
     assert out.returncode == 1
@@ -136,6 +139,7 @@ def test_json_logs_hold_the_fatal_lines_too(tmp_path, fake_slack):
     assert records[-1]["level"] == "error"
 
 
+@pytest.mark.slow  # starts a process
 def test_swapped_or_wrong_kind_tokens_stop_the_start_with_a_line_that_names_the_fix(tmp_path):
     for bot, app, says in [(APP_TOKEN, BOT_TOKEN, "are swapped"),
                            (APP_TOKEN, APP_TOKEN, "SLACK_BOT_TOKEN is not a bot token"),
@@ -232,6 +236,7 @@ def test_the_lock_agrees_with_what_the_tests_run_on():
 
 
 # -- 7. a /data the bot cannot write -------------------------------------------------------------
+@pytest.mark.slow  # starts a process
 def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
     base = Path(tempfile.mkdtemp(prefix="paperclub-ro-", dir="/tmp"))
     try:
@@ -260,12 +265,14 @@ def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
 
 
 # -- 8. small things ---------------------------------------------------------------------------
+@pytest.mark.slow  # starts a process
 def test_search_on_an_empty_database_says_to_ingest(tmp_path):
     out = paperclub("--db", str(tmp_path / "empty.db"), "search", "diffusion", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "paperclub ingest" in out.stderr and "No papers match" not in out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_search_with_papers_but_no_hit_still_says_no_match(hashing_db, tmp_path):
     db = copy_db(hashing_db, tmp_path / "p.db")
     out = paperclub("--db", str(db), "search", "--collection", "nowhere", "diffusion", cwd=tmp_path,

@@ -260,6 +260,7 @@ harvest_arxiv(open_store(sys.argv[1]), s, "cs.LG", HashingEmbedder(), now=float(
 """
 
 
+@pytest.mark.slow  # starts a process
 def test_kill_9_mid_harvest_then_resume_loses_nothing_and_duplicates_nothing(fake, sources, tmp_path):
     fake.papers = make_papers(45)
     gate = threading.Event()

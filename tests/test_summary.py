@@ -335,6 +335,7 @@ def test_batch_uses_the_llm_when_given(fake_llm):
     assert record["tldr"] == GOOD and record["backend"] == "fake-model"
 
 
+@pytest.mark.slow  # starts a process
 def test_fit_script_refits_weights_that_summarize(tmp_path):
     """bench/fit_summary.py on a slice of SciTLDR writes a weights file summarize_paper can use."""
     import subprocess
