@@ -90,13 +90,13 @@ class Ctx:
 
     @cached_property
     def sources(self):
-        from .config import make_sources
+        from .deps.build import make_sources
 
         return make_sources(self.settings, store=self.store)
 
     @cached_property
     def llm(self):
-        from .app import make_llm
+        from .deps.build import make_llm
 
         return make_llm(self.settings)
 
@@ -657,11 +657,10 @@ def pick(c: Ctx, channel, day, post, as_json):
     from store.pick import DailyPick
     from store.schedule import local_today
 
-    from .app import make_client
+    from .deps.build import build_deps, make_client
     from .picks import channel_tz, make_pick
     from .posting import post_daily
     from .runner import utc_now
-    from .wiring import build_deps
 
     now = utc_now()
     # A dry run only reads (it works on a read-only volume); --post writes.

@@ -2,7 +2,7 @@
 
 Slack (bot/app.py) and the local console (bot/console.py) both go through
 `run_command`, so they answer the same way. Each command module ends with a
-`SUBCOMMANDS` tuple; `bot.wiring.command_table` puts them in one `Commands`
+`SUBCOMMANDS` tuple; `bot.deps.build.command_table` puts them in one `Commands`
 table, which reaches `run_command` through `deps.commands`. This module holds
 the paper commands: help, search, summary, similar, share.
 """

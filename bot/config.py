@@ -147,14 +147,5 @@ class Settings(BaseSettings):
         return {a for a in re.split(r"[\s,;]+", ids) if a}
 
 
-def make_sources(settings: Settings, **kw):
-    """The polite HTTP clients for arXiv and OpenReview at the configured base URLs."""
-    from store.sources import Sources
-
-    return Sources.create(arxiv_api=getattr(settings, "arxiv_api", None),
-                          arxiv_rss=getattr(settings, "arxiv_rss", None),
-                          openreview_api=getattr(settings, "openreview_api", None), **kw)
-
-
 def load_settings(**overrides) -> Settings:
     return Settings(**overrides)

@@ -1,6 +1,6 @@
 """`paperclub console`: type `/paper ...` lines locally and read the replies in the terminal.
 
-It is wired exactly as `paperclub run` (bot/wiring.py: the same command
+It is wired exactly as `paperclub run` (bot/deps/build.py: the same command
 table, feedback weights and clock), runs the same `run_command` as Slack in a
 channel of its own (CONSOLE_CHANNEL, so schedule, interests and today work as
 they do in a Slack channel), and renders the same Block Kit, so what you see
@@ -175,8 +175,8 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
     from store.search import Searcher
 
+    from .deps.build import build_deps
     from .runner import utc_now
-    from .wiring import build_deps
 
     stdin = stdin or sys.stdin
     console = Console(file=out, highlight=False, soft_wrap=False)

@@ -34,34 +34,56 @@ log = logging.getLogger("paperclub.reactions")
 RETRY_DELAYS = (0.5, 1, 2, 4, 8, 15, 30, 60, 60, 60, 60)  # about 5 minutes of a locked database
 UNKNOWN_MESSAGES = 5000  # bot messages we looked up and found no paper in (not asked about again)
 
-# A cache, not wiring: bot messages already read and found to carry no paper.
-_no_paper: OrderedDict[tuple[str, str], None] = OrderedDict()
-_no_paper_lock = threading.Lock()
+class PaperlessMessages:
+    """Bot messages already read and found to carry no paper (not asked about again): the last
+    `size` of them. One per app (register), so two apps in one process share nothing."""
+
+    def __init__(self, size: int = UNKNOWN_MESSAGES):
+        self.size = size
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: tuple[str, str]) -> bool:
+        with self._lock:
+            return key in self._seen
+
+    def add(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._seen[key] = None
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
 
 
 def register(app: App, deps: Deps) -> None:
     """The reaction listeners: each logs its event after the ack."""
+    paperless = PaperlessMessages()
+
     @app.event("reaction_added")
     def handle_reaction_added_event(body, client, context):
-        deps.later(lambda: handle_reaction_added(deps, body, client=client, bot_user_id=context.bot_user_id))
+        deps.later(lambda: handle_reaction_added(deps, body, client=client, bot_user_id=context.bot_user_id,
+                                                 paperless=paperless))
 
     @app.event("reaction_removed")
     def handle_reaction_removed_event(body, client, context):
-        deps.later(lambda: handle_reaction_removed(deps, body, client=client, bot_user_id=context.bot_user_id))
+        deps.later(lambda: handle_reaction_removed(deps, body, client=client, bot_user_id=context.bot_user_id,
+                                                   paperless=paperless))
 
 
 # -- reaction events -> the log -----------------------------------------------------------------
 def handle_reaction_added(deps: Deps, body: dict, *, client=None, bot_user_id: str | None = None,
-                          sleep: Callable[[float], None] = time.sleep) -> fb.Recorded:
-    return _handle(deps, body, True, client, bot_user_id, sleep)
+                          sleep: Callable[[float], None] = time.sleep,
+                          paperless: PaperlessMessages | None = None) -> fb.Recorded:
+    return _handle(deps, body, True, client, bot_user_id, sleep, paperless)
 
 
 def handle_reaction_removed(deps: Deps, body: dict, *, client=None, bot_user_id: str | None = None,
-                            sleep: Callable[[float], None] = time.sleep) -> fb.Recorded:
-    return _handle(deps, body, False, client, bot_user_id, sleep)
+                            sleep: Callable[[float], None] = time.sleep,
+                            paperless: PaperlessMessages | None = None) -> fb.Recorded:
+    return _handle(deps, body, False, client, bot_user_id, sleep, paperless)
 
 
-def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep) -> fb.Recorded:
+def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
+            paperless: PaperlessMessages | None) -> fb.Recorded:
     event = body.get("event") or {}
     item = event.get("item") or {}
     channel, ts, user = item.get("channel"), item.get("ts"), event.get("user")
@@ -84,7 +106,8 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep) -> 
         if result.status != "ignored":
             return result
         bot = bot_user_id or _authorized_user(body)
-        if client and bot and event.get("item_user") == bot and learn_message(store, client, channel, ts, now=now):
+        if (client and bot and event.get("item_user") == bot
+                and learn_message(store, client, channel, ts, now=now, paperless=paperless)):
             return log_it()
         return result
 
@@ -125,16 +148,16 @@ def _authorized_user(body: dict) -> str | None:
 _SHARED_BY = re.compile(r"<@([UW][A-Z0-9]+)>")
 
 
-def learn_message(store: Store, client, channel: str, ts: str, *, now: float) -> bool:
+def learn_message(store: Store, client, channel: str, ts: str, *, now: float,
+                  paperless: PaperlessMessages | None = None) -> bool:
     """A bot message we have no record of (a share posted through a response_url): find its paper.
 
     The message is read once with reactions.get; its blocks carry the paper id.
-    Messages without one are remembered so they cost no further calls.
+    Messages without one are remembered in `paperless` so they cost no further calls.
     """
     key = (channel, ts)
-    with _no_paper_lock:
-        if key in _no_paper:
-            return False
+    if paperless is not None and key in paperless:
+        return False
     try:
         message = client.reactions_get(channel=channel, timestamp=ts).get("message") or {}
     except Exception as e:  # no scope, message gone, Slack down: the reaction is simply not ours to log
@@ -142,10 +165,8 @@ def learn_message(store: Store, client, channel: str, ts: str, *, now: float) ->
         return False
     paper_id, kind = _paper_in(store, message)
     if paper_id is None:
-        with _no_paper_lock:
-            _no_paper[key] = None
-            while len(_no_paper) > UNKNOWN_MESSAGES:
-                _no_paper.popitem(last=False)
+        if paperless is not None:
+            paperless.add(key)
         return False
     shared_by = None
     for b in message.get("blocks") or []:

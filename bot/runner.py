@@ -85,13 +85,13 @@ def _claiming(base, deps):
     """Bolt's Socket Mode handler class `base`, except that each delivery is claimed in the
     database (deps.claims) and one another replica (or this one) already took is dropped.
 
-    Events, slash commands and clicks are acked at once and claimed after (bot.app.delivery_key),
+    Events, slash commands and clicks are acked at once and claimed after (bot.claims.delivery_key),
     so the ack never waits for the database; a modal submission or a menu, whose ack carries
     the answer, is claimed first."""
     from slack_bolt.adapter.socket_mode.internals import run_bolt_app
     from slack_sdk.socket_mode.response import SocketModeResponse
 
-    from .app import delivery_key
+    from .claims import delivery_key
 
     class ClaimingSocketModeHandler(base):
         def handle(self, client, req) -> None:
@@ -248,9 +248,10 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
 
     from store.search import Searcher
 
-    from .app import create_app, make_client, make_later, work_pool
+    from .app import create_app
+    from .deps.build import build_deps, make_client
+    from .later import make_later, work_pool
     from .posting import mark_alive
-    from .wiring import build_deps
 
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():

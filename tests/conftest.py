@@ -325,10 +325,10 @@ class Clock:
 
 
 def make_deps(settings, store, searcher, *, slack=True, clock=None, **kw):
-    """The bot's wiring (bot.wiring.build_deps) for a test: a Slack client for SLACK_API_URL unless
+    """The bot's wiring (bot.deps.build.build_deps) for a test: a Slack client for SLACK_API_URL unless
     slack=None, and a settable Clock unless one is given."""
-    from bot.app import make_client
-    from bot.wiring import build_deps
+    from bot.deps.build import make_client
+    from bot.deps.build import build_deps
 
     client = make_client(settings) if slack is True else slack
     return build_deps(settings, store, searcher, clock=clock or Clock(), slack=client, **kw)

@@ -20,7 +20,7 @@ from bot import home
 from bot.app import FEATURES, create_app
 from bot.commands import Reply, Subcommand, clean_input
 from bot.console import run_console
-from bot.wiring import command_table
+from bot.deps.build import command_table
 from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings
 from store import Paper
 

@@ -472,7 +472,7 @@ def test_a_burst_of_votes_with_a_slow_chat_update_never_holds_up_a_command(world
     """12 members vote within a second while Slack takes 3 s per chat.update: each click is acked at
     once, `/paper search` answers while the first redraw is still on its way, and the burst costs
     one or two redraws of the agenda, not twelve, the last one counting every vote."""
-    from bot.app import make_later, work_pool
+    from bot.later import make_later, work_pool
     from conftest import BOT_TOKEN
 
     app, fake, store, clock, deps = world

@@ -9,7 +9,7 @@ import click
 
 from bot.cli import cli
 from bot.config import Settings
-from bot.wiring import command_table
+from bot.deps.build import command_table
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

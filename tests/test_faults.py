@@ -22,7 +22,7 @@ from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
 from bot import blocks as bk
-from bot.app import SORRY
+from bot.later import SORRY
 from conftest import BOT_TOKEN, block_action_body, copy_db, make_deps, make_settings
 from figures import record
 
@@ -354,7 +354,7 @@ def test_a_share_slack_keeps_refusing_gets_an_apology_and_posts_nothing(env):
 def test_a_reply_slack_keeps_refusing_is_logged_not_silently_dropped(env, caplog):
     import logging
 
-    from bot.app import RESPOND_TRIES
+    from bot.outgoing import RESPOND_TRIES
 
     env.app
     inject(env.fake, "response_url", "500", times=RESPOND_TRIES)

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from slack_bolt import BoltRequest
 
 from bot import blocks as bk
-from bot.app import SORRY
+from bot.later import SORRY
 from bot.commands import clean_input
-from bot.wiring import command_table
+from bot.deps.build import command_table
 from conftest import make_deps, make_settings
 from figures import record, scale
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import SORRY
+from bot.later import SORRY
 from botproc import ROOT, start_bot
 from conftest import copy_db
 from figures import percentile, record, scale

@@ -193,7 +193,7 @@ def test_a_delivery_the_database_is_too_slow_to_claim_is_acked_now_and_handled_o
     import threading
     from datetime import datetime, timezone
 
-    from bot.app import EventClaims
+    from bot.claims import EventClaims
 
     path = tmp_path / "paperclub.db"
     store = open_store(path)
@@ -230,7 +230,7 @@ def test_a_delivery_acked_first_is_claimed_after_and_handled_by_one_replica_even
     import threading
     from datetime import datetime, timezone
 
-    from bot.app import EventClaims, delivery_key
+    from bot.claims import EventClaims, delivery_key
 
     # A slash command, a click and an event are acked before their claim; a modal submission,
     # whose ack carries its answer, is not.

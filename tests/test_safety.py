@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from bot import blocks as bk
-from bot.app import SORRY
+from bot.later import SORRY
 from conftest import OBEY_FILE_MODES, copy_db, dispatch_command, make_deps, make_settings, text_of
 
 CH = "C1"
@@ -88,7 +88,7 @@ def ingest_hostile(world, n: int = 1) -> list:
 def _numbered_commands() -> list[str]:
     """Every subcommand word that takes a number, read from the usage lines users see: a new
     command that takes a number is covered without being listed here."""
-    from bot.wiring import command_table
+    from bot.deps.build import command_table
 
     lines = []
     for sub in command_table().values():

@@ -104,7 +104,7 @@ def test_a_flood_of_pasted_links_never_holds_up_a_command(hashing_store, fake_sl
     """A feed bot posts a day's listing: 18 messages of 5 arXiv links, with arXiv's real 3 s spacing.
     While arXiv still holds the first lookup, `/paper search` answers; then every link is unfurled,
     with the unknown ids asked many to a request rather than one request per link."""
-    from bot.app import make_later, work_pool
+    from bot.later import make_later, work_pool
 
     with FakeSources() as src:
         src.papers = make_papers(90, seed=2)

@@ -1,4 +1,7 @@
-"""What every handler, listener and job needs, in one typed bundle built once (bot/wiring.py)."""
+"""What every handler, listener and job needs, in one typed bundle built once (bot/deps/build.py).
+
+Every feature module imports this bundle, so it imports none of them: the recipe that builds
+it, and lists the features' subcommands, is bot/deps/build.py, one floor up."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,11 +20,11 @@ if TYPE_CHECKING:
     from store.search import Searcher
     from store.sources import Sources
 
-    from .app import EventClaims
-    from .commands import Commands
-    from .config import Settings
-    from .scheduler import DailyService
-    from .unfurl import UnfurlQueue
+    from ..claims import EventClaims
+    from ..commands import Commands
+    from ..config import Settings
+    from ..scheduler import DailyService
+    from ..unfurl import UnfurlQueue
 
 Clock = Callable[[], datetime]  # an aware UTC datetime; only the composition root reads the wall clock
 Later = Callable[..., None]  # later(job, respond=None): run slow work after the ack
@@ -44,7 +47,7 @@ class Feedback:
 
 @dataclass(frozen=True)
 class Deps:
-    """Built once by `bot.wiring.build_deps` and passed down; nothing is patched on later."""
+    """Built once by `bot.deps.build.build_deps` and passed down; nothing is patched on later."""
 
     settings: Settings
     store: Store
@@ -59,7 +62,7 @@ class Deps:
     home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
     sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
     replica: str = "local"  # this process among the replicas on one database (bot/runner.replica_id)
-    claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/app.py)
+    claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/claims.py)
     unfurls: UnfurlQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
 
     @property

@@ -1,0 +1,50 @@
+"""Slow work off the ack path: `later(job, respond)` runs a job on the work pool, and a job that
+fails is logged and answered with a short apology (report_error, also the app's error handler)."""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Callable
+
+from .outgoing import ReplyNotDelivered
+
+if TYPE_CHECKING:
+    from .deps import Later
+
+log = logging.getLogger(__name__)
+
+SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
+         "please try again in a minute.")
+WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
+
+
+def report_error(error: BaseException, respond, logger: logging.Logger | None = None) -> None:
+    """Log the failure (tokens are scrubbed by the log formatter) and say sorry, briefly."""
+    (logger or log).error("listener failed: %s: %s", type(error).__name__, error,
+                          exc_info=(type(error), error, error.__traceback__))
+    if respond is None or isinstance(error, ReplyNotDelivered):  # the same way would fail again
+        return
+    try:
+        respond(text=SORRY, response_type="ephemeral", replace_original=False)
+    except Exception as e:  # the apology itself failed (response_url expired): logging is all we can do
+        log.warning("could not tell the user about the error: %s", e)
+
+
+def make_later(executor: Executor | None) -> Later:
+    """later(job, respond=None): run `job` on `executor` (inline when None); a failure gets the apology."""
+    def later(job: Callable[[], None], respond=None) -> None:
+        def run():
+            try:
+                job()
+            except Exception as e:
+                report_error(e, respond)
+        if executor is None:
+            run()
+        else:
+            executor.submit(run)
+    return later
+
+
+def work_pool() -> ThreadPoolExecutor:
+    """The pool `later` hands slow work to in production."""
+    return ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
