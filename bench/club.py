@@ -46,7 +46,9 @@ def main() -> None:
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
-    from bot.club import STEPS, ClubContext, club_tick
+    from bot.club import STEPS, club_tick
+    from bot.config import Settings
+    from bot.deps.build import build_deps
     from bot.posting import SCHEDULED_EVENT
     from fake_slack import start_fake_slack
     from slack_sdk import WebClient
@@ -80,7 +82,8 @@ def main() -> None:
                 store.add_club_away(ch, m, day, day, now=start.timestamp())
 
     clock_now = [start]
-    ctx = ClubContext(store, Searcher(store, embedder), None, lambda: clock_now[0])
+    deps = build_deps(Settings(_env_file=None, llm_url=None, command="/paper"), store, Searcher(store, embedder),
+                      clock=lambda: clock_now[0])
     faults = Counter()
     choices = Counter()
     chose: dict[str, str] = {}  # session date -> the paper its presenter chose last
@@ -90,7 +93,7 @@ def main() -> None:
 
         def tick(at: datetime) -> None:
             clock_now[0] = at
-            club_tick(ctx, client, at, budget=20, sleep=lambda s: None)
+            club_tick(deps, client, at, budget=20, sleep=lambda s: None)
 
         from bot.club.posts import _moments
 

@@ -2,7 +2,7 @@
 
 Slack (bot/app.py) and the local console (bot/console.py) both go through
 `run_command`, so they answer the same way. Each command module ends with a
-`SUBCOMMANDS` tuple; `bot.deps.build.command_table` puts them in one `Commands`
+`SUBCOMMANDS` tuple of `Subcommand`s (bot/grammar.py); `bot.deps.build.command_table` puts them in one `Commands`
 table, which reaches `run_command` through `deps.commands`. This module holds
 the paper commands: help, search, summary, similar, share.
 """
@@ -13,16 +13,14 @@ import logging
 import re
 import time
 import unicodedata
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable
-
-from slack_sdk.models.blocks import Block
+from typing import TYPE_CHECKING
 
 from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
 from store.text import member_tag
 
 from . import blocks as bk
 from .blocks import code
+from .grammar import Call, Reply, Subcommand
 
 if TYPE_CHECKING:
     from store import Store
@@ -38,73 +36,9 @@ RESULTS = 5
 CLOSEST = 2  # offered, as the closest, when nothing is a good match
 
 
-@dataclass
-class Call:
-    """One invocation: who asked, where, and the (cleaned) words after the subcommand."""
-
-    user_id: str
-    args: str = ""
-    channel_id: str = ""
-    name: str = ""
-    notes: list[str] = field(default_factory=list)
-    raw: str = ""  # the text as Slack sent it, mentions included (`club swap @member`)
-
-
-@dataclass
-class Reply:
-    """What a handler answers: fallback text (mrkdwn, escaped) plus blocks; ephemeral unless in_channel."""
-
-    text: str
-    blocks: list[Block] = field(default_factory=list)
-    in_channel: bool = False
-
-    def to_message(self) -> dict:
-        """Keyword arguments for `respond()` (and, minus response_type, chat.postMessage)."""
-        return {
-            "text": bk.fallback_text(self.text),
-            "blocks": [b.to_dict() for b in self.blocks] or None,
-            "response_type": "in_channel" if self.in_channel else "ephemeral",
-        }
-
-
 def channel_of(call: Call) -> str:
     """The channel a command acts on (the console's own when none was given)."""
     return call.channel_id or CONSOLE_CHANNEL
-
-
-@dataclass(frozen=True)
-class Subcommand:
-    """One /paper subcommand: its handler and what help says about it."""
-
-    name: str
-    handler: Callable[[Deps, Call], Reply]
-    usage: str
-    example: str
-    help: str
-    aliases: tuple[str, ...] = ()
-    hidden: bool = False
-
-
-class Commands(dict):
-    """The subcommand table: name -> Subcommand, in the order help lists them."""
-
-    def __init__(self, subs: Iterable[Subcommand] = ()):
-        super().__init__((s.name, s) for s in subs)
-
-    def lookup(self, word: str) -> Subcommand | None:
-        """The subcommand for a name or alias (case-insensitive)."""
-        word = word.lower()
-        if word in self:
-            return self[word]
-        return next((s for s in self.values() if word in s.aliases), None)
-
-    def visible(self) -> list[Subcommand]:
-        """What help lists (hidden ones still answer)."""
-        return [s for s in self.values() if not s.hidden]
-
-    def with_(self, *subs: Subcommand) -> Commands:
-        """A copy with these added (or replaced)."""
-        return Commands([*self.values(), *subs])
 
 
 # -- input cleaning ---------------------------------------------------------------

@@ -19,7 +19,16 @@ from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, explanation, mention
-from .commands import Call, Reply, Subcommand, channel_of, has_words, paper_summary, problem_reply, resolve
+from .commands import (
+    Call,
+    Reply,
+    Subcommand,
+    channel_of,
+    has_words,
+    paper_summary,
+    problem_reply,
+    resolve,
+)
 from .picks import channel_tz, make_pick, spec_of
 
 if TYPE_CHECKING:
@@ -160,7 +169,6 @@ def _schedule_usage(deps: Deps) -> str:
 def handle_schedule(deps: Deps, call: Call) -> Reply:
     channel = channel_of(call)
     now = deps.clock()
-    service = deps.scheduler
     if not call.args.strip():
         spec = spec_of(deps.store.get_schedule(channel))
         if spec is None:
@@ -176,8 +184,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         return _admins_only(deps, "change the paper of the day's schedule")
     if is_off(call.args):
         had = deps.store.delete_schedule(channel)
-        if service is not None:
-            service.reload(channel)
+        deps.reschedule(channel)
         if not had:
             return Reply("There was no daily paper to turn off.", bk.message_blocks(
                 "This channel had no paper of the day, so there was nothing to turn off."))
@@ -191,8 +198,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         return problem_reply(deps, str(e), hint=_schedule_usage(deps))
     deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
                             set_by=call.user_id or None, now=now.timestamp())
-    if service is not None:
-        service.reload(channel)
+    deps.reschedule(channel)
     text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*.\n"
             f"First post: {bk.esc(describe_next(spec, now))}.")
     footer = f"{code(deps.command + ' today')} previews it; {code(deps.command + ' interests')} steers it."

@@ -252,6 +252,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     from .deps.build import build_deps, make_client
     from .later import make_later, work_pool
     from .posting import mark_alive
+    from .scheduler import DailyService
 
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
@@ -263,7 +264,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     replica = replica_id(settings)
     deps = build_deps(settings, store, searcher, clock=utc_now, slack=make_client(settings),
                       later=make_later(work), replica=replica)
-    daily = deps.scheduler  # started once connected
+    daily = DailyService(deps)  # started once connected
     try:  # auth.test runs here: a wrong token fails in a second, before the model loads
         app = create_app(deps)
     except (BoltError, SlackClientError, OSError) as e:

@@ -1,7 +1,7 @@
 """Links to arxiv.org and openreview.net pasted in Slack: fetch the paper if new, answer with chat.unfurl.
 
 Unfurls never wait in line with commands: they have their own small queue and
-one worker (`UnfurlQueue`), and past its bound a message's links are simply
+one worker (`unfurl_queue`, a bot/batches.py BatchQueue), and past its bound a message's links are simply
 not unfurled (logged), as Slack shows a link it got no unfurl for. The worker
 takes every message waiting at once and resolves their links together
 (store.sources.add_papers): a paper already in the store is unfurled without
@@ -12,8 +12,6 @@ service that is down, gets no unfurl at all (never an error card).
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
@@ -22,6 +20,7 @@ from store.errors import StoreError
 from store.sources import Added, add_papers, parse_ref
 
 from . import blocks as bk
+from .batches import BatchQueue
 from .commands import paper_summary
 
 if TYPE_CHECKING:
@@ -83,70 +82,28 @@ def _send(client, event: dict, unfurls: dict[str, dict]) -> None:
         log.warning("chat.unfurl failed: %s", e.response.get("error"))
 
 
-class UnfurlQueue:
+def unfurl_queue(*, threaded: bool = True) -> BatchQueue:
     """Link unfurls' own bounded queue and worker thread, apart from the commands' work pool.
 
     `threaded=False` (tests, the console) unfurls in the caller, as `later` runs work there.
     """
+    return BatchQueue(_unfurl, name="unfurl", threaded=threaded, bound=MAX_WAITING, batch=BATCH)
 
-    def __init__(self, *, threaded: bool = True, bound: int = MAX_WAITING):
-        self.threaded = threaded
-        self._waiting: queue.Queue = queue.Queue(maxsize=bound)
-        self._worker: threading.Thread | None = None
-        self._start = threading.Lock()
-        self.dropped = 0
 
-    def offer(self, deps: Deps, client, event: dict) -> bool:
-        """Queue one link_shared event; False (and not unfurled) when the queue is full."""
-        if not _refs(event) or deps.sources is None:
-            return True
-        if not self.threaded:
-            self._unfurl([(deps, client, event)])
-            return True
-        try:
-            self._waiting.put_nowait((deps, client, event))
-        except queue.Full:
-            self.dropped += 1
-            log.warning("unfurl queue full (%d messages waiting): links in %s/%s not unfurled",
-                        self._waiting.maxsize, event.get("channel"), event.get("message_ts"))
-            return False
-        with self._start:
-            if self._worker is None:
-                self._worker = threading.Thread(target=self._run, name="unfurl", daemon=True)
-                self._worker.start()
-        return True
-
-    def join(self) -> None:
-        """Wait until every queued message is unfurled (or given up on)."""
-        self._waiting.join()
-
-    def _run(self) -> None:
-        while True:
-            batch = [self._waiting.get()]
-            while len(batch) < BATCH:
-                try:
-                    batch.append(self._waiting.get_nowait())
-                except queue.Empty:
-                    break
-            try:
-                self._unfurl(batch)
-            except Exception:  # the worker outlives any one batch
-                log.exception("unfurling %d messages failed", len(batch))
-            finally:
-                for _ in batch:
-                    self._waiting.task_done()
-
-    @staticmethod
-    def _unfurl(batch: list[tuple[Deps, object, dict]]) -> None:
-        deps = batch[0][0]  # one app's deps: every offer comes from its one listener
-        for (_, client, event), unfurls in zip(batch, unfurls_for(deps, [e for _, _, e in batch]), strict=True):
-            _send(client, event, unfurls)
+def _unfurl(batch: list[tuple[Deps, object, dict]]) -> None:
+    deps = batch[0][0]  # one app's deps: every offer comes from its one listener
+    for (_, client, event), unfurls in zip(batch, unfurls_for(deps, [e for _, _, e in batch]), strict=True):
+        _send(client, event, unfurls)
 
 
 def register(app: App, deps: Deps) -> None:
-    unfurls = deps.unfurls or UnfurlQueue(threaded=False)
+    unfurls = deps.unfurls or unfurl_queue(threaded=False)
 
     @app.event("link_shared")
     def handle_link_shared(event, client):
         # Acked when this returns; the fetch waits on arXiv's spacing, on the unfurls' own worker.
-        unfurls.offer(deps, client, event)
+        if not _refs(event) or deps.sources is None:
+            return
+        if not unfurls.offer((deps, client, event)):
+            log.warning("unfurl queue full (%d messages waiting): links in %s/%s not unfurled",
+                        unfurls.bound, event.get("channel"), event.get("message_ts"))

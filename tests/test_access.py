@@ -31,8 +31,6 @@ def make_app(fake_slack, hashing_store):
         made.append(deps)
         return create_app(deps, process_before_response=True)
     yield make
-    for deps in made:
-        deps.scheduler.shutdown()
 
 
 def command(app, fake, text: str, user: str, channel: str = CH) -> dict:

@@ -52,7 +52,6 @@ def test_every_listener_acks_within_1_s_while_another_writer_holds_the_lock_for_
     deps = make_deps(make_settings(slack_api_url=fake.api_url), store, Searcher(store, HashingEmbedder()))
     listeners = registered_listeners(create_app(deps))  # the same FEATURES the bot process registers
     subcommands = list(deps.commands.values())
-    deps.scheduler.shutdown()
     store.close()
     assert ("action", "paper_save") in listeners and len(subcommands) >= 10
 

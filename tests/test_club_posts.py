@@ -134,9 +134,12 @@ def test_a_crash_after_slack_accepted_is_recovered_not_reposted(world):
 def test_the_scheduler_runs_the_club_tick(world):
     fake, store, clock, deps = world
     clock.now = MOMENTS["agenda"] + timedelta(minutes=1)
-    results = deps.scheduler.club_tick_now()
+    from bot.scheduler import DailyService
+
+    scheduler = DailyService(deps)
+    results = scheduler.club_tick_now()
     assert [(step, r.status) for step, _, r in results] == [("agenda", "posted")]
-    again = deps.scheduler.club_tick_now()
+    again = scheduler.club_tick_now()
     assert [(step, r.status) for step, _, r in again] == [("agenda", "already")]
     assert len(scheduled(fake)["agenda"]) == 1
 

@@ -30,6 +30,7 @@ from slack_sdk import WebClient
 from bot.blocks import ACTION_NOMINATE, ACTION_SAVE
 from bot.deps import Feedback
 from bot.posting import EVENT_TYPE, post_daily
+from bot.scheduler import DailyService
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
 from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
 
@@ -72,9 +73,7 @@ def run_now(service, channel: str) -> None:
 @pytest.fixture
 def deps(fake_slack, hashing_store, searcher):
     settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
-    deps = make_deps(settings, hashing_store, searcher)
-    yield deps
-    deps.scheduler.shutdown()
+    return make_deps(settings, hashing_store, searcher)
 
 
 @pytest.fixture
@@ -86,9 +85,10 @@ def app(deps):
 
 @pytest.fixture
 def service(deps):
-    daily = deps.scheduler
+    daily = DailyService(deps)
     daily.sleep = lambda seconds: None  # our own backoff; the SDK's 429 handler still honours Retry-After
-    return daily
+    yield daily
+    daily.shutdown()
 
 
 # -- the schedule, set in Slack, fires once --------------------------------------------------

@@ -64,9 +64,11 @@ class Env:
     def app(self):
         if self._app is None:
             from bot.app import create_app
+            from bot.scheduler import DailyService
 
             self.deps = make_deps(self.settings, self.store, self.searcher)
-            self.deps.scheduler.sleep = lambda s: None  # our backoff; Retry-After is still honoured
+            self._service = DailyService(self.deps)
+            self._service.sleep = lambda s: None  # our backoff; Retry-After is still honoured
             self._app = create_app(self.deps, process_before_response=True)
         return self._app
 
@@ -74,11 +76,11 @@ class Env:
     def service(self):
         """The app's DailyService (building the app first)."""
         assert self.app is not None
-        return self.deps.scheduler
+        return self._service
 
     def close(self):
         if self._app is not None:
-            self.deps.scheduler.shutdown()
+            self._service.shutdown()
 
     def dispatch(self, body: dict) -> int:
         return self.app.dispatch(BoltRequest(body=body, mode="socket_mode")).status

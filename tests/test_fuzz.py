@@ -100,7 +100,6 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     logging.getLogger().addHandler(handler)
     yield world
     logging.getLogger().removeHandler(handler)
-    deps.scheduler.shutdown()
     assert store.integrity_ok()
     assert store.db.execute("pragma foreign_key_check").fetchall() == []
     record("fuzz", cases=world.cases, replies=world.replies, by_command=world.by_command,

@@ -119,7 +119,9 @@ def test_the_catch_up_runs_on_the_lease_holder_only_and_passes_on_when_it_is_rel
     now = datetime(2026, 12, 1, 9, 5, tzinfo=timezone.utc)
     settings = make_settings(slack_api_url=fake_slack.api_url)
     searcher = Searcher(hashing_store, HashingEmbedder())
-    r1, r2 = (make_deps(settings, hashing_store, searcher, clock=Clock(now), replica=r).scheduler
+    from bot.scheduler import DailyService
+
+    r1, r2 = (DailyService(make_deps(settings, hashing_store, searcher, clock=Clock(now), replica=r))
               for r in ("r1", "r2"))
     for channel in ("C1", "C2"):
         hashing_store.set_schedule(channel, hour=9, minute=0, tz="UTC", days="daily", set_by="U1",

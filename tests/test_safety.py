@@ -44,7 +44,6 @@ def world(fake_slack, hashing_db, tmp_path):
     app = create_app(deps, process_before_response=True)
     yield type("World", (), {"app": app, "deps": deps, "store": store, "fake": fake_slack,
                              "searcher": searcher, "path": tmp_path / "world.db"})
-    deps.scheduler.shutdown()
     store.close()
 
 

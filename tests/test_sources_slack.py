@@ -10,6 +10,7 @@ from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
 from bot.app import create_app
+from bot.scheduler import DailyService
 from conftest import BOT_TOKEN, Clock, dispatch_command, make_deps, make_settings, text_of
 from fake_sources import FakeSources, make_papers, on_openreview
 from store import HashingEmbedder, Searcher
@@ -212,7 +213,7 @@ def test_a_channel_following_cs_lg_gets_a_paper_of_the_day_from_that_announcemen
     dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="U1", channel="C1")
     dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C1")
     dispatch_command(app, fake_slack, "interests add diffusion transformer", user="U1", channel="C2")
-    assert deps.scheduler.poll_feeds_now() == {("arxiv", "cs.LG"): "new"}
+    assert DailyService(deps).poll_feeds_now() == {("arxiv", "cs.LG"): "new"}
     ids = {hashing_store.lookup_keys([f"ext:arxiv:{p.arxiv_id}"])[f"ext:arxiv:{p.arxiv_id}"][0] for p in announced}
     # Tuesday morning's post (a weekday after the announcement)
     morning = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -231,7 +232,7 @@ def test_a_channel_following_cs_lg_gets_a_paper_of_the_day_from_that_announcemen
 def test_the_feeds_job_runs_after_each_announcement_and_again_later_never_friday_or_saturday():
     from zoneinfo import ZoneInfo
 
-    from bot.scheduler import FEEDS_JOB, FEEDS_RETRY_JOB, feed_triggers
+    from bot.feed_polls import FEEDS_JOB, FEEDS_RETRY_JOB, feed_triggers
 
     et = ZoneInfo("America/New_York")
     triggers = dict(feed_triggers())
@@ -244,7 +245,7 @@ def test_the_feeds_job_runs_after_each_announcement_and_again_later_never_friday
 def test_the_feeds_last_due_poll_is_per_kind_arxiv_counting_its_retry():
     from zoneinfo import ZoneInfo
 
-    from bot.scheduler import last_feed_polls
+    from bot.feed_polls import last_feed_polls
 
     et = ZoneInfo("America/New_York")
     saturday = datetime(2026, 12, 5, 12, 0, tzinfo=et)  # no poll Friday or Saturday: Thursday's count
@@ -286,7 +287,8 @@ def test_a_feed_poll_killed_mid_harvest_is_finished_by_the_next_lease_holder(has
     assert not hashing_store.source_state(feed_source("openreview", venue)).get("last_success")
     seen = len(fake_src.requests)
 
-    deps.scheduler.take_over_now()  # the replica that takes the sweeps' lease over
+    scheduler = DailyService(deps)
+    scheduler.take_over_now()  # the replica that takes the sweeps' lease over
     fetched = [path for path, _, _ in fake_src.requests[seen:]]
     assert fetched and set(fetched) == {"/notes"}, fetched  # cs.LG had finished: not read again
     assert hashing_store.count_papers() == library + 3 + 4  # each paper once
@@ -297,6 +299,6 @@ def test_a_feed_poll_killed_mid_harvest_is_finished_by_the_next_lease_holder(has
     state = hashing_store.source_state(feed_source("openreview", venue))
     assert state["last_success"] and state["cursor"]["done"]
 
-    deps.scheduler.take_over_now()  # nothing is due any more
+    scheduler.take_over_now()  # nothing is due any more
     assert len(fake_src.requests) == seen + len(fetched)
     sources.close()

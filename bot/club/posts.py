@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -79,21 +78,6 @@ def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str |
 
 
 # -- scheduled club posts: each through posting.post_once (claim row, metadata, lookup, retries) --
-@dataclass(frozen=True)
-class ClubContext:
-    """What the club's jobs use: the scheduler builds one; a Deps has the same attributes."""
-
-    store: object
-    searcher: object
-    llm: object
-    clock: object
-    command: str = "/paper"
-
-    @property
-    def embedder(self):
-        return self.searcher.embedder
-
-
 STEPS = ("agenda", "winner", "reminder", "thread", "recap")
 CLUB_GRACE = timedelta(hours=3)  # a step missed by less than this is done on the next tick (catch-up)
 

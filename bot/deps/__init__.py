@@ -4,6 +4,7 @@ Every feature module imports this bundle, so it imports none of them: the recipe
 it, and lists the features' subcommands, is bot/deps/build.py, one floor up."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -20,11 +21,10 @@ if TYPE_CHECKING:
     from store.search import Searcher
     from store.sources import Sources
 
+    from ..batches import BatchQueue
     from ..claims import EventClaims
-    from ..commands import Commands
     from ..config import Settings
-    from ..scheduler import DailyService
-    from ..unfurl import UnfurlQueue
+    from ..grammar import Commands
 
 Clock = Callable[[], datetime]  # an aware UTC datetime; only the composition root reads the wall clock
 Later = Callable[..., None]  # later(job, respond=None): run slow work after the ack
@@ -45,6 +45,27 @@ class Feedback:
                    float(getattr(settings, "feedback_half_life_days", None) or fb.HALF_LIFE_DAYS))
 
 
+class Rescheduler:
+    """How `/paper schedule` tells the scheduler a channel's schedule changed: `reschedule(channel)`.
+
+    The scheduler (bot/scheduler.py), built from Deps, listens; with none listening (the console,
+    `paperclub pick`) the change is read from the table when a scheduler starts."""
+
+    def __init__(self):
+        self._listeners: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
+
+    def listen(self, on_change: Callable[[str], None]) -> None:
+        with self._lock:
+            self._listeners.append(on_change)
+
+    def __call__(self, channel: str) -> None:
+        with self._lock:
+            listeners = list(self._listeners)
+        for on_change in listeners:
+            on_change(channel)
+
+
 @dataclass(frozen=True)
 class Deps:
     """Built once by `bot.deps.build.build_deps` and passed down; nothing is patched on later."""
@@ -58,12 +79,12 @@ class Deps:
     feedback: Feedback = field(default_factory=Feedback)
     llm: LLMClient | None = None
     slack: WebClient | None = None  # None in the console: nothing there talks to Slack
-    scheduler: DailyService | None = None  # the daily posts (only with a Slack client)
+    reschedule: Rescheduler = field(default_factory=lambda: Rescheduler())  # /paper schedule -> the scheduler
     home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
     sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
     replica: str = "local"  # this process among the replicas on one database (bot/runner.replica_id)
     claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/claims.py)
-    unfurls: UnfurlQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
+    unfurls: BatchQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
 
     @property
     def command(self) -> str:

@@ -3,15 +3,14 @@ and the factories of the parts that talk out (Slack, the LLM, arXiv and OpenRevi
 
 `paperclub run` (bot/runner.py), `paperclub console` (bot/console.py),
 `paperclub pick` (bot/cli.py) and the tests all build their parts here, so
-each gets the same command table, feedback weights and scheduler. This module
+each gets the same command table, feedback weights and clients. This module
 sits above the features (it lists their subcommands); `bot.deps` itself, the
 bundle they all import, imports none of them.
 """
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import (
@@ -22,12 +21,11 @@ from slack_sdk.http_retry.builtin_handlers import (
 
 from .. import club, commands, commands_daily, commands_feeds, home, overview, reading
 from ..claims import EventClaims
-from ..commands import Commands
+from ..grammar import Commands
 from ..later import make_later
 from ..outgoing import SafeClient
-from ..scheduler import LEASE_SECONDS, POLL_SECONDS, SWEEP_EVERY, DailyService
+from ..unfurl import unfurl_queue
 from . import Clock, Deps, Feedback, Later
-from ..unfurl import UnfurlQueue
 
 if TYPE_CHECKING:
     from store import Store
@@ -46,29 +44,20 @@ def command_table() -> Commands:
 
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,
-               slack: WebClient | None = None, later: Later | None = None,
-               sleep: Callable[[float], None] = time.sleep, sources: Sources | None = None,
+               slack: WebClient | None = None, later: Later | None = None, sources: Sources | None = None,
                replica: str = "local") -> Deps:
-    """Everything handlers, listeners and jobs use; the daily scheduler only when there is a Slack client.
+    """Everything handlers, listeners and jobs use.
 
     `later` defaults to running work inline (the console, tests); `paperclub run` passes a pool.
-    The scheduler is built, not started: the runner starts it once connected. `replica` names this
-    process among several on one database (its event claims, the sweeps' lease, `health`).
+    The scheduler is not in here: it is built from the Deps (bot.scheduler.DailyService(deps)),
+    and `/paper schedule` reaches it through `deps.reschedule`. `replica` names this process among
+    several on one database (its event claims, the sweeps' lease, `health`).
     """
-    feedback = Feedback.from_settings(settings)
-    sources = sources or make_sources(settings, store=store)
-    llm = make_llm(settings)
-    scheduler = None
-    if slack is not None:
-        sweep = float(getattr(settings, "sweep_seconds", None) or POLL_SECONDS * SWEEP_EVERY)
-        scheduler = DailyService(slack, store, searcher, settings, clock=clock, feedback=feedback, llm=llm,
-                                 sleep=sleep, sources=sources, replica=replica,
-                                 poll_seconds=min(POLL_SECONDS, sweep / SWEEP_EVERY),
-                                 lease_seconds=float(getattr(settings, "lease_seconds", None) or LEASE_SECONDS))
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
-                later=later or make_later(None), feedback=feedback, llm=llm, slack=slack, scheduler=scheduler,
-                home_sections=home.SECTIONS, sources=sources, replica=replica,
-                claims=EventClaims(store, replica, clock), unfurls=UnfurlQueue(threaded=later is not None))
+                later=later or make_later(None), feedback=Feedback.from_settings(settings),
+                llm=make_llm(settings), slack=slack, home_sections=home.SECTIONS,
+                sources=sources or make_sources(settings, store=store), replica=replica,
+                claims=EventClaims(store, replica, clock), unfurls=unfurl_queue(threaded=later is not None))
 
 
 def make_client(settings: Settings) -> WebClient:
