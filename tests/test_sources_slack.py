@@ -171,6 +171,19 @@ def test_paper_add_with_garbage_gets_a_clear_reply(parts, fake_slack, fake_src, 
     assert deps.store.count_papers() == before and fake_src.requests == []
 
 
+@pytest.mark.parametrize("answer", ["[" * 100_000 + "]" * 100_000, '[{"notes": []}]',
+                                    '{"notes": [{"id": "abcdEFGH12", "content": ["x"]}], "count": 1}'])
+def test_paper_add_with_an_openreview_answer_of_the_wrong_shape_says_so(parts, fake_slack, fake_src, answer):
+    from bot.app import SORRY
+
+    app, deps = parts
+    before = deps.store.count_papers()
+    fake_src.fail("/notes", body=answer)
+    reply = dispatch_command(app, fake_slack, f"add {fake_src.notes[0].forum}", user="U1", channel="C1")
+    assert "usable answer from OpenReview" in text_of(reply) and SORRY not in text_of(reply)
+    assert deps.store.count_papers() == before
+
+
 def test_paper_add_of_an_id_arxiv_does_not_know(parts, fake_slack):
     app, _ = parts
     reply = dispatch_command(app, fake_slack, "add 2612.99999", user="U1", channel="C1")
