@@ -254,18 +254,28 @@ def share_reply(deps: Deps, paper, user_id: str) -> Reply:
                  bk.shared_blocks(paper, user_id, tldr=tldr), in_channel=True)
 
 
-def help_reply(deps: Deps) -> Reply:
+def help_reply(deps: Deps, *, unknown: str | None = None) -> Reply:
     """What the bot does and every subcommand with an example."""
     entries = [(s.usage, s.help, s.example) for s in deps.commands.visible()]
     intro = (f"I search the reading group's {deps.store.count_papers():,} paper abstracts by meaning "
              "and by keyword, summarise them, and find related work. Replies are only visible "
-             "to you until you share them. `<paper>` is an id, a short name, or a few words.")
+             "to you until you share them. `<paper>` is an id, a short name, or a few words. "
+             f"`{deps.command} help <command>` shows one command.")
+    if unknown:
+        intro = f"There is no command {quoted(unknown)}; here are all of them. " + intro
     return Reply(bk.esc(f"{deps.command} help"), bk.help_blocks(deps.command, entries, intro=intro))
 
 
 # -- the built-in subcommands -----------------------------------------------------------
 def handle_help(deps: Deps, call: Call) -> Reply:
-    return help_reply(deps)
+    word = call.args.split()[0] if call.args.split() else ""
+    sub = deps.commands.lookup(word.removeprefix(deps.command).strip() or word) if word else None
+    if sub is None:
+        return help_reply(deps, unknown=word or None)
+    also = f" Also: {', '.join(sub.aliases)}." if sub.aliases else ""
+    return Reply(bk.esc(f"{deps.command} help {sub.name}"),
+                 bk.help_blocks(deps.command, [(sub.usage, sub.help + also, sub.example)],
+                                title=f"{deps.command} {sub.name}"))
 
 
 def handle_search(deps: Deps, call: Call) -> Reply:

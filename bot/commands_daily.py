@@ -118,7 +118,12 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
             vector = embedder.encode([f"{paper.headline}. {paper.abstract}"])[0]
         paper_id = paper.id
     else:
-        label = bk.cut_words(text, MAX_INTEREST_CHARS)
+        if len(text) > MAX_INTEREST_CHARS:  # a pasted abstract is not a topic: say so, keep nothing
+            return problem_reply(deps, f"An interest is a topic in a few words: at most "
+                                       f"{MAX_INTEREST_CHARS} characters, and this one has {len(text):,}.",
+                                 hint=f"Give its gist, or a paper that shows it: "
+                                      f"{code(deps.command + ' interests add like <paper>')}")
+        label = text
         if not has_words(label):
             return problem_reply(deps, "What topic? Describe it in a few words.",
                                  hint=code(deps.command + " interests add video understanding"))

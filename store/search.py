@@ -685,8 +685,27 @@ class Searcher:
             raise PaperNotFound("Name a paper: its id, short name or some words from it.") from None
         # A best guess needs some evidence: a shared word, or a clearly close meaning.
         if not hits or (hits[0].bm25_rank is None and (hits[0].dense_score or 0) < RESOLVE_MIN_COSINE):
-            raise PaperNotFound(f"No paper matches '{ref[:80]}'.")
+            near = self._near_miss(ref, index)
+            raise PaperNotFound(f"No paper matches '{ref[:80]}'." +
+                                (f" Did you mean {near.id} ({near.short_name})?" if near else ""))
         return hits[0].paper, False
+
+    def _near_miss(self, ref: str, index: DenseIndex) -> Paper | None:
+        """The paper whose id or short name is one slip away from a one-word reference
+        ('6dwp7' for '6dwp7x'), or None."""
+        import difflib
+
+        ref = ref.strip().lower()
+        if not ref or len(ref) > 40 or " " in ref:
+            return None
+        current = self._current(index)
+        # Same first character and about the same length: a typo, without a pass over everything.
+        ids = [i for i in current.row if i[:1] == ref[:1] and abs(len(i) - len(ref)) <= 1]
+        names = [n for n in current.names if n[:1] == ref[:1] and abs(len(n) - len(ref)) <= 2]
+        close = difflib.get_close_matches(ref, ids + names, n=1, cutoff=0.8)
+        if not close:
+            return None
+        return self.store.get_paper(current.names.get(close[0], close[0]))
 
     def find_exact(self, ref: str, *, index: DenseIndex | None = None) -> Paper | None:
         """A paper by id or short name, case-insensitive, latest update winning; None otherwise.

@@ -88,7 +88,11 @@ _LEAD_INS = [
     r"in this regard|here(?:in)?|concretely|empirically|theoretically|experimentally|in practice|"
     r"in summary|in short|in sum|to summarize|accordingly|besides|further|nevertheless|nonetheless|"
     r"unfortunately|fortunately|indeed|in fact|similarly|likewise|alternatively|to date|so far|"
-    r"more (?:importantly|specifically|precisely)|as such|in doing so|by doing so|in turn|yet|still|but|and|so)",
+    r"more (?:importantly|specifically|precisely)|as such|in doing so|by doing so|in turn|yet|still|but|and|so|"
+    r"analogously|correspondingly|along (?:these|the same|similar) lines|"
+    r"in (?:the same|a similar) (?:spirit|vein|way|fashion|manner))",
+    # a comparison with what the previous sentence named: "Similar to Gym,"
+    r"(?:similar(?:ly)?|analogous(?:ly)?|in analogy) to [^,.;]{0,40}",
     # clauses that lean on the previous sentence: "To address this challenge,", "Building on these insights,"
     r"(?:to|towards?|in order to) [^,.;]{0,60}?\b(?:this|these|that|those|such|above|aforementioned)\b[^,.;]{0,50}",
     r"(?:inspired|motivated|guided|driven|informed) by [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,50}",
@@ -98,8 +102,8 @@ _LEAD_INS = [
     r"[a-z]+ing [^,.;]{0,20}\b(?:this|these|that|those|such)\b[^,.;]{0,40}(?=,\s*we\b)",
 ]
 _LEAD_IN = re.compile(r"^(?:" + "|".join(_LEAD_INS) + r")\s*,\s*", re.I)
-_LEAD_IN_NO_COMMA = re.compile(
-    r"^(?:in (?:this|the present|our) (?:paper|work|study|article)|here(?:in)?|hence|thus|therefore)\s+(?=we\b)", re.I)
+_LEAD_IN_NO_COMMA = re.compile(  # "Similarly we introduce ...": the same markers without their comma
+    r"^(?:in (?:this|the present|our) (?:paper|work|study|article)|" + _LEAD_INS[0] + r")\s+(?=we\b)", re.I)
 
 # Verbs that follow "we" in an abstract: the contribution and analysis verbs, and these.
 _OTHER_VERBS = """

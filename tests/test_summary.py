@@ -383,3 +383,16 @@ def test_any_text_gets_a_tldr_within_the_limit():
         assert len(s.tldr.split()) <= 30 and set(s.points) == {"problem", "approach", "results", "code"}
 
     check()
+
+
+def test_a_tldr_never_opens_on_a_marker_that_needs_the_sentence_before():
+    """'PettingZoo: Similarly introduces PettingZoo, ...' read as if a sentence were missing."""
+    from store.summary import standalone
+
+    for sentence in ("Similarly we introduce PettingZoo, a library of multi-agent environments.",
+                     "Similar to Gym, we introduce PettingZoo, a library of multi-agent environments.",
+                     "In the same spirit, we introduce PettingZoo, a library of multi-agent environments.",
+                     "Analogously, we introduce PettingZoo, a library of multi-agent environments.",
+                     "Moreover we introduce PettingZoo, a library of multi-agent environments."):
+        out = standalone(sentence)
+        assert out.startswith(("PettingZoo", "Introduces PettingZoo")), (sentence, out)
