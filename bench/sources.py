@@ -132,10 +132,11 @@ def flood(searches: int) -> None:
     from slack_bolt import BoltRequest
     from slack_sdk import WebClient
 
-    from bot.app import create_app, make_later, work_pool
+    from bot.app import create_app
     from bot.config import Settings
-    from bot.unfurl import UnfurlQueue
-    from bot.wiring import build_deps
+    from bot.deps.build import build_deps
+    from bot.later import make_later, work_pool
+    from bot.unfurl import unfurl_queue
     from fake_slack import start_fake_slack
     from store import HashingEmbedder, Searcher
     from figures import percentile
@@ -143,8 +144,12 @@ def flood(searches: int) -> None:
     class OnWorkPool:
         """The routing before: each message's unfurl a job on the commands' work pool."""
 
-        def offer(self, deps, client, event):
-            deps.later(lambda: UnfurlQueue(threaded=False).offer(deps, client, event))
+        bound = 0  # never full: the pool's own queue takes everything
+
+        def offer(self, item) -> bool:
+            deps = item[0]
+            deps.later(lambda: unfurl_queue(threaded=False).offer(item))
+            return True
 
     class Counted:
         """Counts the messages handed over, so the searches start once the whole flood is in."""
@@ -152,9 +157,14 @@ def flood(searches: int) -> None:
         def __init__(self, inner):
             self.inner, self.n = inner, 0
 
-        def offer(self, deps, client, event):
-            self.inner.offer(deps, client, event)
+        @property
+        def bound(self) -> int:
+            return self.inner.bound
+
+        def offer(self, item) -> bool:
+            taken = self.inner.offer(item)
             self.n += 1
+            return taken
 
     def run(mode: str) -> dict:
         with FakeSources() as src, start_fake_slack() as slack, tempfile.TemporaryDirectory() as tmp:

@@ -174,7 +174,7 @@ def test_paper_add_with_garbage_gets_a_clear_reply(parts, fake_slack, fake_src, 
 @pytest.mark.parametrize("answer", ["[" * 100_000 + "]" * 100_000, '[{"notes": []}]',
                                     '{"notes": [{"id": "abcdEFGH12", "content": ["x"]}], "count": 1}'])
 def test_paper_add_with_an_openreview_answer_of_the_wrong_shape_says_so(parts, fake_slack, fake_src, answer):
-    from bot.app import SORRY
+    from bot.later import SORRY
 
     app, deps = parts
     before = deps.store.count_papers()
