@@ -627,12 +627,17 @@ GROUNDING_OVERLAP = 0.6  # share of the answer's content words the abstract or t
 
 def quantities(text: str) -> list[float]:
     """The numbers a text states, in digits ('12,000', '3B', '7.1%') or words ('ten times', 'twenty-five')."""
-    out, run = [], None  # run: [total, current] of a spelled-out number being read
+    return [v for v, _, _ in _quantity_spans(text)]
+
+
+def _quantity_spans(text: str) -> list[tuple[float, int, int]]:
+    """quantities(text), each with where it starts and ends in text."""
+    out, run = [], None  # run: [total, current, start, end] of a spelled-out number being read
 
     def close():
         nonlocal run
         if run is not None:
-            out.append(run[0] + run[1])
+            out.append((run[0] + run[1], run[2], run[3]))
             run = None
 
     for m in _QUANTITY.finditer(text.replace("-", " ")):
@@ -640,12 +645,14 @@ def quantities(text: str) -> list[float]:
             close()
             value = float(m.group(1).replace(",", ""))
             scale = m.group(2)
-            out.append(value * (_SCALE_SUFFIX.get(scale) or _SCALE_WORD.get((scale or "").lower(), 1)))
+            out.append((value * (_SCALE_SUFFIX.get(scale) or _SCALE_WORD.get((scale or "").lower(), 1)), m.start(),
+                        m.end()))
             continue
         word = m.group(0).lower()
         if word in _NUMBER_WORD:
-            run = run or [0.0, 0.0]
+            run = run or [0.0, 0.0, m.start(), m.end()]
             run[1] += _NUMBER_WORD[word]
+            run[3] = m.end()
         elif word in _SCALE_WORD and run is not None:
             if word == "hundred":
                 run[1] *= 100
@@ -673,18 +680,148 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
 
 
+# Amounts said in words that _QUANTITY does not read, with the values they may stand for:
+# "halves" is a factor of 2 or a 50% cut; "an order of magnitude" is 10x; "orders of magnitude", 100x or more.
+_WORD_AMOUNTS = [
+    (re.compile(r"\b(?:halv(?:es|ed|ing|e)|half|in half)\b", re.I), frozenset({0.5, 2.0, 50.0})),
+    (re.compile(r"\b(?:an|one) order[- ]of[- ]magnitude\b|\border[- ]of[- ]magnitude\b", re.I), frozenset({10.0})),
+    (re.compile(r"\b(?:two|2) orders of magnitude\b", re.I), frozenset({100.0})),
+    (re.compile(r"\b(?:three|3) orders of magnitude\b", re.I), frozenset({1000.0})),
+    (re.compile(r"\b(?:several |many )?orders of magnitude\b", re.I), frozenset({100.0, 1000.0, 1e4})),
+]
+# Where a claim's clause ends: a number belongs to what its own clause says.
+_CLAUSE = re.compile(r"[,;:()]|[.!?](?:\s|$)|\b(?:while|whereas|but|although|though|yet)\b", re.I)
+# Words that say nothing about what a number measures.
+_VAGUE = {"using", "uses", "used", "achie", "obtai", "reach", "yield", "show", "shows", "demon", "resul", "compa",
+          "times", "fold", "perce", "point", "about", "nearl", "almos", "appro", "least", "over", "under", "up"}
+_NEGATION = re.compile(r"\b(?:not|no|never|without|cannot|nor|neither|unable|fails? to|\w+n't)\b(?! only| just| merely)",
+                       re.I)
+
+
+# A number that measures (7.1%, 8x, ten times, 3-fold) rather than counts (three methods)
+_MEASURE = re.compile(r"\s*(?:%|x\b|×|times\b|-?fold\b|percent|points?\b|pp\b)", re.I)
+
+
+def _amounts(text: str) -> list[tuple[frozenset[float], int, int, bool]]:
+    """(the values an amount may stand for, start, end, whether it measures something rather than
+    counts) for every amount the text states."""
+    spans = []
+    for pattern, values in _WORD_AMOUNTS:
+        for m in pattern.finditer(text):
+            if not any(s <= m.start() < e for _, s, e, _ in spans):
+                spans.append((values, m.start(), m.end(), True))
+    # a number inside "two orders of magnitude" is part of that amount, not one of its own
+    return spans + [(frozenset({v}), at, end, bool(_MEASURE.match(text, end)) or "." in text[at:end])
+                    for v, at, end in _quantity_spans(text) if not any(s <= at < e for _, s, e, _ in spans)]
+
+
+def _context(text: str, start: int, end: int, reach: int = 3) -> set[str]:
+    """What an amount measures: the content words (stems) nearest it, in its own clause."""
+    clause_left = max((m.end() for m in _CLAUSE.finditer(text, 0, start)), default=0)
+    clause_right = next((m.start() for m in _CLAUSE.finditer(text, end)), len(text))
+    before = [w for w in _stems_in_order(text[clause_left:start])][-reach:]
+    after = [w for w in _stems_in_order(text[end:clause_right])][:reach]
+    return set(before + after)
+
+
+def _stems_in_order(text: str) -> list[str]:
+    words = (w.lower() for w in re.findall(r"[A-Za-z]+", text))
+    return [w[:5] for w in words if len(w) > 2 and w not in _STOP and w not in _NUMBER_WORD and w[:5] not in _VAGUE]
+
+
+def _misplaced_amount(tldr: str, source: str) -> str | None:
+    """An amount of the TL;DR the source does not state, or states of something else."""
+    known = [(values, _context(source, s, e)) for values, s, e, _ in _amounts(source)]
+    for values, s, e, measures in _amounts(tldr):
+        same = [ctx for vals, ctx in known if any(_close(a, b) for a in values for b in vals)]
+        if not same:
+            return "states a number the abstract does not"
+        mine = _context(tldr, s, e) if measures else set()
+        if mine and not any(not ctx or mine & ctx for ctx in same):
+            return f"puts {tldr[s:e] or 'a number'} on something the abstract does not"
+    return None
+
+
+def _entities(text: str) -> list[str]:
+    """Names the text uses: words with a capital inside (ImageNet, COCO, GPT-4) or capitalised
+    mid-sentence (Transformer, Atari); a sentence's first word counts only with a capital inside."""
+    out = []
+    for sentence in split_sentences(text) or [text]:
+        words = re.findall(r"[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*", sentence)
+        # A sentence in Title Case (a title given as the TL;DR) capitalises words, not names.
+        title_case = sum(w[0].isupper() for w in words) > len(words) / 2
+        for i, w in enumerate(words):
+            if any(c.isupper() for c in w[1:]) or (i > 0 and w[0].isupper() and not title_case):
+                out.append(w)
+    return out
+
+
+def _initialisms(text: str) -> set[str]:
+    """The acronyms the text's runs of words spell ('reinforcement learning' -> 'rl', 'deep neural
+    networks' -> 'dnn'), so a TL;DR may abbreviate what the abstract writes out."""
+    initials = [w[0].lower() for w in re.findall(r"[A-Za-z]+", text)]
+    return {"".join(initials[i:i + n]) for n in range(2, 6) for i in range(len(initials) - n + 1)}
+
+
+def _unknown_entity(tldr: str, source: str) -> str | None:
+    low, acronyms = source.lower(), None
+    for name in _entities(tldr):
+        for part in name.split("-"):
+            named = any(c.isupper() for c in part[1:])  # ImageNet, COCO, GPT; else a capitalised word
+            stem = part.lower() if named else part.lower()[:5]  # 'Bayesian' meets 'Bayes'
+            stem = stem[:-1] if named and len(stem) > 3 and stem.endswith("s") else stem  # CNNs
+            if re.search(r"(?<![a-z0-9])" + re.escape(stem), low):
+                continue
+            acronyms = _initialisms(source) if acronyms is None else acronyms
+            if not (named and stem in acronyms):
+                return f"names {name}, which the abstract does not"
+    return None
+
+
+def _claims(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(what the text denies, what it asserts) as pairs of content stems: 'does not improve
+    accuracy' denies ('impro', 'accur'); 'improves accuracy' asserts it."""
+    denied, kept, last = set(), [], 0
+    for m in _NEGATION.finditer(text):
+        stems = _stems_in_order(text[m.end():m.end() + 60])[:2]
+        if len(stems) == 2:
+            denied.add(tuple(stems))
+        kept.append(text[last:m.start()])
+        last = m.end() + 60  # the denied words are not also asserted
+    kept.append(text[last:])
+    asserted = set()
+    for part in kept:
+        for clause in _CLAUSE.split(part):
+            stems = _stems_in_order(clause)
+            asserted.update(zip(stems, stems[1:]))
+    return denied, asserted
+
+
+def _flipped_negation(tldr: str, source: str) -> str | None:
+    """A claim the TL;DR denies that the abstract makes, or one it makes that the abstract denies."""
+    t_denied, t_asserted = _claims(tldr)
+    s_denied, s_asserted = _claims(source)
+    if (t_denied - s_denied) & s_asserted:
+        return "denies what the abstract states"
+    if (s_denied - s_asserted - t_denied) & t_asserted:
+        return "states what the abstract denies"
+    return None
+
+
 def ungrounded(tldr: str, abstract: str, title: str | None = None) -> str | None:
-    """Why the TL;DR is not a summary of this abstract (a link, an instruction, a number or words it
+    """Why the TL;DR is not a summary of this abstract (a link, an instruction, a number it does not
+    state or states of something else, a name it does not use, a claim it turned round, or words it
     does not have), or None when it is grounded."""
     if _LINK.search(tldr):
         return "contains a link or a web address"
     said = {m.group(0).lower() for m in _INSTRUCTION.finditer(tldr)}
     if said - {m.group(0).lower() for m in _INSTRUCTION.finditer(title or "")}:  # "You Only Look Once" is a title
         return "reads like an instruction to the reader, not a summary"
-    known = quantities(abstract + " " + (title or ""))
-    if not all(any(_close(q, k) for k in known) for q in quantities(tldr)):
-        return "states a number the abstract does not"
-    if word_overlap(tldr, abstract + " " + (title or "")) < GROUNDING_OVERLAP:
+    source = abstract + ". " + (title or "")
+    why = _misplaced_amount(tldr, source) or _unknown_entity(tldr, source) or _flipped_negation(tldr, source)
+    if why:
+        return why
+    if word_overlap(tldr, source) < GROUNDING_OVERLAP:
         return "shares too few words with the abstract"
     return None
 

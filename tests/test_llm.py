@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from fake_llm import FakeLLM
 from store.ingest import bundled_sample_paths
@@ -113,6 +114,12 @@ BAD_ANSWERS = {
     "url-not-in-abstract": "RouteAttn matches dense attention on LongBench, with code at https://github.com/lab/routeattn.",
     "domain-not-in-abstract": "RouteAttn matches dense attention on LongBench; weights are on routeattn.github.io.",
     "low-overlap": "Proposes a reinforcement learning agent that plays chess better than human champions.",
+    "swapped-numbers": "RouteAttn picks 8 keys per query and matches dense attention on LongBench with 64x less memory.",
+    "invented-benchmark": "RouteAttn picks 64 keys per query and matches dense attention on LongBench and ImageNet.",
+    "negated-claim": "RouteAttn picks 64 keys per query but does not match dense attention on LongBench.",
+    "halves": "RouteAttn picks 64 keys per query and halves the memory of dense attention on LongBench.",
+    "order-of-magnitude": "RouteAttn picks 64 keys per query and needs an order of magnitude less memory than "
+                          "dense attention.",
 }
 
 
@@ -130,13 +137,48 @@ def test_an_answer_that_is_not_a_summary_of_the_abstract_falls_back(answer, fake
 GOOD_ANSWERS = [
     "RouteAttn picks 64 keys per query and matches dense attention on LongBench with 8x less memory.",
     "A learned router uses eight times less memory than dense attention while matching it on LongBench.",
+    "Using 8x less memory, RouteAttn matches dense attention on LongBench by picking 64 keys per query.",
 ]
 
 
-@pytest.mark.parametrize("answer", GOOD_ANSWERS, ids=["digits", "spelled-number-the-abstract-has"])
+@pytest.mark.parametrize("answer", GOOD_ANSWERS, ids=["digits", "spelled-number-the-abstract-has", "reordered"])
 def test_a_grounded_answer_is_still_used(answer, fake_llm, hashing_store):
     fake_llm.reply = answer
     s = paper_summary(hashing_store, PAPER, llm=client(fake_llm), now=time.time())
+    assert s.backend == "fake-model" and s.tldr == answer
+
+
+# The issue's own cases: an abstract with two amounts, a benchmark and a denial.
+CLAIMS = ("We propose FlashMix, a mixing layer that improves accuracy by 4% while using 60% less memory than "
+          "attention. On CIFAR-10 it trains twice as fast, and unlike prior mixers it does not require labels.")
+TURNED = {
+    "swapped numbers": "FlashMix improves accuracy by 60% while using 4% less memory than attention.",
+    "invented benchmark": "FlashMix improves accuracy by 4% on ImageNet and COCO while using 60% less memory.",
+    "negated claim": "FlashMix does not improve accuracy and uses 60% less memory than attention.",
+    "denial dropped": "FlashMix is a mixing layer that requires labels and uses 60% less memory than attention.",
+    "halves": "FlashMix halves the memory of attention and improves accuracy by 4%.",
+    "order of magnitude": "FlashMix improves accuracy by 4% and uses an order of magnitude less memory than attention.",
+}
+KEPT = [
+    "FlashMix, a mixing layer, improves accuracy by 4% and uses 60% less memory than attention.",
+    "FlashMix uses 60% less memory than attention, improves accuracy by 4% and trains twice as fast on CIFAR-10.",
+    "FlashMix is a mixing layer that does not require labels and uses 60% less memory than attention.",
+]
+
+
+@pytest.mark.parametrize("answer", TURNED.values(), ids=TURNED.keys())
+def test_an_answer_that_turns_the_abstract_round_falls_back_to_its_own_words(answer, fake_llm, caplog):
+    caplog.set_level(logging.WARNING)
+    fake_llm.reply = answer
+    s = summarize(CLAIMS, "FlashMix: Mixing Without Attention", llm=client(fake_llm))
+    assert s.backend == "extractive" and s.tldr == summarize_paper(CLAIMS, "FlashMix: Mixing Without Attention").tldr
+    assert "no usable TL;DR" in caplog.text
+
+
+@pytest.mark.parametrize("answer", KEPT)
+def test_an_answer_that_says_what_the_abstract_says_is_kept(answer, fake_llm):
+    fake_llm.reply = answer
+    s = summarize(CLAIMS, "FlashMix: Mixing Without Attention", llm=client(fake_llm))
     assert s.backend == "fake-model" and s.tldr == answer
 
 
@@ -159,6 +201,27 @@ def test_grounding_keeps_authors_tldrs_and_rejects_them_on_other_papers():
         own += ungrounded(tldr, " ".join(row["source"]), row["title"]) is None
         other += ungrounded(tldr, " ".join(mismatched["source"]), mismatched["title"]) is None
     own_rate, other_rate = own / len(rows), other / len(rows)
-    # at GROUNDING_OVERLAP 0.6: 83.4% of 619 kept, 0.2% accepted on the wrong paper
+    # at GROUNDING_OVERLAP 0.6: 84.2% of 619 kept, 0.2% accepted on the wrong paper; with amounts checked
+    # with what they measure, names against the abstract and denials: 80.3% kept (the authors name
+    # PGD, FGSM, Mujoco... that their abstracts do not), 0.0% on the wrong paper (train: 81.4%, 0.4%)
     assert own_rate >= 0.80, (GROUNDING_OVERLAP, own_rate)
     assert other_rate <= 0.01, (GROUNDING_OVERLAP, other_rate)
+
+
+_MEASURES = ["accuracy", "memory", "latency", "throughput", "recall", "energy", "perplexity", "bandwidth"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from(_MEASURES), min_size=2, max_size=2, unique=True),
+       st.lists(st.integers(2, 95), min_size=2, max_size=2, unique=True), st.booleans())
+def test_two_amounts_are_kept_only_on_what_the_abstract_puts_them(measures, amounts, spelled):
+    (a, b), (p, q) = measures, amounts
+    abstract = (f"We present Quill, a compression method for language models. Quill improves {a} by {p}% "
+                f"while using {q}% less {b} than pruning, on three standard benchmarks.")
+    faithful = f"Quill improves {a} by {p}% while using {q}% less {b} than pruning."
+    swapped = f"Quill improves {a} by {q}% while using {p}% less {b} than pruning."
+    if spelled:  # the same claims, the other way round in the sentence
+        faithful = f"Using {q}% less {b} than pruning, Quill improves {a} by {p}%."
+        swapped = f"Using {p}% less {b} than pruning, Quill improves {a} by {q}%."
+    assert ungrounded(faithful, abstract, "Quill") is None
+    assert ungrounded(swapped, abstract, "Quill") is not None
