@@ -4,6 +4,7 @@
     .venv/bin/python bench/robustness.py --scale 5   # 5x fuzz cases, crash trials and commands
     .venv/bin/python bench/robustness.py --only post_race --trials 100   # the posting race alone
     .venv/bin/python bench/robustness.py --only replicas_chaos --chaos-trials 100   # replicas, kill -9, restarts
+    .venv/bin/python bench/robustness.py --trust [--trust-only hostile,forget,dst,feeds]   # issue 31 (bench/trust.py)
 
 It runs tests/test_{fuzz,faults,crash,post_race,load,access,secrets,replicas_chaos}.py with pytest, the
 sizes passed through the environment (tests/figures.py), collects the figures
@@ -119,6 +120,17 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def trust_figures(only: list[str]) -> int:
+    """Issue 31's figures (bench/trust.py), printed beside what the issue reported before its fixes."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import trust
+
+    figures = trust.run(only)
+    (OUT / "robustness-trust.json").write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    trust.report(figures)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply fuzz cases, crash trials, commands")
@@ -127,8 +139,13 @@ def main() -> int:
     parser.add_argument("--chaos-trials", type=int, default=CHAOS_TRIALS,
                         help="trials of the replicas scenario (tests/test_replicas_chaos.py)")
     parser.add_argument("--only", default=",".join(FILES), help=f"comma-separated subset of {','.join(FILES)}")
+    parser.add_argument("--trust", action="store_true",
+                        help="only issue 31's figures (bench/trust.py): hostile inputs, forget-me, DST, bad feeds")
+    parser.add_argument("--trust-only", default="hostile,forget,dst,feeds", help="a subset of the --trust figures")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
+    if args.trust:
+        return trust_figures([n.strip() for n in args.trust_only.split(",") if n.strip()])
     figures = OUT / "robustness.jsonl"
     figures.unlink(missing_ok=True)
     code, seconds = run_tests([n.strip() for n in args.only.split(",") if n.strip()], args.scale, figures,
