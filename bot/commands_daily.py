@@ -1,6 +1,7 @@
 """/paper interests, /paper schedule and /paper today: a channel's paper of the day, from Slack."""
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from store.errors import PaperNotFound
@@ -8,6 +9,7 @@ from store.pick import DailyPick, like_text
 from store.posts import PostStatus
 from store.schedule import (
     ScheduleError,
+    check_timezone,
     describe_next,
     is_off,
     local_today,
@@ -15,7 +17,7 @@ from store.schedule import (
     parse_schedule,
     post_date,
 )
-from store.text import parse_number
+from store.text import member_tag, parse_number
 
 from . import blocks as bk
 from .blocks import code, explanation, mention
@@ -33,6 +35,8 @@ from .picks import channel_tz, make_pick, spec_of
 
 if TYPE_CHECKING:
     from .deps import Deps
+
+log = logging.getLogger(__name__)
 
 MAX_INTERESTS = 50
 MAX_INTEREST_CHARS = 200
@@ -171,6 +175,18 @@ def _schedule_usage(deps: Deps) -> str:
     return f"{code(deps.command + ' schedule 09:30 Europe/Berlin weekdays')} or {code(deps.command + ' schedule off')}"
 
 
+def _member_zone(deps: Deps, user: str | None) -> str | None:
+    """The member's time zone as their Slack profile has it (users.info), or None."""
+    if deps.slack is None or not user:
+        return None
+    try:
+        zone = (deps.slack.users_info(user=user).get("user") or {}).get("tz")
+        return check_timezone(zone) if zone else None
+    except Exception:  # no scope, an API error, a zone we do not know: the configured default
+        log.info("no time zone for %s from users.info; using the default", member_tag(user))
+        return None
+
+
 def handle_schedule(deps: Deps, call: Call) -> Reply:
     channel = channel_of(call)
     now = deps.clock()
@@ -196,15 +212,19 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         text = f"{mention(call.user_id)} turned the paper of the day off for this channel."
         return Reply(text, bk.message_blocks(text, footer=f"Turn it back on with {_schedule_usage(deps).split(' or ')[0]}."),
                      in_channel=True)
+    current = spec_of(deps.store.get_schedule(channel))
+    # A channel's first schedule is in the caller's own Slack time zone unless they name one.
+    member_tz = None if current else _member_zone(deps, call.user_id)
     try:
-        default_tz = deps.settings.timezone or "UTC"
-        spec = parse_schedule(call.args, default_tz)
+        spec = parse_schedule(call.args, member_tz or deps.settings.timezone or "UTC", keep=current)
     except ScheduleError as e:
         return problem_reply(deps, str(e), hint=_schedule_usage(deps))
     deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
                             set_by=call.user_id or None, now=now.timestamp())
     deps.reschedule(channel)
-    text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*.\n"
+    zone_note = (f" ({bk.esc(spec.tz)} is your Slack time zone; name another to change it)"
+                 if member_tz and spec.tz == member_tz else "")
+    text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*{zone_note}.\n"
             f"First post: {bk.esc(describe_next(spec, now))}.")
     footer = f"{code(deps.command + ' today')} previews it; {code(deps.command + ' interests')} steers it."
     return Reply(f"Paper of the day: {spec.describe()}", bk.message_blocks(text, footer=footer), in_channel=True)

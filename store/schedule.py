@@ -127,8 +127,11 @@ def is_off(text: str) -> bool:
     return (text or "").strip().lower() in _OFF_WORDS
 
 
-def parse_schedule(text: str, default_tz: str = "UTC") -> ScheduleSpec:
-    """'HH:MM [zone] [daily|weekdays]' in any order -> ScheduleSpec; ScheduleError says what's wrong."""
+def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | None = None) -> ScheduleSpec:
+    """'HH:MM [zone] [daily|weekdays]' in any order -> ScheduleSpec; ScheduleError says what's wrong.
+
+    What the text leaves out comes from `keep` (the channel's schedule now: '9am' moves the time
+    and keeps its zone and days), else `default_tz` and every day."""
     words = (text or "").replace(",", " ").split()
     # "every day" / "mon - fri" are two or three words for one idea.
     joined = " ".join(words).lower()
@@ -158,6 +161,8 @@ def parse_schedule(text: str, default_tz: str = "UTC") -> ScheduleSpec:
             raise ScheduleError(f"I didn't understand “{original.get(word, word)}”. Write it as {USAGE}.")
     if when is None:
         raise ScheduleError(f"What time should I post? Write it as {USAGE}.")
+    if keep is not None:
+        tz, days = tz or keep.tz, days or keep.days
     return ScheduleSpec(when[0], when[1], tz or check_timezone(default_tz), days or DAILY)
 
 

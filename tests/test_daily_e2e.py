@@ -485,3 +485,21 @@ def test_a_post_already_out_is_found_after_a_restore_even_in_a_channel_of_1500_n
     assert again.status == "recovered" and again.ts == first.ts
     assert restored.get_post(CH, "2024-06-03")["ts"] == first.ts
     restored.close()
+
+
+def test_a_new_time_keeps_the_channels_zone_and_days(app, fake_slack, hashing_store):
+    """'schedule 9am' after '09:30 Europe/Berlin weekdays' used to announce 09:00 UTC, every day."""
+    command(app, fake_slack, "schedule 09:30 Europe/Berlin weekdays")
+    moved = text_of(command(app, fake_slack, "schedule 9am"))
+    assert "09:00 Europe/Berlin, on weekdays" in moved
+    row = hashing_store.get_schedule(CH)
+    assert (row["hour"], row["minute"], row["tz"], row["days"]) == (9, 0, "Europe/Berlin", "weekdays")
+
+
+def test_a_channels_first_schedule_is_in_the_callers_slack_time_zone(app, fake_slack, hashing_store):
+    fake_slack.add_user("UTOKYO", tz="Asia/Tokyo")
+    reply = text_of(command(app, fake_slack, "schedule 08:00", user="UTOKYO"))
+    assert "08:00 Asia/Tokyo" in reply and "your Slack time zone" in reply
+    assert hashing_store.get_schedule(CH)["tz"] == "Asia/Tokyo"
+    named = text_of(command(app, fake_slack, "schedule 08:00 America/New_York", user="UTOKYO"))
+    assert "America/New_York" in named and "your Slack time zone" not in named

@@ -400,7 +400,7 @@ def web_api_calls() -> set[str]:
 
     called = set()
     for path in (ROOT / "bot").rglob("*.py"):  # bot/club/ too
-        for name in re.findall(r"\bclient\.(\w+)\(", path.read_text()):
+        for name in re.findall(r"\b(?:client|slack)\.(\w+)\(", path.read_text()):
             if callable(getattr(WebClient, name, None)) and name not in ("api_call",):
                 called.add(name)
     return called
