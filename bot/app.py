@@ -27,7 +27,7 @@ from .claims import EventClaims
 from .commands import Reply, run_command, share_reply, similar_reply, summary_reply
 from .deps.build import make_client
 from .later import make_later, report_error
-from .outgoing import gate_middleware
+from .outgoing import gate_middleware, gated
 
 if TYPE_CHECKING:
     from .deps import Deps, Register
@@ -72,7 +72,7 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     """
     if process_before_response:
         deps = replace(deps, later=make_later(None))
-    client = client or deps.slack or make_client(deps.settings)
+    client = gated(client or deps.slack) or make_client(deps.settings)
     slack_log = logging.getLogger("paperclub.slack")
     slack_log.addFilter(_drop_token_unused_warning)
     app = App(

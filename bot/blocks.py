@@ -84,7 +84,7 @@ def safe_mrkdwn(text: str) -> str:
 def outgoing(payload):
     """A message, view or block list as it may leave for Slack: every mrkdwn string through safe_mrkdwn.
 
-    chat.* and views.* calls (bot.outgoing.SafeClient) and every respond() (bot.outgoing.RetryingRespond)
+    every Web API call, respond() and ack() (bot.outgoing: SafeClient, RetryingRespond, GatedAck)
     pass through here, so text from abstracts, interests or commands cannot ping a channel.
     """
     if isinstance(payload, str):

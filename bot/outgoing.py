@@ -1,7 +1,11 @@
-"""What the bot says to Slack passes here: every chat.* and views.* call (SafeClient) and every
-respond() (RetryingRespond) sends its text through the one gate, bot.blocks.outgoing.
+"""What the bot says to Slack passes here: every Web API call (SafeClient), every respond()
+(RetryingRespond) and every ack() (GatedAck) sends its text through the one gate, bot.blocks.outgoing.
 
-RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
+SafeClient gates the fields members read (text, blocks, attachments, views, link unfurls, a file's
+comment) whatever the method, so a new method cannot slip past it. Every client the bot holds is
+one: gated() wraps any other (the one Bolt builds per request, a test's, the posting machine's copy
+with its own retries, deps.slack), and tests/test_outgoing.py fails when bot/ builds a plain
+WebClient. RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
 """
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import json
 import time
 from typing import Callable
 
+from slack_bolt.context.ack import Ack
 from slack_sdk import WebClient
 
 from . import blocks as bk
@@ -16,33 +21,66 @@ from . import blocks as bk
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
 
 
-# Web API methods that carry text members see; SafeClient sends their payloads through bk.outgoing.
-_SPEAKING = ("chat.", "views.")
+# Payload fields Slack shows to members (as mrkdwn, or holding blocks or attachments that do).
+SPEAKING_FIELDS = ("text", "blocks", "attachments", "view", "unfurls", "initial_comment", "user_auth_message",
+                   "user_auth_blocks")
+_STRINGS = ("text", "initial_comment", "user_auth_message")  # the others, sent form-encoded, are JSON
+_PLAIN = {"errors"}  # a modal's field errors are plain text: escaping would show "&amp;"
 
 
 class SafeClient(WebClient):
-    """A WebClient whose messages and views pass bk.outgoing first: no injected <!channel> or <@U>."""
+    """A WebClient whose every call sends its speaking fields through bk.outgoing first."""
 
     def api_call(self, api_method: str, **kwargs):
-        if api_method.startswith(_SPEAKING):
-            for part in ("json", "params", "data"):
-                if isinstance(kwargs.get(part), dict):
-                    kwargs[part] = _outgoing_fields(kwargs[part])
+        for part in ("json", "params", "data"):
+            if isinstance(kwargs.get(part), dict):
+                kwargs[part] = outgoing_fields(kwargs[part])
         return super().api_call(api_method, **kwargs)
 
 
-def _outgoing_fields(fields: dict) -> dict:
+def gated(client: WebClient | None, *, retry_handlers: list | None = None) -> SafeClient | None:
+    """This client as a SafeClient (itself when it is one and keeps its retries)."""
+    if client is None or (isinstance(client, SafeClient) and retry_handlers is None):
+        return client
+    return SafeClient(token=client.token, base_url=client.base_url, timeout=client.timeout, ssl=client.ssl,
+                      proxy=client.proxy, headers=dict(client.headers or {}), logger=client.logger,
+                      retry_handlers=client.retry_handlers if retry_handlers is None else retry_handlers)
+
+
+def outgoing_fields(fields: dict) -> dict:
+    """A call's or reply's fields with every speaking one through bk.outgoing (JSON strings too)."""
     out = dict(fields)
-    for key in ("text", "blocks", "view", "attachments"):
+    for key in SPEAKING_FIELDS:
         value = out.get(key)
-        if isinstance(value, str) and key != "text":  # sent form-encoded: JSON in a string
-            try:
+        if value is None:
+            continue
+        if isinstance(value, str) and key not in _STRINGS:
+            try:  # sent form-encoded: JSON in a string
                 out[key] = json.dumps(bk.outgoing(json.loads(value)))
             except ValueError:
-                pass
-        elif value is not None:
+                out[key] = bk.outgoing(value)
+        else:
             out[key] = bk.outgoing(value)
     return out
+
+
+def _plain(value):
+    """Block Kit objects (slack_sdk models) as the dicts Slack receives, so the gate sees them."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+class GatedAck(Ack):
+    """Bolt's ack(), its text, blocks and views through bk.outgoing (a modal's errors stay plain)."""
+
+    def __call__(self, text="", blocks=None, attachments=None, **kwargs):
+        fields = {"text": text, "blocks": _plain(blocks), "attachments": _plain(attachments),
+                  **{k: _plain(v) for k, v in kwargs.items()}}
+        plain = {k: fields.pop(k) for k in _PLAIN & fields.keys()}
+        return super().__call__(**outgoing_fields(fields), **plain)
 
 
 class ReplyNotDelivered(Exception):
@@ -58,7 +96,7 @@ class RetryingRespond:
         self.response_url = respond.response_url
 
     def __call__(self, *args, **kwargs):
-        kwargs = _outgoing_fields(kwargs)
+        kwargs = outgoing_fields(kwargs)
         if args and isinstance(args[0], str):
             args = (bk.outgoing(args[0]), *args[1:])
         for attempt in range(1, RESPOND_TRIES + 1):
@@ -78,13 +116,13 @@ class RetryingRespond:
 
 
 def gate_middleware(context, next):
-    """Middleware: every listener's respond() retries refused replies (see RetryingRespond), and
-    its client is a SafeClient: both send what they say through bk.outgoing."""
+    """Middleware: every listener's respond() retries refused replies (see RetryingRespond), its
+    client is a SafeClient and its ack a GatedAck: all three send through bk.outgoing."""
     if context.response_url:
         context["respond"] = RetryingRespond(context.respond)
-    client = context.client
-    if client is not None and not isinstance(client, SafeClient):
-        context["client"] = SafeClient(token=client.token, base_url=client.base_url, timeout=client.timeout,
-                                       retry_handlers=client.retry_handlers, logger=client.logger,
-                                       headers=client.headers)
+    if context.client is not None:
+        context["client"] = gated(context.client)
+    # Bolt made an Ack already (a middleware's arguments are built eagerly); none has answered yet.
+    if not isinstance(context.get("ack"), GatedAck) and getattr(context.get("ack"), "response", None) is None:
+        context["ack"] = GatedAck()
     return next()

@@ -38,6 +38,7 @@ from store.text import member_tag
 
 from . import blocks as bk
 from .commands import paper_summary
+from .outgoing import gated
 from .picks import channel_tz, make_pick, reaction_line
 
 if TYPE_CHECKING:
@@ -136,9 +137,7 @@ def _posting_client(client: WebClient) -> WebClient:
     The SDK's server-error and connection handlers would re-post blindly after
     a failure Slack may have accepted; our loop checks the channel first.
     """
-    return WebClient(token=client.token, base_url=client.base_url, timeout=client.timeout,
-                     ssl=client.ssl, proxy=client.proxy, headers=dict(client.headers or {}),
-                     retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
+    return gated(client, retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=2)])
 
 
 def _classify(exc: Exception) -> tuple[bool, bool, float | None]:

@@ -57,7 +57,9 @@ _APP_TOKEN_METHODS = {"apps.connections.open"}
 # Slack's special markup in mrkdwn: <!here>, <@U1>, <@U1|name>, <#C1|general>.
 _MARKUP = __import__("re").compile(r"<([!@#])([^<>|\s]*)[^<>]*>")
 # Methods whose text members see: their payloads are checked for injected markup.
-_CHECKED = {"chat.postMessage", "chat.postEphemeral", "chat.update", "chat.scheduleMessage", "views.publish"}
+# Methods whose payload members read: the markup check (_check_markup) looks at every one.
+_CHECKED = {"chat.postMessage", "chat.postEphemeral", "chat.update", "chat.scheduleMessage", "chat.unfurl",
+            "views.publish", "views.open", "views.update", "views.push", "files.completeUploadExternal"}
 
 
 class FakeSlackError(Exception):
@@ -293,10 +295,10 @@ class FakeSlack:
             if isinstance(value, dict):
                 plain = value.get("type") == "plain_text"
                 for k, v in value.items():
-                    if k == "text" and isinstance(v, str):
+                    if k in ("text", "initial_comment") and isinstance(v, str):
                         if not plain:
                             texts.append(v)
-                    elif k in ("blocks", "view", "attachments") and isinstance(v, str):
+                    elif k in ("blocks", "view", "attachments", "unfurls") and isinstance(v, str):
                         try:
                             walk(json.loads(v))
                         except ValueError:

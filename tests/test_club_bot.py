@@ -571,13 +571,13 @@ def test_a_setup_form_is_good_only_for_the_admin_and_channel_it_was_opened_for(w
     answer = json.loads(submit_setup(app2, modal, user="UADMIN2").body)  # another admin submits Ann's form
     assert answer["response_action"] == "update"
     assert store.clubs() == []
-    # A Set up button whose value names another channel than the one it sits in opens nothing.
+    # A Set up button whose value names another channel opens the form for the channel it sits in.
     before = len(fake.modals())
     url = fake.new_response_url(channel=CH, user=ADMIN)
     dispatch(app, {"type": "block_actions", "user": {"id": ADMIN}, "api_app_id": "A1", "team": {"id": "T1"},
                    "channel": {"id": CH}, "trigger_id": "1.2.3", "response_url": url,
                    "container": {"type": "message", "channel_id": CH, "message_ts": "1.000001", "is_ephemeral": True},
                    "actions": [{"action_id": bk.ACTION_CLUB_SETUP, "block_id": "b", "value": "C2", "type": "button"}]})
-    assert len(fake.modals()) == before
-    assert submit_setup(app, modal, user=ADMIN).status == 200  # the real form still works
+    assert len(fake.modals()) == before + 1 and fake.modals()[-1]["private_metadata"].startswith(f"{CH}|")
+    assert submit_setup(app, fake.modals()[-1], user=ADMIN).status == 200
     assert [c["channel"] for c in store.clubs()] == [CH]

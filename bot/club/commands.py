@@ -354,9 +354,9 @@ def register(app: App, deps: Deps) -> None:
     def handle_setup_button(ack, action, body, client):
         ack()
         user, here = user_of(body), channel_of_body(body)
-        channel = (action.get("value") or "").strip() or here
-        # The button names its channel; it is only good in that channel (a forged value is not).
-        if not is_admin(deps, user) or (here and channel != here) or not CHANNEL_ID.fullmatch(channel):
+        # The channel the button was clicked in, not the one its value names (a value can be forged).
+        channel = here or (action.get("value") or "").strip()
+        if not is_admin(deps, user) or not CHANNEL_ID.fullmatch(channel):
             return
         # trigger_id expires ~3 s after the click: open the modal now, before anything slow.
         client.views_open(trigger_id=body["trigger_id"],

@@ -23,7 +23,7 @@ from .. import club, commands, commands_daily, commands_feeds, home, overview, r
 from ..claims import EventClaims
 from ..grammar import Commands
 from ..later import make_later
-from ..outgoing import SafeClient
+from ..outgoing import SafeClient, gated
 from ..unfurl import unfurl_queue
 from . import Clock, Deps, Feedback, Later
 
@@ -55,7 +55,7 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
     """
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=Feedback.from_settings(settings),
-                llm=make_llm(settings), slack=slack, home_sections=home.SECTIONS,
+                llm=make_llm(settings), slack=gated(slack), home_sections=home.SECTIONS,
                 sources=sources or make_sources(settings, store=store), replica=replica,
                 claims=EventClaims(store, replica, clock), unfurls=unfurl_queue(threaded=later is not None))
 

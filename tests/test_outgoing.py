@@ -1,0 +1,151 @@
+"""Nothing reaches Slack past the outgoing gate (issue 31.13): every Web API method that carries
+text or blocks, the link unfurl, the posting machine, a listener's client, ack and respond. A
+builder that forgets to escape ("<!channel>" from an abstract) still pings nobody."""
+from __future__ import annotations
+
+import ast
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from slack_bolt import BoltRequest
+from slack_sdk import WebClient
+from slack_sdk.errors import SlackApiError
+
+from bot import blocks as bk
+from bot.app import create_app
+from bot.deps.build import make_client
+from bot.outgoing import GatedAck
+from conftest import BOT_TOKEN, Clock, make_deps, make_settings
+from store import HashingEmbedder, Searcher
+
+ROOT = Path(__file__).resolve().parent.parent
+RAW = "<!channel> look <!here|here>"  # what an unescaping builder would pass on from an abstract
+NOW = datetime(2026, 12, 1, 14, tzinfo=timezone.utc)
+
+
+def test_bot_builds_no_web_client_and_makes_no_raw_api_call_outside_the_gate():
+    """A new path cannot reach Slack without the gate: bot/ builds SafeClients only (bot.outgoing)."""
+    found = []
+    for path in sorted((ROOT / "bot").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("WebClient", "AsyncWebClient") or (name == "api_call" and path.name != "outgoing.py"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}(...)")
+    assert found == [], "build clients with bot.outgoing (SafeClient, gated): " + ", ".join(found)
+
+
+def _every_speaking_method(client):
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": RAW}}]
+    view = {"type": "modal", "title": {"type": "plain_text", "text": "x"}, "blocks": blocks}
+    calls = [
+        lambda: client.chat_postMessage(channel="C1", text=RAW, blocks=blocks),
+        lambda: client.chat_update(channel="C1", ts=client.chat_postMessage(channel="C1", text="x")["ts"],
+                                   text=RAW, blocks=blocks),
+        lambda: client.chat_postEphemeral(channel="C1", user="U1", text=RAW, blocks=blocks),
+        lambda: client.chat_scheduleMessage(channel="C1", post_at=2_000_000_000, text=RAW),
+        lambda: client.chat_unfurl(channel="C1", ts=client.chat_postMessage(channel="C1", text="x")["ts"],
+                                   unfurls={"https://arxiv.org/abs/2401.00001": {"blocks": blocks}}),
+        lambda: client.views_open(trigger_id="1.2.3", view=view),
+        lambda: client.views_update(view_id="V1", view=view),
+        lambda: client.views_push(trigger_id="1.2.3", view=view),
+        lambda: client.views_publish(user_id="U1", view={"type": "home", "blocks": blocks}),
+        lambda: client.files_upload_v2(channel="C1", content="a,b\n", filename="x.csv", initial_comment=RAW),
+    ]
+    for call in calls:
+        try:
+            call()
+        except SlackApiError:
+            pass  # the fake may not know the method; what it received was checked on arrival
+
+
+def test_every_web_api_method_that_carries_text_passes_the_gate(fake_slack):
+    fake_slack.add_members("U1")
+    _every_speaking_method(WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url))
+    caught = {line.split(":")[0] for line in fake_slack.injections}
+    # The fake notices each method's raw markup when nothing gates it ...
+    assert caught >= {"chat.postMessage", "chat.update", "chat.postEphemeral", "chat.scheduleMessage",
+                      "chat.unfurl", "views.open", "views.update", "views.push", "views.publish",
+                      "files.completeUploadExternal"}, caught
+    fake_slack.injections.clear()
+    # ... and through the bot's client none reaches it.
+    _every_speaking_method(make_client(make_settings(slack_api_url=fake_slack.api_url)))
+    assert fake_slack.injections == []
+    [posted] = [c for c in fake_slack.calls("chat.postMessage") if c.params.get("text", "").endswith("here&gt;")]
+    assert posted.params["text"].startswith("&lt;!channel&gt;")  # said, not obeyed
+
+
+def _world(fake_slack, store, **kw):
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=Clock(NOW), **kw)
+    return deps
+
+
+def test_a_pasted_link_unfurls_through_the_gate(fake_slack, hashing_store, monkeypatch):
+    """chat.unfurl went out on a client of its own, past the gate: a card builder that forgot
+    to escape would have pinged the channel."""
+    # The forgetful card maker: the abstract's text as it came.
+    monkeypatch.setattr("bot.unfurl.unfurls_for", lambda deps, events: [
+        {link["url"]: {"blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": RAW}}]}
+         for link in e["links"]} for e in events])
+    deps = _world(fake_slack, hashing_store, slack=None)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+    ts = fake_slack.add_message("C1", "https://arxiv.org/abs/2401.00001")
+    body = {"type": "event_callback", "token": "t", "team_id": "T1", "api_app_id": "A1", "event_id": "EvU1",
+            "event_time": 1, "event": {"type": "link_shared", "channel": "C1", "user": "U1", "message_ts": ts,
+                                       "unfurl_id": "u", "source": "conversations_history", "event_ts": ts,
+                                       "links": [{"domain": "arxiv.org", "url": "https://arxiv.org/abs/2401.00001"}]},
+            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}]}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    [unfurl] = fake_slack.calls("chat.unfurl")
+    assert "&lt;!channel&gt;" in json.dumps(unfurl.params["unfurls"]) and fake_slack.injections == []
+
+
+def test_the_posting_machine_posts_through_the_gate(fake_slack, hashing_store):
+    from bot.posting import post_once
+
+    deps = _world(fake_slack, hashing_store)
+    result = post_once(deps.slack, hashing_store, "C1", "agenda:2026-12-03",
+                       lambda: {"text": RAW, "blocks": [bk.section(RAW).to_dict()]}, NOW, kind="agenda",
+                       sleep=lambda s: None, budget=5)
+    assert result.ts and fake_slack.injections == []
+    [message] = [m for m in fake_slack.messages("C1") if m["ts"] == result.ts]
+    assert message["text"].startswith("&lt;!channel&gt;")
+
+
+def test_a_listeners_client_ack_and_respond_pass_the_gate(fake_slack, hashing_store):
+    deps = _world(fake_slack, hashing_store)
+    app = create_app(deps, client=WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url),
+                     process_before_response=True)
+
+    @app.action("probe")
+    def probe(ack, client, respond, body):
+        ack()
+        client.chat_postMessage(channel="C1", text=RAW)
+        respond(text=RAW, response_type="ephemeral")
+
+    @app.view("probe_view")
+    def probe_view(ack):
+        ack(response_action="update", view={"type": "modal", "title": {"type": "plain_text", "text": "x"},
+                                            "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": RAW}}]})
+
+    url = fake_slack.new_response_url(channel="C1", user="U1")
+    click = {"type": "block_actions", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
+             "channel": {"id": "C1"}, "trigger_id": "1.2.3", "response_url": url,
+             "container": {"type": "message", "channel_id": "C1", "message_ts": "1.000001"},
+             "actions": [{"action_id": "probe", "block_id": "b", "value": "x", "type": "button"}]}
+    assert app.dispatch(BoltRequest(body=click, mode="socket_mode")).status == 200
+    assert fake_slack.responses(url) and fake_slack.calls("chat.postMessage")
+    assert fake_slack.injections == []
+    submit = {"type": "view_submission", "user": {"id": "U1"}, "api_app_id": "A1", "team": {"id": "T1"},
+              "trigger_id": "1.2.3", "view": {"id": "V1", "type": "modal", "callback_id": "probe_view", "state": {"values": {}}}}
+    answer = app.dispatch(BoltRequest(body=submit, mode="socket_mode"))
+    assert answer.status == 200 and "<!channel>" not in answer.body and "&lt;!channel&gt;" in answer.body
+
+
+def test_a_modals_field_errors_stay_plain_text():
+    ack = GatedAck()
+    ack(response_action="errors", errors={"tz": "I don't know “A&B”."})
+    assert json.loads(ack.response.body)["errors"] == {"tz": "I don't know “A&B”."}
