@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import BackupResult, SchemaError, Store, StoreError, open_store
+from store import BackupResult, SchemaError, Store, StoreError, is_server_database, open_store
 from store.text import parse_number
 
 __all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds"]
@@ -113,7 +113,7 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
         store = open_existing(path)
     except StoreError as e:
         who = f"replica {replica}: " if replica else ""
-        what = "database not reachable: " if "://" in str(path) else ""  # a server; a file says itself
+        what = "database not reachable: " if is_server_database(path) else ""  # a server; a file says itself
         return Health(False, f"{who}{what}{e}")
     try:
         try:
@@ -121,7 +121,7 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
         except SchemaError as e:
             return Health(False, f"{e} (written by a newer paperclub?)")
         if applied != known:
-            return Health(False, f"database {path} is at schema {applied} of {known}: "
+            return Health(False, f"database {store.path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")
         replica = replica or store.get_meta(REPLICA_ON_KEY + socket.gethostname())
         suffix = f":{replica}" if replica else ""

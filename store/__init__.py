@@ -12,6 +12,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .backends.conninfo import is_server_database, redact
 from .base import BackupResult, Store
 from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, NoDatabase, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
@@ -93,12 +94,6 @@ def __dir__() -> list[str]:
 
 
 _SQLITE_PREFIX = "sqlite:///"
-_PG_PREFIXES = ("postgresql://", "postgres://")
-
-
-def is_server_database(url: str | Path) -> bool:
-    """True when url names a PostgreSQL server, False for a SQLite file."""
-    return str(url).startswith(_PG_PREFIXES)
 
 
 def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
@@ -119,7 +114,8 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     elif text.startswith(("postgresql:", "postgres:")):  # a URL that went through Path() lost a slash
         raise StoreError("a PostgreSQL URL starts postgresql:// (this one has lost a slash), not a file name")
     elif "://" in text:
-        raise StoreError(f"unknown database URL {text!r}: use a file path, sqlite:///path or postgresql://...")
+        raise StoreError(f"unknown database URL {redact(text)!r}: use a file path, sqlite:///path, "
+                         "postgresql://... or a PostgreSQL key=value connection string")
     from .backends.sqlite import SQLiteStore
 
     return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)

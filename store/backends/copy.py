@@ -18,6 +18,7 @@ from typing import Iterable
 from psycopg import sql
 
 from ..errors import StoreError
+from .conninfo import is_server_database, redact
 from .postgres import CORPUS_KEYS, PostgresStore
 from .sqlite import SQLiteStore
 
@@ -122,8 +123,9 @@ def migrate_store(source_url: str, target_url: str) -> list[TableCopy]:
     """`paperclub migrate`: copy the SQLite store at source_url into the PostgreSQL at target_url."""
     from .. import open_store
 
-    if not str(target_url).startswith(("postgresql://", "postgres://")):
-        raise StoreError(f"--to must be a postgresql:// URL, not {target_url!r}")
+    if not is_server_database(target_url):
+        raise StoreError(f"--to must be a postgresql:// URL (or a key=value connection string), "
+                         f"not {redact(str(target_url))!r}")
     source = open_store(source_url, must_exist=True, migrate=False)
     if not isinstance(source, SQLiteStore):
         raise StoreError("the store to copy from must be a SQLite file (--db / PAPERCLUB_DB)")

@@ -18,7 +18,6 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -31,6 +30,7 @@ from ..base import BackupResult
 from ..errors import NewerSchema, StoreBusy, StoreError
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+from .conninfo import redact
 from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
 from .shared import DIALECT, SHARED_METHODS, SharedTables
 from .shared_sql import storable as _storable
@@ -73,17 +73,6 @@ _BUSY = (pg_errors.LockNotAvailable, pg_errors.SerializationFailure, pg_errors.D
          pg_errors.QueryCanceled)
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
-
-
 # What a server that is still starting (or briefly full) answers: worth waiting for, unlike
 # a missing database or role, or a wrong password, which no amount of waiting fixes.
 _NOT_YET = ("starting up", "not yet accepting connections", "in recovery mode", "shutting down",
@@ -91,14 +80,25 @@ _NOT_YET = ("starting up", "not yet accepting connections", "in recovery mode", 
 _FAILED_AT = re.compile(r'^(?:connection failed: )?(?:connection to server (?:at|on) .*? failed: )?')
 
 
-def server_address(url: str) -> str:
-    """host:port of the server a postgresql:// URL names (PostgreSQL's defaults filled in)."""
+def parse_conninfo(url: str) -> dict[str, str]:
+    """The connection string's parameters as libpq reads them; StoreError (no password in it)
+    for a string libpq cannot read."""
     try:
-        params = conninfo_to_dict(url)
+        return conninfo_to_dict(url)
     except psycopg.Error as e:
-        raise StoreError(f"bad PostgreSQL URL {redact(url)}: {e}") from None
-    host, port = params.get("host") or params.get("hostaddr"), params.get("port") or 5432
-    return f"{host}:{port}" if host else f"the local socket (port {port})"
+        raise StoreError(redact(url, f"bad PostgreSQL connection string {url}: {str(e).strip()}. Use "
+                                     "postgresql://USER:PASSWORD@HOST:PORT/DB or host=... dbname=...")) from None
+
+
+def server_address(url: str) -> str:
+    """host:port of the server(s) a connection string names (PostgreSQL's defaults filled in)."""
+    params = parse_conninfo(url)
+    hosts = (params.get("host") or params.get("hostaddr") or "").split(",")
+    ports = str(params.get("port") or 5432).split(",")
+    ports += ports[-1:] * (len(hosts) - len(ports))  # one port serves every host
+    if hosts == [""]:
+        return f"the local socket (port {ports[0]})"
+    return ", ".join(f"{h}:{p}" for h, p in zip(hosts, ports))
 
 
 def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | None:
@@ -116,8 +116,9 @@ def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | No
         reason = _FAILED_AT.sub("", first)
         if "FATAL:" in text and not any(phrase in text for phrase in _NOT_YET):
             refusal = re.sub(r"FATAL:\s*", "", reason)
-            raise StoreError(f"PostgreSQL at {server_address(url)} refused the connection: {refusal}") from None
-        return reason
+            raise StoreError(redact(url, f"PostgreSQL at {server_address(url)} refused the connection: "
+                                         f"{refusal}")) from None
+        return redact(url, reason)
 
 
 def _store_error(error: BaseException, where: str) -> StoreError:
@@ -200,10 +201,7 @@ class PostgresStore(SharedTables):
             migrate, must_exist = False, True
         self._mce_cache: tuple[int, dict[str, int]] | None = None  # (papers_version, lexeme -> papers)
         # lock_timeout joins any options the URL has (a test's search_path, say).
-        try:
-            params = conninfo_to_dict(url)
-        except psycopg.Error as e:
-            raise StoreError(f"bad PostgreSQL URL {self.path}: {e}") from e
+        params = parse_conninfo(url)
         params["options"] = f"{params.get('options', '')} -c lock_timeout={LOCK_TIMEOUT_MS}".strip()
         if read_only:
             params["options"] += " -c default_transaction_read_only=on"
@@ -212,7 +210,7 @@ class PostgresStore(SharedTables):
             psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
         except psycopg.Error as e:
             reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-            raise StoreError(f"cannot reach PostgreSQL at {self.path}: {reason}") from None
+            raise StoreError(redact(url, f"cannot reach PostgreSQL at {self.path}: {reason}")) from None
         self.pool = ConnectionPool(
             conninfo, min_size=1, max_size=max_size, open=False, name="paperclub",
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
