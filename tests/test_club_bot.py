@@ -468,6 +468,7 @@ def test_a_stale_swap_offer_expires_with_its_session_and_only_a_current_member_m
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
 
 
+@pytest.mark.slow  # Slack takes 3 s per chat.update
 def test_a_burst_of_votes_with_a_slow_chat_update_never_holds_up_a_command(world):
     """12 members vote within a second while Slack takes 3 s per chat.update: each click is acked at
     once, `/paper search` answers while the first redraw is still on its way, and the burst costs

@@ -101,6 +101,7 @@ def test_one_id_arxiv_cannot_read_does_not_cost_the_other_links_their_cards(part
     assert len(fake_src.calls("/api/query")) <= 7  # halved around the bad id: at most 2 log2(n) + 1
 
 
+@pytest.mark.slow  # waits out arXiv's real 3 s spacing
 def test_a_flood_of_pasted_links_never_holds_up_a_command(hashing_store, fake_slack):
     """A feed bot posts a day's listing: 18 messages of 5 arXiv links, with arXiv's real 3 s spacing.
     While arXiv still holds the first lookup, `/paper search` answers; then every link is unfurled,
