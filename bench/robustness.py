@@ -4,7 +4,7 @@
     .venv/bin/python bench/robustness.py --scale 5   # 5x fuzz cases, crash trials and commands
     .venv/bin/python bench/robustness.py --only post_race --trials 100   # the posting race alone
     .venv/bin/python bench/robustness.py --only replicas_chaos --chaos-trials 100   # replicas, kill -9, restarts
-    .venv/bin/python bench/robustness.py --trust [--trust-only hostile,forget,dst,feeds]   # issue 31 (bench/trust.py)
+    .venv/bin/python bench/robustness.py --trust [--trust-only hostile,forget,dst,feeds,votes]   # issue 31 (bench/trust.py)
 
 It runs tests/test_{fuzz,faults,crash,post_race,load,access,secrets,replicas_chaos}.py with pytest, the
 sizes passed through the environment (tests/figures.py), collects the figures
@@ -140,8 +140,8 @@ def main() -> int:
                         help="trials of the replicas scenario (tests/test_replicas_chaos.py)")
     parser.add_argument("--only", default=",".join(FILES), help=f"comma-separated subset of {','.join(FILES)}")
     parser.add_argument("--trust", action="store_true",
-                        help="only issue 31's figures (bench/trust.py): hostile inputs, forget-me, DST, bad feeds")
-    parser.add_argument("--trust-only", default="hostile,forget,dst,feeds", help="a subset of the --trust figures")
+                        help="only issue 31's figures (bench/trust.py): hostile inputs, forget-me, DST, bad feeds, votes")
+    parser.add_argument("--trust-only", default="hostile,forget,dst,feeds,votes", help="a subset of the --trust figures")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.trust:
