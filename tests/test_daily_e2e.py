@@ -503,3 +503,20 @@ def test_a_channels_first_schedule_is_in_the_callers_slack_time_zone(app, fake_s
     assert hashing_store.get_schedule(CH)["tz"] == "Asia/Tokyo"
     named = text_of(command(app, fake_slack, "schedule 08:00 America/New_York", user="UTOKYO"))
     assert "America/New_York" in named and "your Slack time zone" not in named
+
+
+def _joined(app, user: str, channel: str = CH) -> None:
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": f"EvJoin{user}{channel}",
+            "event_time": 1, "event": {"type": "member_joined_channel", "user": user, "channel": channel,
+                                       "channel_type": "C", "team": "T1"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+
+def test_invited_into_a_channel_the_bot_says_how_to_start_once(app, fake_slack, hashing_store):
+    from fake_slack import BOT_USER_ID
+
+    _joined(app, "UPERSON")  # a person joining is not the bot's business
+    assert fake_slack.messages(CH) == []
+    _joined(app, BOT_USER_ID)
+    [hello] = fake_slack.messages(CH)
+    assert "interests add" in hello["text"] and "schedule 09:00" in hello["text"]
