@@ -33,12 +33,17 @@ run: $(STAMP)
 console: $(STAMP)
 	$(BIN)/paperclub console --load-samples
 
+LINT := $(BIN)/ruff check bot store bench tests
+
 test: $(STAMP)
+	$(LINT)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The fast loop: every test but the `slow` ones (the real model, processes, chaos, the container,
-# long fuzzing: pyproject.toml's markers), stopping at the first failure. `make test` runs them all.
+# long fuzzing: pyproject.toml's markers), stopping at the first failure, after the linter (ruff:
+# pyproject.toml). `make test` runs the linter and every test.
 check: $(STAMP)
+	$(LINT)
 	$(BIN)/python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
 
 # deploy/requirements.lock: the image's exact versions, from pyproject.toml and

@@ -97,7 +97,7 @@ def main() -> None:
 
         from bot.club.posts import _moments
 
-        for w, s in enumerate(sessions):
+        for s in sessions:
             moments = _moments(spec, s)
             # Nominations during the week (some weeks none: the agenda proposes three).
             nom_at = moments["agenda"] - timedelta(hours=20)

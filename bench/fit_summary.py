@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     train, held = [groups[i] for i in order[:cut]], [groups[i] for i in order[cut:]]
     lead = [r[0] for _, r, _ in held]
     print(f"{len(groups)} abstracts, {x_all.shape[0]} sentences, {x_all.shape[1]} features")
-    print(f"held-out fifth, Lead-1 (compressed) R1/R2/RL: "
+    print("held-out fifth, Lead-1 (compressed) R1/R2/RL: "
           + " ".join(f"{100 * statistics.fmean(v[k] for v in lead):.1f}" for k in range(3)))
     best = None
     for tau in (0.02, 0.05, 0.1):

@@ -396,7 +396,7 @@ def run_one(args, db: str, titles: bool, embedder) -> dict[str, dict[str, dict[s
                 if f["method"] not in best or mrr > best[f["method"]][0]:
                     best[f["method"]] = (mrr, w, f)
         print(f"\ntuned on {first} (columns = short_name, headline, title, abstract):")
-        for method, (mrr, w, f) in sorted(best.items()):
+        for method, (_mrr, w, f) in sorted(best.items()):
             held = "  ".join(f"{name} {run.score(w, f, OFF)['hybrid']['MRR@10']:.4f}"
                              for name, run in runs.items())
             print(f"  best {method:5}: columns {w} {f}  hybrid MRR@10: {held}")

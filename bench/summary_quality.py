@@ -112,7 +112,7 @@ def _step1b(w):
         if w.endswith(suffix) and _has_vowel(w[: -len(suffix)]):
             s = w[: -len(suffix)]
             return _rules(s, [("at", "ate", None), ("bl", "ble", None), ("iz", "ize", None),
-                              ("*d", s[-1], lambda _: s[-1] not in "lsz"),
+                              ("*d", s[-1], lambda _: s[-1] not in "lsz"),  # noqa: B023 (called at once)
                               ("", "e", lambda st: _m(st) == 1 and _ends_cvc(st))])
     return w
 

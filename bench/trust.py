@@ -226,7 +226,7 @@ def dst(tmp: Path) -> dict:
                 at = start
                 while at < end:
                     deps.clock.now = at
-                    for step, day, result in club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30):
+                    for step, _day, result in club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30):
                         if step == "thread" and result.ts:
                             fake.add_message("C1", "Why does it work?", user="UANN", thread_ts=result.ts)
                     at += timedelta(minutes=30)

@@ -487,7 +487,7 @@ def empty_blocks(command: str) -> list[Block]:
     """The one notice a channel gets when every paper has been shown there."""
     return message_blocks(
         "I have shown this channel every paper in the library, so there is no paper of the day. "
-        f"Add more abstracts with `paperclub ingest FILE`, and the next post picks up from there.",
+        "Add more abstracts with `paperclub ingest FILE`, and the next post picks up from there.",
         footer=f"{code(command + ' schedule off')} pauses the daily post.")
 
 

@@ -580,7 +580,7 @@ def run(c: Ctx, load_samples):
 
     wait_for_database(c.settings.db, c.settings.db_wait_seconds)  # a database container still starting
     if os.path.isfile(str(c.settings.db)) or is_server_database(c.settings.db):
-        c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
+        _ = c.store  # a newer paperclub's schema or a read-only volume refuses here, before anything starts
     if not c.settings.has_slack_tokens:
         missing = " and ".join(name for name, value in [("SLACK_BOT_TOKEN", c.settings.slack_bot_token),
                                                         ("SLACK_APP_TOKEN", c.settings.slack_app_token)]

@@ -64,7 +64,7 @@ def home_reading(deps: Deps, user_id: str) -> list[Block]:
     items = fb.reading_list(deps.store, user_id)
     blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})" if items else "Your reading list")]
     if items:
-        for paper, row in items[:HOME_SAVED]:
+        for paper, _row in items[:HOME_SAVED]:
             blocks.append(bk.home_saved_block(paper))
         more = f"{len(items) - HOME_SAVED} more: " if len(items) > HOME_SAVED else ""
         blocks.append(bk.context(f"{more}{code(deps.command + ' saved')} lists them all with summaries."))
@@ -98,7 +98,7 @@ def home_club(deps: Deps, user_id: str) -> list[Block]:
             continue
         start = out["start"]
         papers = {p.id: p for p in deps.store.get_papers([*out["votes"], *([out["paper_id"]] if out["paper_id"] else [])])}
-        name = lambda pid: bk.esc(papers[pid].short_name) if pid in papers else bk.esc(pid)  # noqa: E731
+        name = lambda pid: bk.esc(papers[pid].short_name) if pid in papers else bk.esc(pid)  # noqa: E731, B023
         lines = [f"*Next session:* {start:%a %-d %b} at {start:%H:%M} {bk.esc(str(start.tzinfo))}",
                  f"*Paper:* {name(out['paper_id']) if out['paper_id'] else '_not chosen yet_'}",
                  f"*Presenter:* {bk.mention(out['presenter']) if out['presenter'] else '_not chosen yet_'}",

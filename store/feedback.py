@@ -368,14 +368,14 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
         imat = (np.stack([np.asarray(it.vector, dtype=np.float32) for it in known]) if known
                 else np.zeros((0, matrix.shape[1]), dtype=np.float32))
 
-        def relevance_of(papers: list[str]) -> np.ndarray:
+        def relevance_of(papers: list[str]) -> np.ndarray:  # called in this iteration only
             """The team's best stated-interest match for each paper (0 with no interests yet)."""
-            if not len(imat):
+            if not len(imat):  # noqa: B023
                 return np.zeros(len(papers), dtype=np.float32)
-            return (matrix[[row[p] for p in papers]] @ imat.T).max(axis=1)
+            return (matrix[[row[p] for p in papers]] @ imat.T).max(axis=1)  # noqa: B023
 
         relevance = relevance_of(window)
-        for score, (name, spec) in zip(scores, pickers.items()):
+        for score, (_name, spec) in zip(scores, pickers.items()):
             # "as_posted": the order the channel actually saw (the baseline every ranking must beat).
             total = np.zeros(len(window), dtype=np.float32) if spec.get("as_posted") else relevance.copy()
             if spec.get("feedback", True) and not spec.get("as_posted"):

@@ -231,12 +231,12 @@ def name_themes(groups: list[list], weights: Weights, topic: str = "") -> list[s
     for gi, d in enumerate(df):
         size = len(groups[gi])
 
-        def score(key: str) -> float:
+        def score(key: str) -> float:  # called in this iteration only
             words = key.split()
             background = _mean(idf.get(w, default) for w in words) / default
             distinct = math.log(1 + n_docs / total[key])
-            title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about
-            return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))
+            title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about  # noqa: B023
+            return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))  # noqa: B023
 
         cands = [k for k in d if d[k] >= 2 and not set(k.split()) <= topic_keys]  # the reader knows the topic
         if not cands:  # one paper, or nothing shared: the papers' own names say more than any phrase

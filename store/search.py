@@ -572,7 +572,7 @@ class Searcher:
         known = self._word_term  # read without the lock: a dict lookup is atomic; misses are asked
         missing = [w for _, _, words in todo for w in words if w not in known]
         found = self.word_terms(list(dict.fromkeys(missing))) if missing else {}
-        for pid, text, words in todo:
+        for pid, _text, words in todo:
             terms = list(map(known.get, words))
             if None in terms:  # asked just now (or the cache was cleared meanwhile)
                 terms = [found.get(w, "") if t is None else t for w, t in zip(words, terms)]

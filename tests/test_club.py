@@ -14,6 +14,7 @@ from store.club import (
     csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, tally, timeline,
     to_bibtex,
 )
+from store.schedule import ScheduleError
 
 BERLIN = ZoneInfo("Europe/Berlin")
 THU = 3
@@ -59,7 +60,7 @@ def test_bad_setups_are_refused():
         ClubSpec(THU, 25, 0, "UTC")
     with pytest.raises(ClubError):
         ClubSpec(THU, 17, 0, "UTC", lead_hours=10, cutoff_hours=24)
-    with pytest.raises(Exception):
+    with pytest.raises(ScheduleError):  # an unknown time zone
         ClubSpec(THU, 17, 0, "Mars/Olympus")
 
 

@@ -11,7 +11,6 @@ tests/test_pick.py and bench/picks.py with the real model.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal

@@ -104,7 +104,7 @@ def test_a_monday_0230_berlin_club_posts_each_session_once_through_the_fall_back
     at = start
     while at < datetime(2026, 11, 11, tzinfo=UTC):
         deps.clock.now = at
-        for step, day, result in club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30):
+        for step, _day, result in club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30):
             if step == "thread" and result.ts:  # someone says something, so the recap has a thread
                 fake_slack.add_message(ch, "Why does it work?", user="UANN", thread_ts=result.ts)
         at += timedelta(minutes=30)

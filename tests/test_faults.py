@@ -149,7 +149,7 @@ def auth_test(env, kind):
 
 def share_post(env, kind):
     paper = a_paper(env.store)
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "chat.postMessage", kind)
     replies = env.click(bk.ACTION_SHARE, paper.id, channel="C2")
     (posted,) = env.fake.messages("C2")  # once, not twice
@@ -159,7 +159,7 @@ def share_post(env, kind):
 
 
 def daily_post(env, kind):
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "chat.postMessage", kind)
     result = env.post_daily()
     assert result.status == "posted"
@@ -169,7 +169,7 @@ def daily_post(env, kind):
 
 
 def history_lookup(env, kind):
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "chat.postMessage", "500")  # ambiguous: the bot must look before posting again
     inject(env.fake, "conversations.history", kind)
     result = env.post_daily()
@@ -191,7 +191,7 @@ def reactions_get(env, kind):
     ts = env.fake.add_message(CH, "U1 shared a paper", user="UBOT", bot_id="B1",
                               blocks=[{"type": "section", "block_id": f"shared-{paper.id}",
                                        "text": {"type": "mrkdwn", "text": paper.short_name}}])
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "reactions.get", kind)
     ev = {"type": "reaction_added", "user": "U2", "reaction": "fire", "item_user": "UBOT",
           "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
@@ -201,7 +201,7 @@ def reactions_get(env, kind):
 
 
 def views_publish(env, kind):
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "views.publish", kind)
     assert env.event({"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9"}, "EvHOME1") == 200
     assert "/paper search" in json.dumps(env.fake.home_view("U9"))
@@ -217,7 +217,7 @@ def unfurl(env, kind):
                    HashingEmbedder(), now=time.time())
     url = "https://arxiv.org/abs/2501.01234v2"
     ts = env.fake.add_message(CH, url)
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "chat.unfurl", kind)
     ev = {"type": "link_shared", "channel": CH, "user": "U1", "message_ts": ts, "unfurl_id": "x",
           "source": "conversations_history", "links": [{"domain": "arxiv.org", "url": url}]}
@@ -228,7 +228,7 @@ def unfurl(env, kind):
 
 def response_url(env, kind):
     # Not a Web API method, but every reply travels this way.
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "response_url", kind)
     reply = env.command("search video grounding")  # exactly one copy arrived
     assert reply["text"].startswith("Papers for")
@@ -237,7 +237,7 @@ def response_url(env, kind):
 def _club(env, now):
     from store.club import ClubSpec, set_club
 
-    env.app
+    _ = env.app  # built before the fault
     env.deps.clock.now = now
     set_club(env.store, CH, ClubSpec(3, 17, 0, "UTC", lead_hours=48, cutoff_hours=24), by="U1", now=now)
     env.fake.add_members("U1", "U2")  # the club's members are people of the workspace
@@ -346,7 +346,7 @@ def test_a_fault_on_each_web_api_method_loses_nothing(env, method, kind):
 # -- faults that last: the user is told, the daily post comes later, exactly once ----------------------
 def test_a_share_slack_keeps_refusing_gets_an_apology_and_posts_nothing(env):
     paper = a_paper(env.store)
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "chat.postMessage", "500", times=3)  # the first try and both of the SDK's retries
     replies = env.click(bk.ACTION_SHARE, paper.id, channel="C2")
     assert SORRY in replies[-1]["text"] and replies[-1]["response_type"] == "ephemeral"
@@ -358,7 +358,7 @@ def test_a_reply_slack_keeps_refusing_is_logged_not_silently_dropped(env, caplog
 
     from bot.outgoing import RESPOND_TRIES
 
-    env.app
+    _ = env.app  # built before the fault
     inject(env.fake, "response_url", "500", times=RESPOND_TRIES)
     url = env.fake.new_response_url()
     body = {"command": "/paper", "text": "search video grounding", "user_id": "U1", "channel_id": CH,
@@ -584,7 +584,7 @@ def test_replies_and_reactions_in_flight_survive_the_connection_going_away(bot, 
     finally:
         locker.release()
     for _, url in sent:  # replies go out over HTTP (response_url), not the socket: none is lost
-        (reply,) = fake.wait_for(lambda: fake.responses(url), timeout=30)
+        (reply,) = fake.wait_for(lambda: fake.responses(url), timeout=30)  # noqa: B023 (waited on here)
         assert SORRY not in reply["text"]
     assert all(f"topic {how} {i}" in interests_of(bot.db) for i in range(3))
     fake.wait_for(lambda: len(logged_reactions(bot.db)) == reactions_before + 3, timeout=30)

@@ -77,7 +77,7 @@ def test_50_commands_during_a_5000_abstract_ingest_are_acked_within_3_s_and_neve
         replies, reply_seconds = {}, []
         deadline = time.monotonic() + 120
         while len(replies) < len(sent) and time.monotonic() < deadline:
-            for text, url, _, at in sent:
+            for _text, url, _, at in sent:
                 if url not in replies and fake.responses(url):
                     replies[url] = fake.responses(url)[0]
                     reply_seconds.append(time.monotonic() - at)

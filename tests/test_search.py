@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store import (
-    EmptyQuery, HashingEmbedder, PaperNotFound, Record, Searcher,
+    EmptyQuery, HashingEmbedder, PaperNotFound, Record, Searcher, Store,
     bundled_sample_paths, ingest_paths, ingest_records, open_store,
 )
 from store.backends.sqlite import match_expression

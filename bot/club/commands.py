@@ -16,7 +16,6 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Callable
 
 from store import club as cl
-from store.errors import StoreError
 from store.text import member_tag
 
 from .. import blocks as bk
