@@ -113,6 +113,25 @@ def test_a_redirect_within_the_sources_host_is_followed(fake, db):
     assert added is not None and added.new and len(fake.calls("/api/query")) == 2
 
 
+def test_a_move_from_http_to_https_on_the_same_host_is_followed_and_nothing_else():
+    """A source configured as http:// that moved to https:// (a common 301) is still read."""
+    import httpx
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        if request.url.scheme == "http":
+            return httpx.Response(301, headers={"Location": str(request.url.copy_with(scheme="https"))})
+        if request.url.host == "export.arxiv.org":
+            return httpx.Response(200, text="ok")
+        raise AssertionError(f"followed to {request.url}")
+
+    f = Fetcher(transport=httpx.MockTransport(serve), retries=0)
+    assert f.get("http://export.arxiv.org/api/query").text == "ok"
+    g = Fetcher(transport=httpx.MockTransport(lambda r: httpx.Response(
+        302, headers={"Location": "https://export.arxiv.org.evil.test/api/query"})), retries=0)
+    with pytest.raises(SourceError, match="another host"):
+        g.get("https://export.arxiv.org/api/query")
+
+
 # -- 6. arXiv's spacing across processes ---------------------------------------------------------------
 class Wall:
     """The epoch clock every process reads (one machine): moves only when someone sleeps."""

@@ -63,6 +63,12 @@ def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
     return url.scheme, url.host, url.port
 
 
+def _same_source(origin: tuple[str, str, int | None], url: httpx.URL) -> bool:
+    """The same scheme, host and port; or the same host moving from http to https on default ports."""
+    there = _origin(url)
+    return there == origin or (origin[0] == "http" and origin[2] is None and there == ("https", origin[1], None))
+
+
 def _cut_at_deadline(response: httpx.Response, seconds: float) -> threading.Timer | None:
     """A timer that shuts the response's socket when the deadline passes, so a read blocked on a
     silent server returns then instead of after its own (per read) timeout."""
@@ -109,7 +115,7 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
                 if max_redirects == 0:
                     raise SourceError(f"answered with a redirect (HTTP {response.status_code}); "
                                       "redirects are not followed")
-                if target is None or _origin(target.url) != origin:
+                if target is None or not _same_source(origin, target.url):
                     where = target.url.host if target is not None else "nowhere"
                     raise SourceError(f"redirected to another host ({where}); only redirects within "
                                       f"{origin[1]} are followed")
