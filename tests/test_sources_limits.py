@@ -256,3 +256,29 @@ def test_fetcher_alone_refuses_a_redirect_elsewhere_without_retrying(fake):
         f.get(fake.api)
     f.close()
     assert len(fake.calls("/api/query")) == 1
+
+
+# -- 1. "not found" remembered, for a while -------------------------------------------------------------
+def test_an_unknown_id_is_asked_again_only_once_its_answer_is_stale(fake, db):
+    src = sources_for(fake)
+    src.misses.ttl = 3600.0
+    for at in (NOW, NOW + 60, NOW + 3599):
+        assert add_paper(db, src, ("arxiv", "2612.99999"), EMB, now=at) is None
+    assert len(fake.calls("/api/query")) == 1
+    fake.papers.append(make_papers(1, prefix="2612", seed=8)[0])  # arXiv has it now
+    fake.papers[-1].arxiv_id = "2612.99999"
+    added = add_paper(db, src, ("arxiv", "2612.99999"), EMB, now=NOW + 3600)
+    src.close()
+    assert added is not None and added.new and len(fake.calls("/api/query")) == 2
+
+
+def test_the_not_found_memory_is_bounded(fake, db):
+    src = sources_for(fake)
+    src.misses.size = 2
+    for ident in ("2612.90001", "2612.90002", "2612.90003"):  # the first is pushed out
+        add_paper(db, src, ("arxiv", ident), EMB, now=NOW)
+    add_paper(db, src, ("arxiv", "2612.90003"), EMB, now=NOW)
+    add_paper(db, src, ("arxiv", "2612.90001"), EMB, now=NOW)
+    src.close()
+    assert [q["id_list"] for q in fake.calls("/api/query")] == ["2612.90001", "2612.90002", "2612.90003",
+                                                                "2612.90001"]
