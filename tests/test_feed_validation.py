@@ -3,6 +3,8 @@ categories checked against the taxonomy shipped with paperclub (case folded, so 
 OpenReview venue ids checked for shape and then asked of OpenReview once, when first added."""
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 from hypothesis import given, strategies as st
 from slack_sdk import WebClient
@@ -13,7 +15,9 @@ from fake_sources import FakeSources, make_papers, on_openreview
 from store import HashingEmbedder, Searcher
 from store.sources import SourceError, Sources, parse_feed
 from store.sources.arxiv import _taxonomy
-from test_sources_slack import NOW
+
+
+NOW = datetime(2026, 12, 1, 14, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
