@@ -432,3 +432,37 @@ def test_a_venue_harvest_killed_before_announcing_its_new_papers_announces_them_
     assert db.count_papers() == 5
     assert "pending" not in db.source_state(f"openreview:{venue}")["cursor"] or \
         not db.source_state(f"openreview:{venue}")["cursor"]["pending"]
+
+
+def test_a_first_start_fills_the_bundled_papers_from_openreview_or_says_how(fake, tmp_path, caplog):
+    """The bundled abstracts have no title or link: the first start fetches them, and says so."""
+    import logging
+    import threading
+
+    from bot.cli import Ctx, load_samples_if_empty
+    from conftest import make_settings
+    from fake_sources import FakePaper
+    from store import bundled_sample_paths, read_file
+
+    raws = [r.abstract for path in bundled_sample_paths() for r in read_file(path)]
+    fake.notes = [FakePaper(None, f"Title of seed {k}", raw, [f"Author {k}"], forum=f"Seed{k:04d}x7",
+                            venueid="ICLR.cc/2026/Conference", venue="ICLR 2026 Poster")
+                  for k, raw in enumerate(raws)]
+    c = Ctx()
+    c.settings = make_settings(db=str(tmp_path / "p.db"), model="hashing-256", openreview_api=fake.url)
+    with caplog.at_level(logging.INFO, logger="paperclub"):
+        load_samples_if_empty(c)
+        for t in [t for t in threading.enumerate() if t.name == "enrich-samples"]:
+            t.join(timeout=120)
+    assert "filled in titles, authors and links of the bundled papers" in caplog.text
+    assert all(p.title and p.url for p in c.store.iter_papers())
+
+    offline = Ctx()
+    offline.settings = make_settings(db=str(tmp_path / "q.db"), model="hashing-256",
+                                     openreview_api=fake.url + "/gone")  # answers 404
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="paperclub"):
+        load_samples_if_empty(offline)
+        for t in [t for t in threading.enumerate() if t.name == "enrich-samples"]:
+            t.join(timeout=120)
+    assert "when online, run: paperclub enrich openreview --venue ICLR.cc/2026/Conference" in caplog.text
