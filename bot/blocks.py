@@ -18,7 +18,9 @@ from slack_sdk.models.blocks import (
     HeaderBlock,
     MarkdownTextObject,
     PlainTextObject,
+    Option,
     SectionBlock,
+    StaticSelectElement,
 )
 from slack_sdk.models.views import View
 
@@ -47,6 +49,7 @@ HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App
 # Slack's limits (see shared/slack-protocol.md section 5).
 MAX_MESSAGE_BLOCKS = 50
 MAX_ACTION_ELEMENTS = 25  # an actions block holds at most this many elements
+MAX_SELECT_OPTIONS = 100  # a static_select holds at most this many options
 MAX_VIEW_BLOCKS = 100
 SECTION_TEXT = 3000
 FIELD_TEXT = 2000
@@ -204,6 +207,43 @@ def section(text: str, *, block_id: str | None = None, limit: int = SECTION_TEXT
     """A mrkdwn section; `text` is already mrkdwn (escaped) and is cut to fit."""
     text = cut_mrkdwn(text, limit)
     return SectionBlock(text=MarkdownTextObject(text=text or " "), block_id=block_id)
+
+
+def fit_items(items: Sequence[str], limit: int, *, sep: str = ", ", more: str = " and {n} more") -> str:
+    """As many whole items (mrkdwn, never cut inside) as fit in `limit` characters, then how many
+    were left out, so a long list says what it does not show."""
+    shown: list[str] = []
+    size = 0
+    for i, item in enumerate(items):
+        left = len(items) - i - 1
+        grown = size + len(item) + (len(sep) if shown else 0)
+        if grown + (len(more.format(n=left)) if left else 0) > limit:
+            break
+        shown.append(item)
+        size = grown
+    left = len(items) - len(shown)
+    return sep.join(shown) + (more.format(n=left) if left else "")
+
+
+def line_sections(lines: Sequence[str], *, max_sections: int = 10, limit: int = SECTION_TEXT) -> list[SectionBlock]:
+    """Whole lines of mrkdwn packed into as few sections as fit (a line too long for one is cut
+    outside its markup); past `max_sections`, the last says how many lines were left out."""
+    packs: list[list[str]] = [[]]
+    for line in lines:
+        line = cut_mrkdwn(line, limit)
+        if packs[-1] and len("\n".join([*packs[-1], line])) > limit:
+            packs.append([])
+        packs[-1].append(line)
+    if len(packs) > max_sections:
+        kept, dropped = packs[:max_sections], sum(len(p) for p in packs[max_sections:])
+        note = f"_…and {dropped} more line{'s' if dropped != 1 else ''}_"
+        while kept[-1] and len("\n".join([*kept[-1], note])) > limit:
+            kept[-1].pop()
+            dropped += 1
+            note = f"_…and {dropped} more lines_"
+        kept[-1].append(note)
+        packs = kept
+    return [section("\n".join(p)) for p in packs if p]
 
 
 def line_sections(lines: Sequence[str], *, sep: str = "\n", limit: int = SECTION_TEXT) -> list[SectionBlock]:
@@ -632,6 +672,17 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
                               f"{'' if closed else ' by ' + esc(cutoff_label)}."))
     if note:
         blocks.append(context(note))
+    # Every candidate gets a section while the message has room; the rest are named after them
+    # (open: in menus that vote or choose the same way), and the closing blocks always stay.
+    closing = 1 if chooser or closed else 2
+    room = MAX_MESSAGE_BLOCKS - len(blocks) - closing
+    rest: Sequence[tuple] = ()
+    if len(candidates) > room:
+        menus = 0 if closed else 1  # blocks of menus after the "more" line, 100 options each
+        while not closed and len(candidates) - (room - 1 - menus) > menus * MAX_SELECT_OPTIONS:
+            menus += 1
+        cut = room - 1 - menus
+        candidates, rest = candidates[:cut], candidates[cut:]
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
         by = f"nominated by {mention(nominator)}" if nominator else ""
         if chooser:
@@ -647,6 +698,22 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
                                            value=f"{session}|{paper.id}"[:2000]) if chooser else
                              ButtonElement(text="Vote", action_id=ACTION_VOTE, value=f"{session}|{paper.id}"[:2000]))
         blocks.append(sec)
+    if rest:
+        first = len(candidates) + 1
+        how = "" if closed else (" in the menu below" if len(rest) <= MAX_SELECT_OPTIONS else " in the menus below")
+        names = [f"{first + i}. {esc(cut_words(p.short_name, 60))}" + ("" if chooser else f" ({v})")
+                 for i, (p, _, v) in enumerate(rest)]
+        blocks.append(context(f"*{len(rest)} more nomination{'s' if len(rest) != 1 else ''}*{how}: "
+                              + fit_items(names, CONTEXT_TEXT - 80)))
+        if not closed:
+            action = ACTION_CLUB_CHOOSE if chooser else ACTION_VOTE
+            for at in range(0, len(rest), MAX_SELECT_OPTIONS):
+                options = [Option(text=cut_words(f"{first + at + i}. {p.short_name}", 75),
+                                  value=f"{session}|{p.id}"[:150])
+                           for i, (p, _, _) in enumerate(rest[at:at + MAX_SELECT_OPTIONS])]
+                blocks.append(ActionsBlock(block_id=f"{AGENDA_BLOCK}more-{at}", elements=[StaticSelectElement(
+                    placeholder="Choose another nomination" if chooser else "Vote for another nomination",
+                    action_id=action, options=options)]))
     if chooser:
         blocks.append(context("The choice is closed." if closed else
                               "Only the presenter's click counts; everyone else can still nominate until then."))
@@ -724,7 +791,7 @@ def recap_blocks(recap, *, paper_name: str) -> list[Block]:
     if recap.open_questions:
         lines.append("*Open questions:*")
         lines += [f"• {mention(u)}: {esc(cut_words(t, 200))}" for u, t in recap.open_questions]
-    return [section("\n".join(lines)[:SECTION_TEXT])]
+    return line_sections(lines)
 
 
 def home_club_blocks(channel: str, lines: Sequence[str]) -> list[Block]:

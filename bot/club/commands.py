@@ -63,7 +63,12 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
                 lines.append(f"*Nominations:* {len(noms)} · the presenter chooses among them")
             else:
                 lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
-    lines.append(f"*Members:* {', '.join(mention(m) for m in members) if members else '_nobody yet_'}")
+    if members:  # as many as the message holds, and how many more there are
+        label = f"*Members ({len(members)}):* "
+        room = bk.SECTION_TEXT - len("\n".join(lines)) - len(label) - 1
+        lines.append(label + bk.fit_items([mention(m) for m in members], room))
+    else:
+        lines.append("*Members:* _nobody yet_")
     cmd = deps.command
     footer = " · ".join(code(f"{cmd} {c}") for c in (
         "club join", "club leave", "club away <date or range>", "nominate <paper>", "club history"))
@@ -249,6 +254,11 @@ SWAP_REFUSED = {  # why cl.accept_swap said no, as the member who clicked Accept
 }
 
 
+def _chosen_value(action: dict) -> str:
+    """A Vote or Choose button's value, or the option picked in the agenda's menu of more nominations."""
+    return action.get("value") or (action.get("selected_option") or {}).get("value") or ""
+
+
 def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
     """Offer my next presenting slot to another member; nothing changes until they accept."""
     found = _MENTION.search(call.raw)
@@ -410,7 +420,7 @@ def register(app: App, deps: Deps) -> None:
         ack()  # this listener runs on the claim pool: everything else on the work pool
 
         def job():
-            day_text, _, paper_id = (action.get("value") or "").partition("|")
+            day_text, _, paper_id = _chosen_value(action).partition("|")
             channel = channel_of_body(body)
             ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
             try:
@@ -428,7 +438,7 @@ def register(app: App, deps: Deps) -> None:
         ack()
 
         def job():
-            day_text, _, paper_id = (action.get("value") or "").partition("|")
+            day_text, _, paper_id = _chosen_value(action).partition("|")
             channel, user = channel_of_body(body), user_of(body)
             ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
             try:

@@ -41,7 +41,7 @@ def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
 
 
 # -- the agenda ---------------------------------------------------------------------------------
-def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False) -> dict:
+def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False, note: str | None = None) -> dict:
     """chat.postMessage / chat.update arguments for the session's agenda, counts included."""
     store = deps.store
     spec = _spec(deps, channel)
@@ -58,7 +58,8 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
     if spec.mode == cl.PRESENTER_CHOOSES:
         row = store.get_club_session(channel, day.isoformat()) or {}
         chooser, chosen = row.get("presenter"), row.get("paper_id")
-    blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(), note=None,
+    blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(),
+                              note=bk.esc(note) if note else None,
                               cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
                               chooser=chooser, chosen=chosen)
     what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
@@ -136,9 +137,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
             note = "Nobody nominated a paper, so here are three from the team's interests, none read before."
 
         def build():
-            message = agenda_message(deps, channel, day)
-            if note:
-                message["blocks"].insert(1, bk.context(bk.esc(note)).to_dict())
+            message = agenda_message(deps, channel, day, note=note)
             message.pop("metadata")
             return message
         result = once(build)
