@@ -2,10 +2,19 @@
 with an epoch fence. Runs on every backend (the store fixture); races use one Store per replica."""
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from store import open_store
+
+
+def join_late_claims(since: set[threading.Thread]) -> None:
+    """Wait for the deferred deliveries started after `since` (EventClaims' "claim-late" threads)
+    to be claimed and, where the claim is theirs, handled."""
+    for thread in set(threading.enumerate()) - since:
+        if thread.name == "claim-late":
+            thread.join(30)
 
 
 def test_a_redelivered_event_is_handled_by_one_replica_only(store):
@@ -203,6 +212,7 @@ def test_a_delivery_the_database_is_too_slow_to_claim_is_acked_now_and_handled_o
     other = EventClaims(store, "r2", lambda: datetime(2026, 12, 1, tzinfo=timezone.utc), wait=0.2)
     handled = []
     done = threading.Event()
+    before = set(threading.enumerate())
     locker = sqlite3.connect(path, isolation_level=None, timeout=30)
     locker.execute("BEGIN IMMEDIATE")  # another writer holds the file
     try:
@@ -216,12 +226,12 @@ def test_a_delivery_the_database_is_too_slow_to_claim_is_acked_now_and_handled_o
         locker.execute("COMMIT")
         locker.close()
     assert done.wait(20)
-    time.sleep(0.5)  # the other claim has come back too
+    join_late_claims(before)  # the other claim has come back too
     assert len(handled) == 1  # once the database answers, exactly one replica handles it
     # A redelivery afterwards, to either, is dropped (it waits for the database, which now knows).
     assert claims("envelope:E1", later=lambda: later("again")) is False
     assert other("envelope:E1", later=lambda: later("again")) is False
-    time.sleep(0.5)
+    join_late_claims(before)
     assert len(handled) == 1, handled
     store.close()
 
@@ -247,21 +257,23 @@ def test_a_delivery_acked_first_is_claimed_after_and_handled_by_one_replica_even
     clock = lambda: datetime(2026, 12, 1, tzinfo=timezone.utc)  # noqa: E731
     r1, r2 = EventClaims(store, "r1", clock), EventClaims(store, "r2", clock)
     handled, lock = [], threading.Lock()
+    unlocked = threading.Event()
 
     def run(who):
         with lock:
-            handled.append(who)
+            handled.append((who, unlocked.is_set()))
     locker = sqlite3.connect(path, isolation_level=None, timeout=30)
     locker.execute("BEGIN IMMEDIATE")  # another writer holds the file: the claims wait, the acks did not
     r1.after_ack("envelope:E1", lambda: run("r1"))
     r2.after_ack("envelope:E1", lambda: run("r2"))  # Slack's redelivery, to the other replica
-    time.sleep(0.3)
     assert handled == []
+    unlocked.set()
     locker.execute("COMMIT")
     locker.close()
-    r1.close()
+    r1.close()  # waits for the claims in flight and what they ran
     r2.close()
     assert len(handled) == 1, handled
+    assert handled[0][1], "handled while another writer held the file, so before its claim"
     store.close()
 
 
