@@ -1,11 +1,12 @@
-"""The one HTTP helper every outbound request uses: a total deadline, a size cap, same-host redirects.
+"""The one HTTP helper for every request to a paper source or the LLM: a total deadline, a size cap,
+same-host redirects (Slack's calls go through slack_sdk).
 
 `fetch` is the single place a request is sent and its body read. The deadline
 covers the whole exchange (connect, headers and every byte of the body): a
 source that drips one byte a second is cut at the deadline, not kept alive
 read by read. The body is streamed and refused past `max_bytes`, so a huge
 page costs at most the cap in memory. Redirects are followed only to the
-host (scheme and port included) the request was sent to.
+host (scheme and port included; http to https allowed) the request was sent to.
 
 `Fetcher` adds the politeness every paper source needs on top: one request
 at a time, spaced (`min_interval`, shared across processes through the store
@@ -94,7 +95,7 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
     """Send one request and read its whole body within `deadline` seconds and `max_bytes` bytes.
 
     Redirects are followed (up to `max_redirects`, 0 for none) only to the same scheme, host and
-    port. Raises DeadlineError, TooLargeError, SourceError (a redirect elsewhere), or httpx's own
+    port (or from http to https on the same host). Raises DeadlineError, TooLargeError, SourceError (a redirect elsewhere), or httpx's own
     errors for a refused connection or a broken exchange; the caller names them for its users.
     """
     end = clock() + deadline
@@ -133,6 +134,8 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
                         raise TooLargeError(f"answer is over the {max_bytes:,}-byte cap; stopped reading")
                     if clock() > end:
                         raise DeadlineError(f"no whole answer within {deadline:g} s")
+                if clock() >= end:  # the timer shut the socket: a body without a length just stops there
+                    raise DeadlineError(f"no whole answer within {deadline:g} s")
             except (httpx.TimeoutException, httpx.TransportError):
                 if clock() >= end - 0.05:
                     raise DeadlineError(f"no whole answer within {deadline:g} s") from None
