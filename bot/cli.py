@@ -684,6 +684,7 @@ def pick(c: Ctx, channel, day, post, as_json):
     from .deps.build import build_deps, make_client
     from .picks import channel_tz, make_pick
     from .posting import post_daily
+    from .replica import replica_id
     from .runner import utc_now
 
     now = utc_now()
@@ -698,10 +699,10 @@ def pick(c: Ctx, channel, day, post, as_json):
         raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN (environment or .env).")
     # The same wiring as the bot, so the dry run weighs reactions as the bot does.
     deps = build_deps(c.settings, store, searcher, clock=utc_now,
-                      slack=make_client(c.settings) if post else None)
+                      slack=make_client(c.settings) if post else None, replica=replica_id(c.settings))
     if post:
         result = post_daily(deps.slack, store, searcher, channel, now, day=when, feedback=deps.feedback,
-                            settings=c.settings, llm=deps.llm)
+                            settings=c.settings, llm=deps.llm, poster=deps.poster)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
                    + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))

@@ -6,7 +6,6 @@ so a container HEALTHCHECK stays well under a second.
 """
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,66 +13,14 @@ from pathlib import Path
 from store import BackupResult, SchemaError, Store, StoreError, is_server_database, open_store
 from store.text import parse_number
 
-__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds"]
+from .replica import (HEARTBEAT_BY_KEY, HEARTBEAT_KEY, REPLICA_ON_KEY, beat_times, forget_silent_replicas,
+                      process_identity, write_heartbeat)
 
-HEARTBEAT_KEY = "heartbeat"  # epoch seconds; the running bot writes it while connected to Slack
-HEARTBEAT_BY_KEY = "heartbeat_by"  # which process wrote it: process_identity() of the bot
-DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
+__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds",
+           "forget_silent_replicas", "write_heartbeat"]
 
-
-def process_identity(pid: int | None = None) -> str | None:
-    """boot id, pid and the pid's start time: names one process, never a later one with its pid.
-
-    None where /proc cannot tell (not Linux): health then checks the heartbeat's age only.
-    """
-    pid = os.getpid() if pid is None else pid
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-    start = stat.rsplit(")", 1)[1].split()[19]  # field 22, starttime (the name may hold spaces)
-    return f"{boot}:{pid}:{start}"
-
-
-REPLICA_ON_KEY = "replica_on:"  # + host name: the replica last started there (health's default)
 SWEEP_LEASE = "sweeps"  # bot/scheduler.py's lease
-
-
-def write_heartbeat(store: Store, now: float, replica: str | None = None) -> None:
-    """Record that this process is alive and connected to Slack (`paperclub health` reads it).
-
-    With a replica id, its own keys too: several replicas share one database, and each
-    container's health check must read its own bot's heartbeat, not the last one written.
-    """
-    by = process_identity() or ""
-    if replica:
-        store.set_meta(REPLICA_ON_KEY + socket.gethostname(), replica)
-        store.set_meta(f"{HEARTBEAT_BY_KEY}:{replica}", by)
-        store.set_meta(f"{HEARTBEAT_KEY}:{replica}", str(now))
-    store.set_meta(HEARTBEAT_BY_KEY, by)
-    store.set_meta(HEARTBEAT_KEY, str(now))
-
-
-FORGET_AFTER = 86_400.0  # seconds a replica may be silent before its own meta rows are dropped
-
-
-def forget_silent_replicas(store: Store, now: float, *, after: float = FORGET_AFTER) -> int:
-    """Drop the heartbeat and liveness rows of replicas silent for `after` seconds (each start
-    of a replica named host:pid leaves its own; the sweep on the lease holder tidies them).
-    How many rows went."""
-    from .posting import ALIVE_KEY
-
-    def stale(value: str) -> bool:
-        try:
-            return float(value) < now - after
-        except ValueError:
-            return False
-    gone = [k[len(HEARTBEAT_KEY) + 1:] for k, v in store.meta_items(HEARTBEAT_KEY + ":").items() if stale(v)]
-    keys = [f"{HEARTBEAT_KEY}:{r}" for r in gone] + [f"{HEARTBEAT_BY_KEY}:{r}" for r in gone]
-    keys += [k for k, v in store.meta_items(REPLICA_ON_KEY).items() if v in gone]
-    keys += [k for k, v in store.meta_items(ALIVE_KEY).items() if stale(v)]
-    return store.delete_meta(keys)
+DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
 
 
 def _writer_gone(by: str | None) -> str | None:
@@ -145,10 +92,10 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
         ident = "database reachable"
     if beat is None:
         return Health(False, f"{ident}; the bot has never connected to Slack (no heartbeat yet)")
-    try:
-        age = now - float(beat)
-    except ValueError:
+    connected = beat_times(beat)[1]
+    if connected is None:
         return Health(False, f"{ident}; heartbeat is not a time: {beat!r}")
+    age = now - connected
     if age > max_age:
         return Health(False, f"{ident}; last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
                              "the bot is not connected to Slack")

@@ -1,27 +1,28 @@
-"""Posting exactly once: a channel's digest for one (channel, local date), whatever crashes.
+"""Posting exactly once, whatever crashes: the one machine behind the paper of the day, the
+club's agenda, winner, reminder, thread and recap, and the presenter's DM.
 
-- a claim row is inserted first; the database's primary key decides which
-  process posts;
-- 429s, 5xx and timeouts are retried with backoff for a bounded time;
-- the message carries Slack metadata (event_type "paperclub_daily", the date
-  and paper id), so after a crash, or a failure Slack may have accepted
-  anyway, `conversations.history` tells whether it is already in the channel
-  before anything is posted again.
+A post is a `Post`: the claim's (channel, key), what to send, and the metadata that finds it in
+Slack. `Poster.post_once` runs the machine:
+- claim: a row in `posts` is inserted first, and the database's primary key decides which
+  process posts; an unfinished row is taken over by compare-and-swap on its claimer and claim
+  time, once its holder is gone (bot/replica.py says who is alive);
+- look: the message carries Slack metadata, so after a crash, or a failure Slack may have
+  accepted anyway, `find_message` tells whether it is already there before anything is sent;
+- deliver: 429s, 5xx and timeouts are retried with backoff for a bounded time;
+- finish: the ts is recorded only while the claim is still the one this try made.
 
-Time comes in as `now`; the scheduler (bot/scheduler.py) and `paperclub pick
---post` call `post_daily`.
+Time comes in as `now`; the scheduler (bot/scheduler.py), the club's tick (bot/club/posts.py)
+and `paperclub pick --post` call it.
 """
 from __future__ import annotations
 
 import http.client
 import logging
-import os
 import random
 import socket
 import threading
 import time
 import urllib.error
-import uuid
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Callable
@@ -40,6 +41,7 @@ from . import blocks as bk
 from .commands import paper_summary
 from .outgoing import gated
 from .picks import channel_tz, make_pick, reaction_line
+from .replica import holder_alive, replica_id
 
 if TYPE_CHECKING:
     from store import Store
@@ -50,66 +52,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paperclub.daily")
 
-EVENT_TYPE = "paperclub_daily"  # Slack message metadata on every daily post
-CLAIM_LEASE = timedelta(minutes=30)  # a claim by another host older than this is taken over
+EVENT_TYPE = "paperclub_daily"  # metadata of the paper of the day: {"date", "paper_id"}
+SCHEDULED_EVENT = "paperclub_scheduled"  # metadata of every other post: {"kind", "key"}
+DAILY = "daily"  # posts.kind of the paper of the day (store/backends/posts.py)
 POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to the next start
-LOOK_BACK = timedelta(hours=36)  # how far back a fresh claim looks for the day's post already in the channel
-
-
-def _claimer_id() -> str:
-    """Who holds a claim: host, pid, and a per-process token (a restarted container reuses pids)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-PROCESS_CLAIMER = _claimer_id()
-
-
-ALIVE_KEY = "alive:"  # + a claimer id: epoch seconds, written every heartbeat by `paperclub run`
-ALIVE_SECONDS = 45.0  # a claimer whose beat is older than this is gone (it beats every 10 s)
-
-
-def mark_alive(store: Store, now: float, claimer: str = PROCESS_CLAIMER) -> None:
-    """Say this process is running (another host's replica reads it before taking a claim over)."""
-    store.set_meta(ALIVE_KEY + claimer, str(now))
-
-
-def claimer_alive(claimer: str | None, claimed_at: float | None, now: datetime,
-                  store: Store | None = None) -> bool:
-    """Whether the process holding a claim may still be posting.
-
-    On this host, its pid says. On another host, a `paperclub run` replica's beat (mark_alive)
-    says within a minute; a process that never beats (`paperclub pick --post`) counts as alive
-    for CLAIM_LEASE after its claim.
-    """
-    if not claimer:
-        return False
-    if claimer == PROCESS_CLAIMER:
-        return True
-    host, _, rest = claimer.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host == socket.gethostname() and pid_text.isdigit():
-        pid = int(pid_text)
-        if pid == os.getpid():
-            return False  # our pid, another token: a previous life of this container
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    beat = None
-    if store is not None:
-        try:
-            beat = store.get_meta(ALIVE_KEY + claimer)
-        except StoreError:
-            beat = None  # cannot tell: the claim's age decides, as before
-    if beat is not None:
-        try:
-            return now.timestamp() - float(beat) < ALIVE_SECONDS
-        except ValueError:
-            pass
-    return claimed_at is not None and now.timestamp() - claimed_at < CLAIM_LEASE.total_seconds()
+LOOK_BACK = timedelta(hours=36)  # how far back a daily claim looks for its post already in the channel
+HISTORY_PAGE = 999  # conversations.history's largest page
+NEWEST_PAGES = 5  # pages read when a post has no claim time to look back from
 
 
 class PostFailed(Exception):
@@ -161,36 +110,6 @@ def _classify(exc: Exception) -> tuple[bool, bool, float | None]:
     return False, False, None
 
 
-HISTORY_PAGE = 999  # conversations.history's largest page
-
-
-def find_daily_message(client: WebClient, channel: str, day: date, *, oldest: float | None = None) -> str | None:
-    """The ts of this day's digest if it is already in the channel (found by its metadata).
-
-    Every page from `oldest` (less two minutes for clock skew) to now is read: how busy
-    the channel is changes how many pages that takes, never whether the post is found.
-    The time range is what bounds it (callers pass the claim time less LOOK_BACK).
-    """
-    cursor = None
-    seen: set[str] = set()
-    while True:
-        kwargs = dict(channel=channel, include_all_metadata=True, limit=HISTORY_PAGE)
-        if oldest:
-            kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
-        if cursor:
-            kwargs["cursor"] = cursor
-        resp = client.conversations_history(**kwargs)
-        for msg in resp.get("messages") or []:
-            meta = msg.get("metadata") or {}
-            payload = meta.get("event_payload") or {}
-            if meta.get("event_type") == EVENT_TYPE and payload.get("date") == day.isoformat():
-                return msg.get("ts")
-        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
-        if not cursor or cursor in seen:  # a cursor seen before would loop forever
-            return None
-        seen.add(cursor)
-
-
 def send_with_retries(client: WebClient, message: dict, *, budget: float = POST_BUDGET,
                       sleep: Callable[[float], None] = time.sleep,
                       already_posted: Callable[[], str | None] | None = None, unsure: bool = False) -> str:
@@ -237,121 +156,206 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-_day_locks: dict[tuple[str, str], threading.Lock] = {}
-_day_locks_guard = threading.Lock()
+def find_message(client: WebClient, conversation: str, event_type: str, match: dict, *,
+                 thread_ts: str | None = None, oldest: float | None = None) -> str | None:
+    """The ts of the bot's message whose metadata has this event type and these payload fields.
+
+    With `oldest` (less two minutes for clock skew), every page from then to now is read: how
+    busy the channel is changes how many pages that takes, never whether the post is found.
+    Without it, the newest NEWEST_PAGES pages (the key names one session, whatever a claim's
+    clock said). With `thread_ts`, the thread's replies.
+    """
+    cursor = None
+    seen: set[str] = set()
+    for _ in range(NEWEST_PAGES if oldest is None else 1_000_000):
+        kwargs = dict(channel=conversation, include_all_metadata=True, limit=HISTORY_PAGE)
+        if thread_ts:
+            kwargs["ts"] = thread_ts
+        elif oldest:
+            kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
+        if cursor:
+            kwargs["cursor"] = cursor
+        resp = client.conversations_replies(**kwargs) if thread_ts else client.conversations_history(**kwargs)
+        for msg in resp.get("messages") or []:
+            meta = msg.get("metadata") or {}
+            payload = meta.get("event_payload") or {}
+            if meta.get("event_type") == event_type and all(payload.get(k) == v for k, v in match.items()):
+                return msg.get("ts")
+        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
+        if not cursor or cursor in seen:  # a cursor seen before would loop forever
+            return None
+        seen.add(cursor)
+    return None
 
 
-def _day_lock(channel: str, key: str) -> threading.Lock:
-    """One poster per (channel, day) inside this process (a cron fire and the start-up catch-up)."""
-    with _day_locks_guard:
-        return _day_locks.setdefault((channel, key), threading.Lock())
+@dataclass(frozen=True)
+class Post:
+    """One post to make exactly once: its claim row, what to send and how to find it in Slack."""
+
+    channel: str  # the claim's channel
+    key: str  # the claim's key: the date for the paper of the day, '<kind>:<date>' for the club
+    kind: str
+    day: date
+    build: Callable[[dict], dict]  # the claim ({"pick", "paper_id"}) -> chat.postMessage arguments
+    to: str | None = None  # where it goes and is looked for, when not `channel` (the presenter's DM)
+    thread_ts: str | None = None
+    paper_id: str | None = None  # stored with a daily claim (a paper is shown once per channel)
+    pick: dict | None = None
+    look_back: timedelta | None = None  # look for it from the claim time less this; None: newest pages
+
+    @property
+    def marker(self) -> tuple[str, dict]:
+        """(event type, payload fields that name this post) in its message metadata."""
+        if self.kind == DAILY:
+            return EVENT_TYPE, {"date": self.key}
+        return SCHEDULED_EVENT, {"kind": self.kind, "key": self.key}
 
 
+class Poster:
+    """The machine, built once per process (with Deps): its identity, and the posts it has in flight.
+
+    A post in flight here is never started again by another thread of this process (a cron fire
+    and the start-up catch-up, a swap and the tick); the set holds only posts in flight.
+    """
+
+    def __init__(self, replica: str | None = None):
+        self.replica = replica or replica_id()
+        self._in_flight: set[tuple[str, str]] = set()
+        self._guard = threading.Lock()
+
+    def post_once(self, client: WebClient, store: Store, post: Post, now: datetime, *,
+                  budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep) -> PostResult:
+        """Claim, look, deliver, finish: `post` is in Slack once, or the row says why not yet."""
+        where = (post.channel, post.key)
+        with self._guard:
+            if where in self._in_flight:
+                return PostResult("busy", post.day, detail="this process is already posting it")
+            self._in_flight.add(where)
+        try:
+            return self._post(client, store, post, now, budget=budget, sleep=sleep)
+        finally:
+            with self._guard:
+                self._in_flight.discard(where)
+
+    def _post(self, client: WebClient, store: Store, post: Post, now: datetime, *, budget: float,
+              sleep: Callable[[float], None]) -> PostResult:
+        me, at = self.replica, now.timestamp()
+        claim = {"pick": post.pick, "paper_id": post.paper_id}
+        since = claimed_at = at
+        if not store.claim_post(post.channel, post.key, kind=post.kind, claimer=me, now=at,
+                                paper_id=post.paper_id, pick=post.pick):
+            row = store.get_post(post.channel, post.key)
+            if row is None:
+                return PostResult("busy", post.day, detail="could not claim it")
+            if row["status"] == PostStatus.POSTED:
+                return PostResult("already", post.day, row["paper_id"], row["ts"])
+            if row["status"] == PostStatus.EMPTY:
+                return PostResult("empty", post.day)
+            # Claimed or failed: whoever retries, this process included, re-claims by compare-and-swap
+            # on the exact row it read, so only one process ever holds it. A claim whose holder may
+            # still be posting is the holder's.
+            mine = row["claimed_by"] == me
+            if (not mine and row["status"] == PostStatus.CLAIMED
+                    and holder_alive(store, row["claimed_by"], row["claimed_at"], now, me=me)):
+                return PostResult("busy", post.day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
+            claimed_at = store.take_over_post(post.channel, post.key, status=row["status"],
+                                              old_claimer=row["claimed_by"], claimed_at=row["claimed_at"],
+                                              claimer=me, now=at)
+            if claimed_at is None:
+                return PostResult("busy", post.day, row["paper_id"], detail="another process claimed it first")
+            if not mine:
+                log.info("took over the %s post for %s from %s", post.key, post.channel, row["claimed_by"])
+            claim = {"pick": row["pick"], "paper_id": row["paper_id"]}
+            # A re-claim overwrites the row's claim time: look back from the claim it replaced.
+            since = row["claimed_at"] if row["claimed_at"] is not None else claimed_at
+        poster = _posting_client(client)
+        target = post.to or post.channel
+        event_type, match = post.marker
+        # A fresh claim looks too: a database restored from a backup (or a second copy of it)
+        # has no row for a post that is already in the channel.
+        oldest = since - post.look_back.total_seconds() if post.look_back is not None else None
+        look = lambda: find_message(poster, target, event_type, match, thread_ts=post.thread_ts,  # noqa: E731
+                                    oldest=oldest)
+        ts, unsure = None, False
+        try:
+            ts = look()
+        except Exception as exc:  # send_with_retries looks again (with backoff) before posting
+            log.warning("could not check the channel for an earlier %s post: %s", post.key, _describe(exc))
+            unsure = True
+        status = "recovered" if ts else "posted"
+        if ts:
+            log.info("the %s post for %s was already in the channel (ts %s); not posting again", post.key, post.channel, ts)
+        else:
+            try:
+                message = dict(post.build(claim))
+                message["channel"] = target
+                if post.thread_ts:
+                    message["thread_ts"] = post.thread_ts
+                message["metadata"] = {"event_type": event_type,
+                                       "event_payload": {**match, **(message.get("metadata") or {})
+                                                         .get("event_payload", {})}}
+                ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
+                                       unsure=unsure)
+            except Exception as exc:
+                store.fail_post(post.channel, post.key, claimer=me, error=_describe(exc), claimed_at=claimed_at)
+                log.error("the %s post for %s was not posted: %s", post.key, post.channel, _describe(exc))
+                return PostResult("failed", post.day, claim["paper_id"], detail=_describe(exc))
+        if not store.finish_post(post.channel, post.key, claimer=me, ts=ts, now=at, claimed_at=claimed_at):
+            log.warning("the %s post for %s went out (ts %s) but the claim had moved on", post.key, post.channel, ts)
+        return PostResult(status, post.day, claim["paper_id"], ts)
+
+
+# -- the paper of the day ---------------------------------------------------------------------
 def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, *,
                feedback: Feedback, day: date | None = None, settings: Settings | None = None, llm=None,
-               claimer: str = PROCESS_CLAIMER, budget: float = POST_BUDGET,
+               poster: Poster | None = None, budget: float = POST_BUDGET,
                sleep: Callable[[float], None] = time.sleep) -> PostResult:
     """Post the channel's paper of the day for `day` (default: today in its zone) exactly once."""
+    poster = poster or Poster()
     day = day or local_today(channel_tz(store, channel, settings), now)
-    lock = _day_lock(channel, day.isoformat())
-    if not lock.acquire(blocking=False):
-        return PostResult("busy", day, detail="this process is already posting it")
-    try:
-        return _post_daily(client, store, searcher, channel, now, day, settings, llm, feedback, claimer,
-                           budget, sleep)
-    finally:
-        lock.release()
-
-
-def _post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, day: date,
-                settings: Settings | None, llm, feedback: Feedback, claimer: str, budget: float,
-                sleep: Callable[[float], None]) -> PostResult:
     key = day.isoformat()
     command = getattr(settings, "command", None) or "/paper"
-    row = store.get_post(channel, key)
+
+    def build(claim: dict) -> dict:
+        pick = DailyPick.from_dict(claim["pick"], channel, day)
+        return build_digest(store, pick, channel, day, feedback=feedback, llm=llm, command=command,
+                            now=now.timestamp())
+
     for _ in range(2):  # a second round only when a concurrent pick took "our" paper
-        if row is not None:
-            break
-        pick = make_pick(store, searcher, channel, day, feedback=feedback)
-        if pick is None:
-            return _post_empty(client, store, channel, day, claimer, now, command, budget, sleep)
-        if store.claim_post(channel, key, claimer=claimer, paper_id=pick.paper_id, pick=pick.to_dict(),
-                            now=now.timestamp()):
-            log.info("claimed %s for %s: %s (%s)", key, channel, pick.paper_id,
+        pick = None
+        if store.get_post(channel, key) is None:
+            pick = make_pick(store, searcher, channel, day, feedback=feedback)
+            if pick is None:
+                return _post_empty(client, store, channel, day, poster.replica, now, command, budget, sleep)
+            log.info("picked for %s on %s: %s (%s)", channel, key, pick.paper_id,
                      pick.explain(member_tag))  # members as hashes: INFO logs name nobody
-            return _deliver(client, store, channel, day, now, claimer, pick.to_dict(), llm, feedback, command,
-                            budget, sleep, claimed_at=now.timestamp())
-        row = store.get_post(channel, key)
-    if row is None:
+        post = Post(channel, key, DAILY, day, build, paper_id=pick and pick.paper_id,
+                    pick=pick and pick.to_dict(), look_back=LOOK_BACK)
+        result = poster.post_once(client, store, post, now, budget=budget, sleep=sleep)
+        if result.status != "busy" or store.get_post(channel, key) is not None:
+            break
+    if result.status == "busy" and store.get_post(channel, key) is None:
         return PostResult("busy", day, detail="could not claim the day")
-    if row["status"] == PostStatus.POSTED:
-        return PostResult("already", day, row["paper_id"], row["ts"])
-    if row["status"] == PostStatus.EMPTY:
-        return PostResult("empty", day)
-    # Claimed or failed: whoever retries, this process included, re-claims by compare-and-swap
-    # on the exact row it read, so only one process ever holds the day. A row whose claimer
-    # is still alive is that claimer's to retry, failed or not.
-    mine = row["claimed_by"] == claimer
-    if not mine and claimer_alive(row["claimed_by"], row["claimed_at"], now, store):
-        return PostResult("busy", day, row["paper_id"], detail=f"claimed by {row['claimed_by']}")
-    claimed_at = store.take_over_post(channel, key, status=row["status"], old_claimer=row["claimed_by"],
-                                      claimed_at=row["claimed_at"], claimer=claimer, now=now.timestamp())
-    if claimed_at is None:
-        return PostResult("busy", day, row["paper_id"], detail="another process claimed it first")
-    if not mine:
-        log.info("took over the %s post for %s from %s", key, channel, row["claimed_by"])
-    return _deliver(client, store, channel, day, now, claimer, row["pick"], llm, feedback, command, budget,
-                    sleep, claimed_at=claimed_at, since=row["claimed_at"])
+    if result.status in ("posted", "recovered"):
+        _abstract_reply(client, store, channel, day, result, budget=budget, sleep=sleep)
+        log.info("paper of the day %s for %s: %s (ts %s)", key, channel, result.paper_id, result.ts)
+    return result
 
 
-def _deliver(client: WebClient, store: Store, channel: str, day: date, now: datetime, claimer: str,
-             pick_data: dict, llm, feedback: Feedback, command: str, budget: float,
-             sleep: Callable[[float], None], *,
-             claimed_at: float | None = None, since: float | None = None) -> PostResult:
-    """Post the claimed pick (or find it already posted), record the ts, add the abstract."""
-    key = day.isoformat()
-    pick = DailyPick.from_dict(pick_data, channel, day)
-    poster = _posting_client(client)
-    # A fresh claim looks too: a database restored from a backup (or a second copy of it)
-    # has no row for a post that is already in the channel. A retry looks back as far from
-    # the claim it replaced, since a re-claim overwrites the row's earlier claim times; the
-    # post is retried only within the catch-up window, well inside LOOK_BACK.
-    anchor = since if since is not None else claimed_at
-    since = anchor - LOOK_BACK.total_seconds() if anchor is not None else None
-    look = lambda: find_daily_message(poster, channel, day, oldest=since)  # noqa: E731
-    ts, unsure = None, False
+def _abstract_reply(client: WebClient, store: Store, channel: str, day: date, result: PostResult, *,
+                    budget: float, sleep: Callable[[float], None]) -> None:
+    """The paper's abstract in the digest's thread; a missing one is not worth a retry storm."""
+    paper = store.get_paper(result.paper_id) if result.paper_id else None
+    if paper is None or not paper.abstract:
+        return
     try:
-        ts = look()
-    except Exception as exc:  # send_with_retries looks again (with backoff) before posting
-        log.warning("could not check the channel for an earlier post: %s", _describe(exc))
-        unsure = True
-    status = "recovered" if ts else "posted"
-    if ts:
-        log.info("the %s post for %s was already in the channel (ts %s); not posting again", key, channel, ts)
-    else:
-        try:
-            message = build_digest(store, pick, channel, day, feedback=feedback, llm=llm, command=command,
-                                   now=now.timestamp())
-            ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
-                                   unsure=unsure)
-        except Exception as exc:
-            store.fail_post(channel, key, claimer=claimer, error=_describe(exc), claimed_at=claimed_at)
-            log.error("the %s paper of the day for %s was not posted: %s", key, channel, _describe(exc))
-            return PostResult("failed", day, pick.paper_id, detail=_describe(exc))
-    if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp(), claimed_at=claimed_at):
-        log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
-    paper = store.get_paper(pick.paper_id)
-    if paper is not None and paper.abstract:
-        try:
-            reply = send_with_retries(poster, {
-                "channel": channel, "thread_ts": ts, "text": bk.esc(f"Abstract of {paper.short_name}"),
-                "blocks": [b.to_dict() for b in bk.abstract_blocks(paper)],
-                "unfurl_links": False, "unfurl_media": False}, budget=min(budget, 60.0), sleep=sleep)
-            store.set_post_abstract(channel, key, reply)
-        except Exception as exc:  # the digest is out; a missing abstract reply is not worth a retry storm
-            log.warning("abstract reply for %s %s failed: %s", channel, key, _describe(exc))
-    log.info("paper of the day %s for %s: %s (ts %s)", key, channel, pick.paper_id, ts)
-    return PostResult(status, day, pick.paper_id, ts)
+        reply = send_with_retries(_posting_client(client), {
+            "channel": channel, "thread_ts": result.ts, "text": bk.esc(f"Abstract of {paper.short_name}"),
+            "blocks": [b.to_dict() for b in bk.abstract_blocks(paper)],
+            "unfurl_links": False, "unfurl_media": False}, budget=min(budget, 60.0), sleep=sleep)
+        store.set_post_abstract(channel, day.isoformat(), reply)
+    except Exception as exc:
+        log.warning("abstract reply for %s %s failed: %s", channel, day.isoformat(), _describe(exc))
 
 
 def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feedback: Feedback, now: float,
@@ -382,10 +386,12 @@ def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feed
 
 def _post_empty(client: WebClient, store: Store, channel: str, day: date, claimer: str, now: datetime,
                 command: str, budget: float, sleep: Callable[[float], None]) -> PostResult:
-    """Nothing left to pick: say so in the channel, once (not again on the following days)."""
+    """Nothing left to pick: say so in the channel, once (not again on the following days).
+
+    The row is claimed as `empty` at once and never retried, so this notice sits beside the
+    machine rather than in it; it shares the finder and the sender."""
     key = day.isoformat()
-    if not store.claim_post(channel, key, claimer=claimer, paper_id=None, pick=None, status=PostStatus.EMPTY,
-                            now=now.timestamp()):
+    if not store.claim_post(channel, key, claimer=claimer, status=PostStatus.EMPTY, now=now.timestamp()):
         return PostResult("empty", day)
     before = store.post_days(channel, (day - timedelta(days=7)).isoformat())
     if any(s == PostStatus.EMPTY and d < key for d, s in before.items()):
@@ -397,99 +403,9 @@ def _post_empty(client: WebClient, store: Store, channel: str, day: date, claime
                "metadata": {"event_type": EVENT_TYPE, "event_payload": {"date": key, "paper_id": None}}}
     try:
         ts = send_with_retries(poster, message, budget=budget, sleep=sleep,
-                               already_posted=lambda: find_daily_message(poster, channel, day))
+                               already_posted=lambda: find_message(poster, channel, EVENT_TYPE, {"date": key}))
         store.set_post_abstract(channel, key, ts)  # keeps the notice's ts with the row
     except Exception as exc:
         log.error("could not tell %s there is nothing left to pick: %s", channel, _describe(exc))
     log.info("nothing left to pick for %s on %s", channel, key)
     return PostResult("empty", day)
-
-
-# -- any other scheduled post (the club's agenda, winner, reminder, thread, recap) --------------
-SCHEDULED_EVENT = "paperclub_scheduled"  # metadata: {"kind", "key"}; the key names the claim row
-
-
-def find_scheduled_message(client: WebClient, channel: str, key: str, *, thread_ts: str | None = None,
-                           oldest: float | None = None) -> str | None:
-    """The ts of the post with this key if it is already in the channel (or the thread)."""
-    cursor = None
-    for _ in range(5):
-        kwargs = dict(channel=channel, include_all_metadata=True, limit=200)
-        if thread_ts:
-            kwargs["ts"] = thread_ts
-        elif oldest:
-            kwargs["oldest"] = f"{max(0.0, oldest - 120):.6f}"
-        if cursor:
-            kwargs["cursor"] = cursor
-        resp = client.conversations_replies(**kwargs) if thread_ts else client.conversations_history(**kwargs)
-        for msg in resp.get("messages") or []:
-            meta = msg.get("metadata") or {}
-            if meta.get("event_type") == SCHEDULED_EVENT and (meta.get("event_payload") or {}).get("key") == key:
-                return msg.get("ts")
-        cursor = (resp.get("response_metadata") or {}).get("next_cursor")
-        if not cursor:
-            return None
-    return None
-
-
-def post_once(client: WebClient, store: Store, channel: str, key: str, build: Callable[[], dict], now: datetime,
-              *, kind: str, thread_ts: str | None = None, claimer: str = PROCESS_CLAIMER,
-              budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep,
-              post_to: str | None = None) -> PostResult:
-    """Post `build()` (chat.postMessage arguments) once for (channel, key), with the daily post's
-    machine: a claim row, message metadata, a channel lookup before any re-post, retries.
-
-    `post_to`: the conversation the message goes to and is looked for in, when it is not the
-    claim's channel (the presenter's DM: the claim stays with the club's channel)."""
-    day = now.date()
-    lock = _day_lock(channel, key)
-    if not lock.acquire(blocking=False):
-        return PostResult("busy", day, detail="this process is already posting it")
-    try:
-        recover = False
-        claimed_at = now.timestamp()
-        if not store.claim_post(channel, key, kind=kind, claimer=claimer, now=claimed_at):
-            row = store.get_post(channel, key)
-            if row is None:
-                return PostResult("busy", day, detail="could not claim it")
-            if row["status"] == PostStatus.POSTED:
-                return PostResult("already", day, ts=row["ts"])
-            if (row["claimed_by"] != claimer and row["status"] == PostStatus.CLAIMED
-                    and claimer_alive(row["claimed_by"], row["claimed_at"], now, store)):
-                return PostResult("busy", day, detail=f"claimed by {row['claimed_by']}")
-            claimed_at = store.take_over_post(channel, key, status=row["status"], old_claimer=row["claimed_by"],
-                                              claimed_at=row["claimed_at"], claimer=claimer, now=now.timestamp())
-            if claimed_at is None:
-                return PostResult("busy", day, detail="another process took it over")
-            recover = True
-        poster = _posting_client(client)
-        # No `oldest`: the key names one session, so the newest pages of the channel are searched
-        # whatever the claim's clock said (a restored database, an injected test clock).
-        target = post_to or channel
-        look = lambda: find_scheduled_message(poster, target, key, thread_ts=thread_ts)  # noqa: E731
-        ts, unsure = None, False
-        try:
-            ts = look()
-        except Exception as exc:  # looked at again, with backoff, before posting
-            log.warning("could not check the channel for an earlier %s: %s", key, _describe(exc))
-            unsure = True
-        status = "recovered" if ts else "posted"
-        if not ts:
-            try:
-                message = dict(build())
-                message["channel"] = target
-                if thread_ts:
-                    message["thread_ts"] = thread_ts
-                message["metadata"] = {"event_type": SCHEDULED_EVENT, "event_payload": {"kind": kind, "key": key}}
-                ts = send_with_retries(poster, message, budget=budget, sleep=sleep, already_posted=look,
-                                       unsure=unsure)
-            except Exception as exc:
-                store.fail_post(channel, key, claimer=claimer, error=_describe(exc), claimed_at=claimed_at)
-                log.error("the %s post for %s was not posted: %s", key, channel, _describe(exc))
-                return PostResult("failed", day, detail=_describe(exc))
-        if not store.finish_post(channel, key, claimer=claimer, ts=ts, now=now.timestamp(), claimed_at=claimed_at):
-            log.warning("the %s post for %s went out (ts %s) but the claim had moved on", key, channel, ts)
-        log.info("%s for %s: %s (ts %s)%s", kind, channel, key, ts, " recovered" if recover and ts else "")
-        return PostResult(status, day, ts=ts)
-    finally:
-        lock.release()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from .logs import redact
+from .replica import BEAT_SECONDS
 
 if TYPE_CHECKING:
     from store import Store
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paperclub.runner")
 
-HEARTBEAT_SECONDS = 10.0  # `paperclub health` calls the bot disconnected after 45 s without one
+HEARTBEAT_SECONDS = BEAT_SECONDS  # `paperclub health` calls the bot disconnected after 45 s without one
 DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
 # The Socket Mode client notices a dropped connection only on its monitor tick, once per
 # ping interval (Bolt's default 10 s): commands sent meanwhile fail in Slack. 3 s measured
@@ -65,20 +66,6 @@ def wait_for_database(url: str, timeout: float) -> None:
         reason = database_unreachable(url)
     if next_note:  # it had to wait
         log.info("PostgreSQL at %s answered after %.0f s", address, time.monotonic() - started)
-
-
-def replica_id(settings: Settings | None = None) -> str:
-    """This process among the replicas on one database: PAPERCLUB_REPLICA_ID, else host:pid."""
-    import socket
-
-    return getattr(settings, "replica_id", None) or f"{socket.gethostname()}:{os.getpid()}"
-
-
-def write_heartbeat(store: Store, now: float | None = None, replica: str | None = None) -> None:
-    """Record that this process is alive and connected (`paperclub health` reads it)."""
-    from .health import write_heartbeat as write
-
-    write(store, time.time() if now is None else now, replica=replica)
 
 
 def _claiming(base, deps):
@@ -251,7 +238,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
     from .app import create_app
     from .deps.build import build_deps, make_client
     from .later import make_later, work_pool
-    from .posting import mark_alive
+    from .replica import replica_id, write_heartbeat
     from .scheduler import DailyService
 
     stop = stop or threading.Event()
@@ -288,16 +275,15 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
                                       f"(check SLACK_APP_TOKEN): {e}")) from None
         log.info("connected to Slack (Socket Mode) as replica %s; answering %s", replica, settings.command)
         daily.start()  # jobs from the schedules table, then any post missed while we were down
+        connected_at = time.time()
         while not stop.is_set():
-            try:  # alive, connected or not: another host's replica must not take our posts over
-                mark_alive(store, time.time())
-            except Exception as e:
-                log.warning("liveness not written: %s", e)
+            now = time.time()
             if handler.client.is_connected():
-                try:
-                    write_heartbeat(store, replica=replica)
-                except Exception as e:  # a locked or full disk must not stop the bot answering
-                    log.warning("heartbeat not written: %s", e)
+                connected_at = now
+            try:  # every beat, connected or not: another host's replica must not take our posts over
+                write_heartbeat(store, now, replica=replica, connected_at=None if connected_at == now else connected_at)
+            except Exception as e:  # a locked or full disk must not stop the bot answering
+                log.warning("heartbeat not written: %s", e)
             stop.wait(HEARTBEAT_SECONDS)
     finally:
         scheduler = daily.scheduler

@@ -37,7 +37,7 @@ from store.schedule import (
 
 from .club import club_tick
 from .feed_polls import FeedPolls
-from .health import forget_silent_replicas
+from .replica import forget_silent_replicas
 from .lease import LEASE_SECONDS, SweepLease
 from .picks import grace_of, spec_of
 from .posting import POST_BUDGET, PostResult, post_daily
@@ -238,7 +238,7 @@ class DailyService:
             deps = self.deps
             result = post_daily(self.client, store or self.store, deps.searcher, channel, now, day=day,
                                 feedback=deps.feedback, settings=deps.settings, llm=deps.llm,
-                                budget=self.budget, sleep=self.sleep)
+                                poster=deps.poster, budget=self.budget, sleep=self.sleep)
         except LeaseLost:
             raise  # the sweep stops here (SweepLease.under says so once)
         except Exception as exc:  # a scheduler job must never die silently

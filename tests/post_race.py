@@ -20,19 +20,20 @@ def racer(db: str, api_url: str, token: str, channel: str, day: str, out: str, *
     from slack_sdk import WebClient
 
     from bot.deps import Feedback
-    from bot.posting import PROCESS_CLAIMER, post_daily
+    from bot.posting import Poster, post_daily
     from store import HashingEmbedder, Searcher, open_store
 
     store = open_store(db)
+    poster = Poster()  # this process: its replica id, host:pid
     searcher = Searcher(store, HashingEmbedder())
     client = WebClient(token=token, base_url=api_url, timeout=30)
     time.sleep(max(0.0, start_at - time.time()))  # the racers start together
     ends = time.monotonic() + deadline
     for _ in range(tries):
         result = post_daily(client, store, searcher, channel, datetime.now(timezone.utc),
-                            day=date.fromisoformat(day), feedback=Feedback(), budget=budget)
+                            day=date.fromisoformat(day), feedback=Feedback(), poster=poster, budget=budget)
         with open(out, "a") as f:
-            f.write(json.dumps({"claimer": PROCESS_CLAIMER, "status": result.status, "ts": result.ts,
+            f.write(json.dumps({"claimer": poster.replica, "status": result.status, "ts": result.ts,
                                 "detail": result.detail}) + "\n")
         if result.status in ("posted", "recovered", "already") or time.monotonic() > ends:
             break

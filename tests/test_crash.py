@@ -319,19 +319,19 @@ def test_after_restoring_a_backup_from_before_the_post_the_post_is_not_made_agai
     from slack_sdk import WebClient
 
     from bot.deps import Feedback
-    from bot.posting import post_daily
+    from bot.posting import Poster, post_daily
     from store import HashingEmbedder, Searcher, open_store
 
     client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
     backup = copy_db(hashing_db, tmp_path / "backup.db")
     live = open_store(copy_db(hashing_db, tmp_path / "live.db"))
     first = post_daily(client, live, Searcher(live, HashingEmbedder()), CH,
-                       datetime(2024, 6, 3, 9, 0, tzinfo=timezone.utc), feedback=Feedback(), claimer="before-the-restore")
+                       datetime(2024, 6, 3, 9, 0, tzinfo=timezone.utc), feedback=Feedback(), poster=Poster("before-the-restore"))
     assert first.status == "posted"
     live.close()
     restored = open_store(backup)  # the post's row is not in it
     again = post_daily(client, restored, Searcher(restored, HashingEmbedder()), CH,
-                       datetime(2024, 6, 3, 15, 0, tzinfo=timezone.utc), feedback=Feedback(), claimer="after-the-restore")
+                       datetime(2024, 6, 3, 15, 0, tzinfo=timezone.utc), feedback=Feedback(), poster=Poster("after-the-restore"))
     (post,) = daily_posts(fake_slack)
     assert again.ts == post["ts"] and restored.get_post(CH, DAY)["ts"] == post["ts"]
     restored.close()

@@ -28,7 +28,7 @@ from slack_sdk import WebClient
 
 from bot.blocks import ACTION_NOMINATE, ACTION_SAVE
 from bot.deps import Feedback
-from bot.posting import EVENT_TYPE, post_daily
+from bot.posting import EVENT_TYPE, Poster, post_daily
 from bot.scheduler import DailyService
 from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
 from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
@@ -471,14 +471,14 @@ def test_a_post_already_out_is_found_after_a_restore_even_in_a_channel_of_1500_n
     backup = copy_db(hashing_db, tmp_path / "backup.db")
     live = open_store(copy_db(hashing_db, tmp_path / "live.db"))
     first = post_daily(client, live, Searcher(live, HashingEmbedder()), CH, datetime(2024, 6, 3, 9, 0, tzinfo=UTC),
-                       feedback=Feedback(), claimer="before-the-restore")
+                       feedback=Feedback(), poster=Poster("before-the-restore"))
     live.close()
     assert first.status == "posted"
     for i in range(1500):
         fake_slack.add_message(CH, f"chatter {i}", user=f"U{i % 9}")
     restored = open_store(backup)
     again = post_daily(client, restored, Searcher(restored, HashingEmbedder()), CH,
-                       datetime(2024, 6, 3, 15, 0, tzinfo=UTC), feedback=Feedback(), claimer="after-the-restore")
+                       datetime(2024, 6, 3, 15, 0, tzinfo=UTC), feedback=Feedback(), poster=Poster("after-the-restore"))
     assert len(daily_posts(fake_slack)) == 1, "the paper of the day was posted twice"
     assert again.status == "recovered" and again.ts == first.ts
     assert restored.get_post(CH, "2024-06-03")["ts"] == first.ts

@@ -175,7 +175,8 @@ def test_a_post_claimed_by_a_replica_on_another_host_is_taken_over_once_its_beat
 
     from bot.deps import Feedback
     from bot.picks import make_pick
-    from bot.posting import mark_alive, post_daily
+    from bot.posting import post_daily
+    from bot.replica import write_heartbeat
     from conftest import BOT_TOKEN
     from store import HashingEmbedder, Searcher
 
@@ -185,7 +186,7 @@ def test_a_post_claimed_by_a_replica_on_another_host_is_taken_over_once_its_beat
     other = "another-container:1:0badc0de"  # pid 1 of another host: its pid cannot be asked from here
     assert hashing_store.claim_post("C1", "2026-12-01", claimer=other, paper_id=pick.paper_id,
                                     pick=pick.to_dict(), now=now.timestamp() - 60)
-    mark_alive(hashing_store, now.timestamp() - 5, claimer=other)
+    write_heartbeat(hashing_store, now.timestamp() - 5, replica=other)
     client = WebClient(token=BOT_TOKEN, base_url=fake_slack.api_url)
     busy = post_daily(client, hashing_store, searcher, "C1", now, feedback=Feedback(), sleep=lambda s: None)
     assert busy.status == "busy" and other in busy.detail  # it beats: it is still posting
@@ -278,18 +279,17 @@ def test_a_delivery_acked_first_is_claimed_after_and_handled_by_one_replica_even
 
 
 def test_the_rows_of_replicas_silent_for_a_day_are_dropped_and_live_ones_kept(store_url):
-    from bot.health import check_health, forget_silent_replicas, write_heartbeat
-    from bot.posting import mark_alive
+    from bot.health import check_health
+    from bot.replica import forget_silent_replicas, write_heartbeat
 
     store = open_store(store_url)
     now = time.time()
     write_heartbeat(store, now - 2 * 86_400, replica="host-a:101")  # a start two days ago, long gone
-    mark_alive(store, now - 2 * 86_400, claimer="host-a:101:x")
     write_heartbeat(store, now, replica="host-b:202")  # the replica running now
-    mark_alive(store, now, claimer="host-b:202:y")
-    assert forget_silent_replicas(store, now) == 3  # the old one's heartbeat, its writer and its beat
+    store.set_meta("alive:host-a:101:x", str(now))  # the second beat an older version wrote
+    assert forget_silent_replicas(store, now) == 3  # the old one's heartbeat, its writer, and the old beat
     assert store.meta_items("heartbeat:") == {"heartbeat:host-b:202": str(now)}
-    assert list(store.meta_items("alive:")) == ["alive:host-b:202:y"]
+    assert list(store.meta_items("alive:")) == []
     assert store.get_meta("heartbeat_by:host-a:101") is None
     assert store.get_meta("heartbeat_by:host-b:202") is not None
     assert forget_silent_replicas(store, now) == 0  # nothing more to drop

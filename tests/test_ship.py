@@ -87,18 +87,20 @@ def test_run_without_tokens_or_a_terminal_exits_non_zero_naming_the_variable(tmp
 # -- 3. health is this process's connection ----------------------------------------------------
 @pytest.mark.slow  # starts a process
 def test_a_heartbeat_left_by_a_stopped_process_is_not_healthy(tmp_path):
+    from bot.replica import write_heartbeat
+
     db = tmp_path / "p.db"
     open_store(db).close()
     # Another process beats, as the bot of an earlier container did, and exits.
     subprocess.run([sys.executable, "-c", "import sys, time; from store import open_store; "
-                    "from bot.runner import write_heartbeat; write_heartbeat(open_store(sys.argv[1]))",
+                    "from bot.replica import write_heartbeat; write_heartbeat(open_store(sys.argv[1]), time.time())",
                     str(db)], check=True, timeout=60)
     result = check_health(db, now=time.time())
     assert not result.ok
     assert "has stopped" in result.message and "has not connected" in result.message
 
     store = open_store(db, migrate=False)  # the running bot (this process) beats: healthy
-    runner.write_heartbeat(store)
+    write_heartbeat(store, time.time())
     store.close()
     assert check_health(db, now=time.time()).ok
 

@@ -78,7 +78,7 @@ def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str |
     return result.ts
 
 
-# -- scheduled club posts: each through posting.post_once (claim row, metadata, lookup, retries) --
+# -- scheduled club posts: each through posting.Poster.post_once (claim, look, deliver, finish) --
 STEPS = ("agenda", "winner", "reminder", "thread", "recap")
 CLUB_GRACE = timedelta(hours=3)  # a step missed by less than this is done on the next tick (catch-up)
 
@@ -125,8 +125,10 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     store = deps.store
     day = start.date()
     key = f"{step}:{day.isoformat()}"
-    once = lambda build, **kw: posting.post_once(client, store, channel, key, build, now, kind=step,  # noqa: E731
-                                                 budget=budget, sleep=sleep, **kw)
+
+    def once(build, *, thread_ts: str | None = None) -> posting.PostResult:
+        post = posting.Post(channel, key, step, now.date(), lambda claim: build(), thread_ts=thread_ts)
+        return deps.poster.post_once(client, store, post, now, budget=budget, sleep=sleep)
     if step == "agenda":
         if spec.mode == cl.PRESENTER_CHOOSES:
             cl.assign_presenter(store, channel, day, now)
@@ -267,9 +269,8 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
                 raise
             # This member can never be DMed (deactivated, a bot, unknown): record it, stop asking.
             why = f"{NO_DM} {exc.response.get('error')}"
-            if store.claim_post(channel, key, kind="presenter_dm", claimer=posting.PROCESS_CLAIMER,
-                                now=now.timestamp()):
-                store.fail_post(channel, key, claimer=posting.PROCESS_CLAIMER, error=why, claimed_at=now.timestamp())
+            if store.claim_post(channel, key, kind="presenter_dm", claimer=deps.poster.replica, now=now.timestamp()):
+                store.fail_post(channel, key, claimer=deps.poster.replica, error=why, claimed_at=now.timestamp())
             log.warning("cannot DM the presenter %s for %s on %s: %s", member_tag(presenter), channel, day, why)
             return posting.PostResult("failed", now.date(), detail=why)
         spec = _spec(deps, channel)
@@ -283,8 +284,8 @@ def dm_presenter(deps: Deps, client, channel: str, day: date, now: datetime, *, 
                 questions=cl.session_questions(paper.abstract, paper.title, llm=deps.llm))
             return {"text": bk.fallback_text(f"You present {bk.esc(paper.short_name)} at the reading group"),
                     "blocks": [b.to_dict() for b in blocks], "unfurl_links": False, "unfurl_media": False}
-        result = posting.post_once(client, store, channel, key, build, now, kind="presenter_dm", post_to=dm,
-                                   budget=budget, sleep=sleep)
+        post = posting.Post(channel, key, "presenter_dm", now.date(), lambda claim: build(), to=dm)
+        result = deps.poster.post_once(client, store, post, now, budget=budget, sleep=sleep)
         if result.status == "failed":
             log.warning("the presenter's DM for %s on %s failed (%s); trying again later", channel, day,
                         result.detail)

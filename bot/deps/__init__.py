@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from store import feedback as fb
 
@@ -66,6 +66,14 @@ class Rescheduler:
             on_change(channel)
 
 
+class PostMachine(Protocol):
+    """bot.posting.Poster as the bundle sees it (this module imports no feature): who posts, and how."""
+
+    replica: str
+
+    def post_once(self, client: Any, store: Any, post: Any, now: datetime, **kw) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Deps:
     """Built once by `bot.deps.build.build_deps` and passed down; nothing is patched on later."""
@@ -82,9 +90,10 @@ class Deps:
     reschedule: Rescheduler = field(default_factory=lambda: Rescheduler())  # /paper schedule -> the scheduler
     home_sections: tuple[HomeSection, ...] = ()  # App Home, after the "what is this" part
     sources: Sources | None = None  # arXiv and OpenReview clients (/paper add, link unfurls, feeds)
-    replica: str = "local"  # this process among the replicas on one database (bot/runner.replica_id)
+    replica: str = "local"  # this process among the replicas on one database (bot/replica.py)
     claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/claims.py)
     unfurls: BatchQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
+    poster: PostMachine | None = None  # makes every post exactly once (bot.posting.Poster, one per process)
 
     @property
     def command(self) -> str:

@@ -24,6 +24,7 @@ from ..claims import EventClaims
 from ..grammar import Commands
 from ..later import make_later
 from ..outgoing import SafeClient, gated
+from ..posting import Poster
 from ..unfurl import unfurl_queue
 from . import Clock, Deps, Feedback, Later
 
@@ -57,7 +58,8 @@ def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: C
                 later=later or make_later(None), feedback=Feedback.from_settings(settings),
                 llm=make_llm(settings), slack=gated(slack), home_sections=home.SECTIONS,
                 sources=sources or make_sources(settings, store=store), replica=replica,
-                claims=EventClaims(store, replica, clock), unfurls=unfurl_queue(threaded=later is not None))
+                claims=EventClaims(store, replica, clock), unfurls=unfurl_queue(threaded=later is not None),
+                poster=Poster(replica))
 
 
 def make_client(settings: Settings) -> WebClient:
