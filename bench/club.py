@@ -1,7 +1,7 @@
 """A year of a reading group: 10 members, 52 weekly sessions, random aways, nominations and votes.
 
 Drives the real store (SQLite, 300 ICLR 2024 abstracts, weightless embedder), the real
-scheduled-post path (bot.club.club_tick -> bot.posting.post_once) against the fake Slack with an
+scheduled-post path (bot.club.club_tick -> bot.posting.Poster.post_once) against the fake Slack with an
 injected clock, and injects faults on the scheduled posts: 429s, 500s, and a crash right after
 Slack accepted a post (the claim left to a dead process with no ts recorded).
 
