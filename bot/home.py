@@ -1,4 +1,4 @@
-"""App Home: what the bot is and how to use it, then each section for the member (their reading list)."""
+"""App Home: the member's own sections first (reading list, reactions, reading groups), how to use it last."""
 from __future__ import annotations
 
 import logging
@@ -33,20 +33,15 @@ def register(app: App, deps: Deps) -> None:
 
 
 def home_blocks(deps: Deps, user_id: str) -> list[Block]:
-    """What the bot is, how to use it, then each of `deps.home_sections` for this member."""
+    """A line on what the bot is, then what is the member's own (`deps.home_sections`: their
+    reading list, reactions, reading groups), and how to use it last."""
     cmd = deps.command
     stats = ", ".join(f"{c or 'uncategorised'} ({n})" for c, _, n in deps.store.collections()[:8])
     entries = [(s.usage, s.help, s.example) for s in deps.commands.visible()]
     blocks: list[Block] = [
         bk.header("paperclub: the reading group's paper finder"),
-        bk.section("Find papers by meaning or keyword, read a short summary, see related work, "
-                   "and share the good ones with the channel. Type "
-                   f"{code(cmd + ' search <words>')} in any channel; only you see the answer "
-                   "until you press *Share to channel*."),
         bk.context(f"{deps.store.count_papers():,} papers", bk.esc(stats)),
-        DividerBlock(),
     ]
-    blocks += bk.help_blocks(cmd, entries, title="How to use")
     for section in deps.home_sections:
         try:
             extra = section(deps, user_id)
@@ -54,7 +49,12 @@ def home_blocks(deps: Deps, user_id: str) -> list[Block]:
             log.warning("home section %s failed", getattr(section, "__name__", section), exc_info=True)
             continue
         if extra:
-            blocks += [DividerBlock(), *extra]
+            blocks += [*extra, DividerBlock()]
+    blocks.append(bk.section("Find papers by meaning or keyword, read a short summary, see related work, "
+                             "and share the good ones with the channel. Type "
+                             f"{code(cmd + ' search <words>')} in any channel; only you see the answer "
+                             "until you press *Share to channel*."))
+    blocks += bk.help_blocks(cmd, entries, title="How to use")
     return blocks[: bk.MAX_VIEW_BLOCKS]
 
 

@@ -325,6 +325,9 @@ def test_app_home_explains_the_bot_and_shows_hooks(slack, module_store, searcher
     assert view["type"] == "home"
     assert "/paper search" in text and f"{module_store.count_papers()} papers" in text
     assert "Saved papers of <@U3>" in text
+    # What is the member's comes first; help (2,000+ characters) comes after it, not before.
+    assert text.index("Your reading list") < text.index("How to use")
+    assert text.index("Saved papers of <@U3>") < text.index("How to use")
 
 
 def test_a_broken_home_hook_does_not_blank_the_home_tab(slack, module_store, searcher):
