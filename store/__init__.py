@@ -9,10 +9,10 @@ The way in is `open_store(url)`; everything else here takes the Store it returns
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .backends.conninfo import is_server_database, redact
+from .backends import database_address, database_unreachable, open_store
+from .backends.conninfo import is_server_database
 from .base import BackupResult, Store
 from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, NoDatabase, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
@@ -91,55 +91,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-_SQLITE_PREFIX = "sqlite:///"
-
-
-def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
-               read_only: bool = False) -> Store:
-    """The Store at url: a file path, sqlite:///path (':memory:' too) or postgresql://user@host/db.
-
-    must_exist=True refuses to create a database (health checks, backups); migrate=False
-    leaves the schema as it is; read_only=True opens an existing file without writing at all
-    (a read-only volume, or a database from a newer paperclub).
-    """
-    text = str(url)
-    if is_server_database(text):
-        from .backends.postgres import PostgresStore  # psycopg loads only for PostgreSQL
-
-        return PostgresStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
-    if text.startswith(_SQLITE_PREFIX):
-        text = text[len(_SQLITE_PREFIX):] or ":memory:"
-    elif text.startswith(("postgresql:", "postgres:")):  # a URL that went through Path() lost a slash
-        raise StoreError("a PostgreSQL URL starts postgresql:// (this one has lost a slash), not a file name")
-    elif "://" in text:
-        raise StoreError(f"unknown database URL {redact(text)!r}: use a file path, sqlite:///path, "
-                         "postgresql://... or a PostgreSQL key=value connection string")
-    from .backends.sqlite import SQLiteStore
-
-    return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
-
-
-def database_unreachable(url: str | Path) -> str | None:
-    """Why the database server at url does not answer (yet), or None when it does.
-
-    Always None for SQLite (a file needs no server). A PostgreSQL server that answers
-    with a refusal waiting cannot fix (no such database, role or password) raises StoreError.
-    """
-    text = str(url)
-    if not is_server_database(text):
-        return None
-    from .backends.postgres import unreachable_reason
-
-    return unreachable_reason(text)
-
-
-def database_address(url: str | Path) -> str:
-    """Where the database lives, for a person: host:port for PostgreSQL, the path for SQLite."""
-    text = str(url)
-    if not is_server_database(text):
-        return text.removeprefix(_SQLITE_PREFIX)
-    from .backends.postgres import server_address
-
-    return server_address(text)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import threading
 from pathlib import Path
@@ -40,15 +39,6 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
-def offline_quiet() -> None:
-    """Nothing may be fetched from a hub at run time, and loading prints no progress bars."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-
-
 def cpu_has_amx() -> bool:
     """bf16 autocast only pays on CPUs with AMX tiles; elsewhere it is slower than fp32."""
     try:
@@ -83,6 +73,8 @@ class SentenceTransformerEmbedder:
         """Load the model now (the bot does this before connecting)."""
         with self._lock:
             if self._model is None:
+                from .embed_onnx import offline_quiet
+
                 offline_quiet()
                 from sentence_transformers import SentenceTransformer
 

@@ -38,6 +38,15 @@ _WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
+def offline_quiet() -> None:
+    """Nothing may be fetched from a hub at run time, and loading prints no progress bars."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
 def import_onnxruntime():
     """onnxruntime, imported with its telemetry off.
 
@@ -105,8 +114,6 @@ def cache_path(model_dir: Path, cache_dir: Path) -> Path:
 def export_onnx(model_dir: Path, out: Path) -> None:
     """Export the model (transformer + mean pooling + normalisation) to `out` with torch.onnx,
     check it against sentence-transformers on PROBES, and only then move it into place."""
-    from .embed import offline_quiet
-
     offline_quiet()
     try:
         import onnx  # noqa: F401  torch.onnx needs it to write the file

@@ -121,7 +121,7 @@ def copy_sqlite_to_postgres(source: SQLiteStore, target: PostgresStore) -> list[
 
 def migrate_store(source_url: str, target_url: str) -> list[TableCopy]:
     """`paperclub migrate`: copy the SQLite store at source_url into the PostgreSQL at target_url."""
-    from .. import open_store
+    from . import open_store
 
     if not is_server_database(target_url):
         raise StoreError(f"--to must be a postgresql:// URL (or a key=value connection string), "
