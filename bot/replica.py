@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store.errors import StoreError
+from store.text import parse_number
 
 if TYPE_CHECKING:
     from store import Store
@@ -93,8 +94,8 @@ def holder_alive(store: Store, holder: str | None, claimed_at: float | None, now
         return True
     host, _, rest = holder.partition(":")
     pid_text = rest.partition(":")[0]
-    if host == socket.gethostname() and pid_text.isdigit():
-        pid = int(pid_text)
+    pid = parse_number(pid_text, 1, 2**63)
+    if host == socket.gethostname() and pid is not None:
         if pid == os.getpid():
             return False  # our pid under another name: a previous life of this container
         try:

@@ -84,3 +84,25 @@ def test_a_venue_id_with_a_dot_segment_or_an_empty_one_is_refused(venue):
         return
     assert len(segments) > 1 and all(s not in ("", ".", "..") and " " not in s for s in segments)
     assert segments[0] != "-"
+
+
+@pytest.mark.parametrize("retry_after", ["³", "²⁰", "１", "٣", "Ⅳ"])
+def test_a_source_s_retry_after_in_digits_that_are_not_ascii_gets_a_clear_answer(world, retry_after):
+    """Numbers from upstream go through the same reader as typed ones (store.text.parse_number)."""
+    from bot.later import SORRY
+
+    app, deps, src, fake = world
+    src.fail("/api/query", 503, times=5, retry_after=retry_after)
+    reply = text_of(dispatch_command(app, fake, "add 2612.00001", user="U1", channel="C1"))
+    assert SORRY not in reply
+    assert "couldn't get a usable answer from arXiv" in reply or "arXiv has no paper 2612.00001" in reply
+
+
+def test_an_arxiv_entry_dated_in_digits_that_are_not_ascii_has_no_year_rather_than_an_error():
+    from store.sources.arxiv import record
+
+    r = record("2612.00001", title="T", abstract="A study.", authors=["Ann"], categories=["cs.LG"],
+               primary="cs.LG", published="²⁰²⁶-12-01T00:00:00Z")
+    assert r.year is None
+    assert record("2612.00001", title="T", abstract="A study.", authors=[], categories=[], primary=None,
+                  published="2026-12-01T00:00:00Z").year == 2026

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 
 from ..ingest import Record
+from ..text import parse_number
 from .http import Fetcher, SourceError
 
 log = logging.getLogger("paperclub.sources")
@@ -78,7 +79,7 @@ def _squash(text: str | None) -> str:
 def record(arxiv_id: str, *, title: str, abstract: str, authors: list[str], categories: list[str],
            primary: str | None, published: str | None, doi: str | None = None, source: str = "arxiv") -> Record:
     """The ingest record of one arXiv paper (no version: a new version is the same paper)."""
-    year = int(published[:4]) if published and published[:4].isdigit() else None
+    year = parse_number((published or "")[:4], 1000, 9999)
     return Record(
         abstract=_squash(abstract),
         title=_squash(title) or None,

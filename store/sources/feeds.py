@@ -14,6 +14,7 @@ from typing import Callable
 from ..base import Store
 from ..embed import Embedder
 from ..errors import StoreError
+from ..text import parse_number
 from ..ingest import IngestResult, Record, external_ids, ingest_records
 from . import arxiv, openreview
 from .clients import Sources
@@ -268,7 +269,7 @@ DEFAULT_FRESH_DAYS = 7
 def fresh_days(store: Store, channel: str) -> int:
     """How many days a feed's paper counts as new for this channel (`/paper feed fresh N`)."""
     value = store.get_meta(f"fresh_days:{channel}")
-    return int(value) if value and value.isdigit() else DEFAULT_FRESH_DAYS
+    return parse_number(value, 1, 10**6) or DEFAULT_FRESH_DAYS
 
 
 def fresh_papers(store: Store, channel: str, day: date) -> dict[str, tuple[float, str]]:

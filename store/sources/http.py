@@ -28,6 +28,7 @@ from typing import Callable
 import httpx
 
 from ..errors import StoreError
+from ..text import parse_number
 
 log = logging.getLogger("paperclub.sources")
 
@@ -122,9 +123,9 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
                                       f"{origin[1]} are followed")
                 request = target
                 continue
-            size = response.headers.get("Content-Length", "")
-            if size.isdigit() and int(size) > max_bytes:
-                raise TooLargeError(f"answer of {int(size):,} bytes is over the {max_bytes:,}-byte cap")
+            size = parse_number(response.headers.get("Content-Length"), 0, 10**18)
+            if size is not None and size > max_bytes:
+                raise TooLargeError(f"answer of {size:,} bytes is over the {max_bytes:,}-byte cap")
             timer = _cut_at_deadline(response, end - clock())
             body = bytearray()
             try:
@@ -143,8 +144,9 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
             finally:
                 if timer is not None:
                     timer.cancel()
-            headers = [(k, v) for k, v in response.headers.multi_items()
-                       if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+            # as bytes: a header value that is not ASCII ('Retry-After: ³') must not fail the copy
+            headers = [(k, v) for k, v in response.headers.raw
+                       if k.lower() not in (b"content-encoding", b"content-length", b"transfer-encoding")]
             return httpx.Response(response.status_code, headers=headers, content=bytes(body),
                                   request=response.request)
         finally:
@@ -157,8 +159,9 @@ def _retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    seconds = parse_number(value, 0, 10**9)
+    if seconds is not None:
+        return float(seconds)
     try:
         return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
     except (TypeError, ValueError):
