@@ -182,6 +182,13 @@ def test_a_slot_long_past_does_not_delay_the_next_request(store):
     assert store.reserve_slot("openreview", interval=1.0, now=NOW + 60) == NOW + 60  # per service
 
 
+def test_a_slot_a_fast_clock_left_far_ahead_does_not_stall_every_process(store):
+    """A host whose clock ran a day fast asked once: the others do not wait a day for arXiv."""
+    assert store.reserve_slot("arxiv", interval=3.0, now=NOW + 86_400) == NOW + 86_400
+    assert store.reserve_slot("arxiv", interval=3.0, now=NOW) == NOW
+    assert store.reserve_slot("arxiv", interval=3.0, now=NOW) == NOW + 3.0
+
+
 # -- 7. a bad answer is that feed's error ----------------------------------------------------------------
 BAD_NOTES = {
     "nested too deep": "[" * 100_000 + "]" * 100_000,

@@ -58,18 +58,19 @@ class ReplicaTables(SQLTables):
                                       "and expires_at > ?"), [name, holder, epoch, now]) is not None
 
     # -- a shared clock for polite spacing (arXiv: one request every 3 s, whoever asks) -----------
-    def reserve_slot(self, name: str, *, interval: float, now: float) -> float:
+    def reserve_slot(self, name: str, *, interval: float, now: float, horizon: float = 120.0) -> float:
         """The time (epoch seconds, >= now) at which the caller may send its next request to `name`.
 
         Atomic across processes and replicas: each call takes the next free slot, `interval`
-        after the one before it, so however many ask at once their requests stay spaced.
+        after the one before it, so however many ask at once their requests stay spaced. A slot
+        more than `horizon` seconds ahead was written by a clock that ran fast: it is let go.
         """
         with self.transaction() as db:
             row = db.execute(self._q(
                 "insert into meta(key, value) values (?, ?) on conflict(key) do update set value = "
-                "cast(case when cast(meta.value as double precision) + ? > ? "
+                "cast(case when cast(meta.value as double precision) + ? between ? and ? "
                 "then cast(meta.value as double precision) + ? else ? end as text) returning value"),
-                [f"slot:{name}", repr(float(now)), interval, now, interval, now]).fetchone()
+                [f"slot:{name}", repr(float(now)), interval, now, now + horizon, interval, now]).fetchone()
             return float(row[0])
 
     # -- each replica's own meta rows (heartbeats, liveness), read and dropped by prefix ----------
