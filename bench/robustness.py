@@ -73,9 +73,10 @@ def summarise(rows: list[dict]) -> dict:
         out["kill -9 during a daily post"] = {"trials": c["trials"], "state at the kill": c["states_at_kill"],
                                               "posted twice": c["posted_twice"], "lost": c["lost"],
                                               "abstract reply missing": c["abstract_reply_missing"]}
-    if "race_daily" in last:
-        r = last["race_daily"]
-        out["processes racing on retries of a post"] = {
+    for scenario in sorted(k for k in last if k.startswith("race_")):  # race_<daily|club>_<backend>
+        r = last[scenario]
+        _, post, backend = (scenario.split("_") + ["", ""])[:3]
+        out[f"processes racing on retries of a {post} post ({backend or 'sqlite'})"] = {
             "trials": r["trials"], "processes": r["processes"], "by kind": r["by_kind"],
             "trials with a failed try first": r["trials_with_a_failed_try"],
             "posted twice": r["posted_twice"], "lost": r["lost"]}
