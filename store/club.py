@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -718,9 +718,10 @@ def to_csv(rows: Sequence[dict]) -> str:
 class MapPoints:
     """A 2-D PCA projection: session papers (labelled), daily posts (faint), members' interests."""
 
-    sessions: list[tuple[str, float, float]]  # (label, x, y)
+    sessions: list[tuple[str, float, float]]  # (paper's name, x, y), in the order the group read them
     daily: list[tuple[float, float]]
-    interests: list[tuple[str, float, float]]  # (member: interest text, x, y)
+    interests: list[tuple[str, float, float]]  # (interest text, x, y): the topic, not who added it
+    dates: list[str] = field(default_factory=list)  # each session's date, beside `sessions`
 
 
 def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
@@ -728,7 +729,12 @@ def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
     principal components (numpy SVD: two axes of a few hundred vectors need no UMAP)."""
     import numpy as np
 
-    session_ids = [r["paper_id"] for r in store.club_sessions(channel) if r["state"] == "held" and r["paper_id"]]
+    held = sorted((r["date"], r["paper_id"]) for r in store.club_sessions(channel)
+                  if r["state"] == "held" and r["paper_id"])
+    session_ids = [pid for _, pid in held]
+    when = {}
+    for date, pid in held:
+        when.setdefault(pid, date)
     daily_ids = [r["paper_id"] for r in store.post_history(channel) if r.get("paper_id")]
     vecs, kinds = [], []
     for kind, pid_list in (("s", session_ids), ("d", daily_ids)):
@@ -740,7 +746,7 @@ def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
     for row in store.interests(channel):
         if row.get("vector") is not None and row.get("model") == model:
             vecs.append(np.asarray(row["vector"], dtype=np.float32))
-            kinds.append(("i", f"{row['added_by'] or 'someone'}: {row['text']}"))
+            kinds.append(("i", row["text"]))  # a Slack member id means nothing on a picture
     if not any(k == "s" for k, _ in kinds):
         return None
     m = np.stack(vecs)
@@ -751,12 +757,13 @@ def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
     else:
         xy = np.zeros((1, 2))
     names = {p.id: p.short_name for p in store.get_papers([pid for k, pid in kinds if k == "s"])}
-    sessions, daily, interests = [], [], []
+    sessions, daily, interests, dates = [], [], [], []
     for (kind, ref), (x, y) in zip(kinds, xy.tolist()):
         if kind == "s":
             sessions.append((names.get(ref, ref), x, y))
+            dates.append(when.get(ref, ""))
         elif kind == "d":
             daily.append((x, y))
         else:
             interests.append((ref, x, y))
-    return MapPoints(sessions, daily, interests)
+    return MapPoints(sessions, daily, interests, dates)

@@ -292,7 +292,8 @@ def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
                        now=MONDAY.timestamp())
     points = map_points(store, CH, emb.name)
     assert sorted(label for label, _, _ in points.sessions) == sorted(p.short_name for p in papers[:3])
-    assert len(points.daily) == 1 and points.interests[0][0] == "UANN: video understanding"
+    assert len(points.daily) == 1 and points.interests[0][0] == "video understanding"  # no Slack ids
+    assert points.dates == sorted(points.dates) == ["2026-11-05", "2026-11-12", "2026-11-19"]  # read in order
     reply = dispatch_command(app, fake, "club map", user="UANN", channel=CH)
     assert "3 sessions" in text_of(reply)
     (upload,) = [u for u in fake.uploads().values() if u["filename"] == "reading-group-map.png"]
@@ -582,3 +583,12 @@ def test_a_setup_form_is_good_only_for_the_admin_and_channel_it_was_opened_for(w
     assert len(fake.modals()) == before + 1 and fake.modals()[-1]["private_metadata"].startswith(f"{CH}|")
     assert submit_setup(app, fake.modals()[-1], user=ADMIN).status == 200
     assert [c["channel"] for c in store.clubs()] == [CH]
+
+
+def test_map_labels_are_whole_names_broken_between_words():
+    from bot.club.commands import _wrapped
+
+    name = "ProtoReasoning: a prototype view of reasoning in large language models"
+    label = _wrapped(name, 28, 4)
+    assert label.replace("\n", " ") == name and "…" not in label  # not 'ProtoReasoning: a prot'
+    assert all(len(line) <= 28 for line in label.splitlines())

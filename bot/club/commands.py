@@ -176,8 +176,27 @@ MAP_SIZE = (1200, 900)  # pixels of the uploaded PNG
 PLAIN = {"parse_math": False, "usetex": False}
 
 
+def _wrapped(text: str, width: int = 24, lines: int = 3) -> str:
+    """A label on at most `lines` lines, broken between words (cut with … only past that)."""
+    import textwrap
+
+    out = textwrap.wrap(" ".join(str(text).split()), width) or [""]
+    if len(out) > lines:
+        out = out[:lines]
+        out[-1] = out[-1][: width - 1].rstrip() + "…"
+    return "\n".join(out)
+
+
+def _day(iso: str) -> str:
+    try:
+        return date.fromisoformat(iso).strftime("%-d %b %Y")
+    except ValueError:
+        return iso
+
+
 def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> bytes:
-    """The map as PNG bytes (matplotlib, Agg backend: no display needed)."""
+    """The map as PNG bytes (matplotlib, Agg backend: no display needed): the sessions numbered
+    and joined in the order the group read them, each with its date; interests as regions."""
     import io
 
     import matplotlib
@@ -189,17 +208,49 @@ def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> byt
     dpi = 100
     fig = Figure(figsize=(size[0] / dpi, size[1] / dpi), dpi=dpi)
     ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.94, bottom=0.01)  # the canvas is for the map
+    every = [*points.daily, *((x, y) for _, x, y in points.sessions), *((x, y) for _, x, y in points.interests)]
+    xs_all, ys_all = [x for x, _ in every], [y for _, y in every]
+    x0, x1, y0, y1 = min(xs_all), max(xs_all), min(ys_all), max(ys_all)
+    pad_x, pad_y = max((x1 - x0) * 0.18, 0.3), max((y1 - y0) * 0.12, 0.3)
+    ax.set_xlim(x0 - pad_x, x1 + pad_x)  # room for the labels, which stay inside the frame
+    ax.set_ylim(y0 - pad_y, y1 + pad_y)
+    mid = (x0 + x1) / 2
     if points.daily:
-        ax.scatter(*zip(*points.daily), s=12, alpha=0.2, color="grey", label="paper of the day")
-    for label, x, y in points.interests:  # a member's interest: a labelled region
+        ax.scatter(*zip(*points.daily), s=12, alpha=0.25, color="grey", label="paper of the day")
+    for label, x, y in points.interests:  # the channel's interest: a labelled region
         ax.add_patch(matplotlib.patches.Circle((x, y), 0.15, alpha=0.12, color="tab:orange"))
-        ax.annotate(label[:40], (x, y), fontsize=8, color="tab:orange", ha="center", **PLAIN)
+        ax.annotate(_wrapped(label, 24, 3), (x, y), fontsize=8, color="tab:orange", ha="center", va="center",
+                    annotation_clip=False, **PLAIN)
     xs = [x for _, x, _ in points.sessions]
     ys = [y for _, _, y in points.sessions]
-    ax.scatter(xs, ys, s=40, color="tab:blue", label="club sessions")
-    for label, x, y in points.sessions:
-        ax.annotate(label[:40], (x, y), fontsize=9, xytext=(4, 4), textcoords="offset points", **PLAIN)
-    ax.set_title("What the reading group has read")
+    if len(xs) > 1:  # the order the group read them in
+        ax.plot(xs, ys, color="tab:blue", alpha=0.25, linewidth=1, zorder=1)
+    ax.scatter(xs, ys, s=60, color="tab:blue", label="club sessions, in order", zorder=2)
+    dates = points.dates or [""] * len(points.sessions)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # to measure each label where it would land
+    placed = []  # the labels' boxes so far: a label moves until it overlaps none
+    for n, ((label, x, y), when) in enumerate(zip(points.sessions, dates), start=1):
+        ax.annotate(str(n), (x, y), fontsize=7, color="white", ha="center", va="center", zorder=3, **PLAIN)
+        text = _wrapped(label, 28, 4) + (f"\n{_day(when)}" if when else "")
+        lean = 1 if x <= mid else -1  # a label leans into the map, not off its edge
+        for dx, dy in ((8, 0), (8, 22), (8, -22), (-8, 0), (8, 44), (8, -44), (-8, 30), (-8, -30)):
+            line = {"arrowprops": {"arrowstyle": "-", "color": "grey", "lw": 0.5}} if dy else {}
+            note = ax.annotate(text, (x, y), fontsize=9, xytext=(dx * lean, dy), textcoords="offset points",
+                               ha="left" if dx * lean > 0 else "right", va="center", annotation_clip=False,
+                               **line, **PLAIN)
+            box = note.get_window_extent(renderer).expanded(1.05, 1.1)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            note.remove()
+        else:
+            note = ax.annotate(text, (x, y), fontsize=9, xytext=(8 * lean, 0), textcoords="offset points",
+                               ha="left" if lean > 0 else "right", va="center", annotation_clip=False, **PLAIN)
+            box = note.get_window_extent(renderer)
+        placed.append(box)
+    ax.set_title(f"What the reading group has read: {len(points.sessions)} sessions", fontsize=12)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(loc="lower right", fontsize=8)
