@@ -225,27 +225,6 @@ def fit_items(items: Sequence[str], limit: int, *, sep: str = ", ", more: str = 
     return sep.join(shown) + (more.format(n=left) if left else "")
 
 
-def line_sections(lines: Sequence[str], *, max_sections: int = 10, limit: int = SECTION_TEXT) -> list[SectionBlock]:
-    """Whole lines of mrkdwn packed into as few sections as fit (a line too long for one is cut
-    outside its markup); past `max_sections`, the last says how many lines were left out."""
-    packs: list[list[str]] = [[]]
-    for line in lines:
-        line = cut_mrkdwn(line, limit)
-        if packs[-1] and len("\n".join([*packs[-1], line])) > limit:
-            packs.append([])
-        packs[-1].append(line)
-    if len(packs) > max_sections:
-        kept, dropped = packs[:max_sections], sum(len(p) for p in packs[max_sections:])
-        note = f"_…and {dropped} more line{'s' if dropped != 1 else ''}_"
-        while kept[-1] and len("\n".join([*kept[-1], note])) > limit:
-            kept[-1].pop()
-            dropped += 1
-            note = f"_…and {dropped} more lines_"
-        kept[-1].append(note)
-        packs = kept
-    return [section("\n".join(p)) for p in packs if p]
-
-
 def line_sections(lines: Sequence[str], *, sep: str = "\n", limit: int = SECTION_TEXT) -> list[SectionBlock]:
     """Lines of mrkdwn in as few sections as fit, each line whole in one of them (long lists split)."""
     out: list[SectionBlock] = []
