@@ -733,8 +733,8 @@ def map_points(store: Store, channel: str, model: str) -> MapPoints | None:
                   if r["state"] == "held" and r["paper_id"])
     session_ids = [pid for _, pid in held]
     when = {}
-    for date, pid in held:
-        when.setdefault(pid, date)
+    for day, pid in held:
+        when.setdefault(pid, day)
     daily_ids = [r["paper_id"] for r in store.post_history(channel) if r.get("paper_id")]
     vecs, kinds = [], []
     for kind, pid_list in (("s", session_ids), ("d", daily_ids)):
