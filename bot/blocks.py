@@ -108,7 +108,7 @@ def outgoing(payload):
     return out
 
 
-def cut_words(text: str, limit: int) -> str:
+def cut_chars(text: str, limit: int) -> str:
     """Cut plain text to at most `limit` characters at a word boundary, with an ellipsis."""
     text = " ".join((text or "").split())
     if len(text) <= limit:
@@ -139,7 +139,7 @@ def cut_sentences(text: str, limit: int) -> str:
     # One huge sentence: cut on words, leaving room for the escapes.
     budget = limit
     while budget > 1:
-        cut = cut_words(text, budget)
+        cut = cut_chars(text, budget)
         if len(esc(cut)) <= limit:
             return cut
         budget -= max(1, len(esc(cut)) - limit)
@@ -251,7 +251,7 @@ def header(text: str) -> HeaderBlock:
     Slack shows plain text as typed, but a title's '<!channel>' would still read like a ping
     (and be one if ever copied into mrkdwn): its bracket becomes a look-alike.
     """
-    text = re.sub(r"<(?=[!@#])", "‹", cut_words(text, HEADER_TEXT))
+    text = re.sub(r"<(?=[!@#])", "‹", cut_chars(text, HEADER_TEXT))
     return HeaderBlock(text=PlainTextObject(text=text or " ", emoji=True))
 
 
@@ -284,7 +284,7 @@ def after_name(paper) -> str:
 
 def _name_line(paper, *, number: int | None = None) -> str:
     prefix = f"{number}. " if number else ""
-    line = f"*{prefix}{esc(cut_words(paper.short_name, 120))}*"
+    line = f"*{prefix}{esc(cut_chars(paper.short_name, 120))}*"
     where = venue(paper)
     if where:
         line += f"  ·  {esc(where)}"
@@ -295,7 +295,7 @@ def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
     """One search result: bold name and venue, headline (or TL;DR), why it matched, buttons."""
     paper = hit.paper
     lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or after_name(paper), 600))]
-    why = f"_why:_ {esc(cut_words(hit.why, 200))}" if getattr(hit, "why", "") else ""
+    why = f"_why:_ {esc(cut_chars(hit.why, 200))}" if getattr(hit, "why", "") else ""
     return [
         section("\n".join(lines), block_id=f"{HIT_BLOCK}{number}-{paper.id}"[:255]),
         context(why, f"id `{esc(paper.id)}`"),
@@ -333,7 +333,7 @@ def _points_fields(points: dict | None) -> list[MarkdownTextObject]:
             value = " ".join(str(v) for v in value)
         value = str(value)
         if key == "code" and safe_url(value):
-            body = link(value.strip(), cut_words(re.sub(r"^https?://(www\.)?", "", value.strip()), 60))
+            body = link(value.strip(), cut_chars(re.sub(r"^https?://(www\.)?", "", value.strip()), 60))
         else:
             body = esc(cut_sentences(value, FIELD_TEXT - len(label) - 8))
         fields.append(MarkdownTextObject(text=f"*{label}*\n{body}"))
@@ -365,7 +365,7 @@ def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None
         label = "*Abstract*\n" if tldr or fields else ""
         blocks.append(section(label + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT))))
     if paper.title and paper.title != paper.headline:
-        blocks.append(context(f"_{esc(cut_words(paper.title, 300))}_"))
+        blocks.append(context(f"_{esc(cut_chars(paper.title, 300))}_"))
     blocks.append(context(esc(venue(paper)), f"id `{esc(paper.id)}`", paper_links(paper)))
     blocks.append(paper_buttons(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True))
     return blocks
@@ -452,7 +452,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
     if preview:
         blocks.append(context(preview))
     blocks.append(section(
-        f"*{esc(cut_words(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
+        f"*{esc(cut_chars(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
         f"{esc(cut_sentences(after_name(paper), 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
     tldr = getattr(summary, "tldr", None)
     if tldr:
@@ -473,7 +473,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         blocks.append(context("*Also today*"))
         for i, (choice, p) in enumerate(runners, start=1):
             blocks.append(section(
-                f"*{esc(cut_words(p.short_name, 80))}*: {esc(cut_words(after_name(p), 160))}  "
+                f"*{esc(cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
                 f"_({explanation(choice)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
             blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
     if previous:
@@ -493,7 +493,7 @@ def abstract_blocks(paper) -> list[Block]:
     blocks: list[Block] = [section("*Abstract*\n" + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT)))]
     extra = []
     if paper.title and paper.title != paper.headline:
-        extra.append(f"_{esc(cut_words(paper.title, 300))}_")
+        extra.append(f"_{esc(cut_chars(paper.title, 300))}_")
     links = paper_links(paper)
     if links:
         extra.append(links)
@@ -517,8 +517,8 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
     for n, (paper, row) in enumerate(items[:limit], start=1):
         how = "👀" if row["source"] == "eyes" else "Save"
         blocks.append(section(
-            f"{n}. *{esc(cut_words(paper.short_name, 80))}*  ·  {esc(venue(paper)) or 'paper'}\n"
-            f"{esc(cut_words(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
+            f"{n}. *{esc(cut_chars(paper.short_name, 80))}*  ·  {esc(venue(paper)) or 'paper'}\n"
+            f"{esc(cut_chars(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
         blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
@@ -528,7 +528,7 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
 
 def home_saved_block(paper) -> SectionBlock:
     """One reading-list entry in App Home: name and headline."""
-    return section(f"*{esc(cut_words(paper.short_name, 80))}*: {esc(cut_words(after_name(paper), 200))}",
+    return section(f"*{esc(cut_chars(paper.short_name, 80))}*: {esc(cut_chars(after_name(paper), 200))}",
                    block_id=f"{HOME_SAVED_BLOCK}{paper.id}"[:255])
 
 
@@ -680,14 +680,14 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     if rest:
         first = len(candidates) + 1
         how = "" if closed else (" in the menu below" if len(rest) <= MAX_SELECT_OPTIONS else " in the menus below")
-        names = [f"{first + i}. {esc(cut_words(p.short_name, 60))}" + ("" if chooser else f" ({v})")
+        names = [f"{first + i}. {esc(cut_chars(p.short_name, 60))}" + ("" if chooser else f" ({v})")
                  for i, (p, _, v) in enumerate(rest)]
         blocks.append(context(f"*{len(rest)} more nomination{'s' if len(rest) != 1 else ''}*{how}: "
                               + fit_items(names, CONTEXT_TEXT - 80)))
         if not closed:
             action = ACTION_CLUB_CHOOSE if chooser else ACTION_VOTE
             for at in range(0, len(rest), MAX_SELECT_OPTIONS):
-                options = [Option(text=cut_words(f"{first + at + i}. {p.short_name}", 75),
+                options = [Option(text=cut_chars(f"{first + at + i}. {p.short_name}", 75),
                                   value=f"{session}|{p.id}"[:150])
                            for i, (p, _, _) in enumerate(rest[at:at + MAX_SELECT_OPTIONS])]
                 blocks.append(ActionsBlock(block_id=f"{AGENDA_BLOCK}more-{at}", elements=[StaticSelectElement(
@@ -714,7 +714,7 @@ def swap_blocks(text: str, value: str) -> list[Block]:
 
 def club_note_blocks(title: str, text: str, *, footer: str | None = None) -> list[Block]:
     """A club announcement (winner, reminder): a header, escaped mrkdwn, an optional footer."""
-    return message_blocks(text, title=cut_words(title, HEADER_TEXT - 5), footer=footer)
+    return message_blocks(text, title=cut_chars(title, HEADER_TEXT - 5), footer=footer)
 
 
 def session_thread_blocks(paper, *, presenter: str | None, tldr: str | None, points: dict | None,
@@ -752,7 +752,7 @@ def presenter_dm_blocks(paper, *, channel: str, when: str, tldr: str | None, poi
         blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
     lines = ["*A suggested outline*"]
     for n, (key, label, prompt) in enumerate(OUTLINE, 1):
-        lines.append(f"{n}. *{label}*: {esc(cut_words(pts[key], 400)) if pts.get(key) else '_' + prompt + '_'}")
+        lines.append(f"{n}. *{label}*: {esc(cut_chars(pts[key], 400)) if pts.get(key) else '_' + prompt + '_'}")
     lines.append(f"{len(OUTLINE) + 1}. *Questions* for the group:")
     lines += [f"   • {esc(q)}" for q in questions] or ["   • _What would you ask the authors?_"]
     blocks.append(section("\n".join(lines)))
@@ -766,10 +766,10 @@ def recap_blocks(recap, *, paper_name: str) -> list[Block]:
     lines = [f"*Recap of {esc(paper_name)}*", f"*Took part:* {people}"]
     if recap.points:
         lines.append("*Points most reacted to:*")
-        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))} ({n})" for u, t, n in recap.points]
+        lines += [f"• {mention(u)}: {esc(cut_chars(t, 200))} ({n})" for u, t, n in recap.points]
     if recap.open_questions:
         lines.append("*Open questions:*")
-        lines += [f"• {mention(u)}: {esc(cut_words(t, 200))}" for u, t in recap.open_questions]
+        lines += [f"• {mention(u)}: {esc(cut_chars(t, 200))}" for u, t in recap.open_questions]
     return line_sections(lines)
 
 

@@ -76,7 +76,7 @@ def has_words(text: str) -> bool:
 
 def quoted(text: str, limit: int = 60) -> str:
     """User text for a message: cut, escaped, in curly quotes."""
-    return f"“{bk.esc(bk.cut_words(text, limit))}”"
+    return f"“{bk.esc(bk.cut_chars(text, limit))}”"
 
 
 # -- the dispatcher -------------------------------------------------------------------
@@ -86,7 +86,7 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
     line = clean_input(text)
     notes = []
     if len(line) > MAX_INPUT_CHARS:
-        line = bk.cut_words(line, MAX_INPUT_CHARS).rstrip("…")
+        line = bk.cut_chars(line, MAX_INPUT_CHARS).rstrip("…")
         notes.append(f"That was long, so I used the first {MAX_INPUT_CHARS:,} characters.")
     word, _, rest = line.partition(" ")
     sub = deps.commands.lookup(word) if word else deps.commands.get("help")
@@ -113,6 +113,21 @@ def _add_notes(reply: Reply, notes: list[str]) -> None:
     at = 1 if reply.blocks and reply.blocks[0].type == "header" else 0
     if len(reply.blocks) < bk.MAX_MESSAGE_BLOCKS:
         reply.blocks.insert(at, bk.context(*(bk.esc(n) for n in notes)))
+
+
+# -- who may change what -------------------------------------------------------------------
+def is_admin(deps: Deps, user: str) -> bool:
+    """PAPERCLUB_ADMINS lists who may change schedules and remove others' interests; empty: everyone."""
+    admins = deps.settings.admin_ids
+    return not admins or user in admins
+
+
+def admins_only(deps: Deps, what: str) -> Reply:
+    """The polite refusal, naming up to five admins to ask."""
+    admins = sorted(deps.settings.admin_ids)
+    who = ", ".join(bk.mention(a) for a in admins[:5])
+    return problem_reply(deps, f"Only the reading group's admins can {what} here.",
+                         hint=f"Ask {who}." if who else None)
 
 
 def problem_reply(deps: Deps, message: str, *, hint: str | None = None) -> Reply:
@@ -183,7 +198,7 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     if not has_words(query):
         raise EmptyQuery("I need some words to search for.")
     hits = deps.searcher.search(query, limit=RESULTS)
-    shown = bk.cut_words(query, 80)
+    shown = bk.cut_chars(query, 80)
     good = any(h.relevant for h in hits)
     if good:
         title = f"Top {len(hits)} for “{shown}”"  # each one's why says how close it is, in words

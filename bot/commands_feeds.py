@@ -3,13 +3,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from store.sources import FEED_KINDS, SourceError, add_paper, check_feed, fresh_days, parse_feed, parse_ref
+from store.sources import (
+    FEED_KINDS,
+    SourceError,
+    add_paper,
+    check_feed,
+    fresh_days,
+    parse_feed,
+    parse_ref,
+)
 from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code
-from .commands import Call, Reply, Subcommand, channel_of, problem_reply, summary_reply
-from .commands_daily import _admins_only, is_admin
+from .commands import (
+    Call,
+    Reply,
+    Subcommand,
+    admins_only,
+    channel_of,
+    is_admin,
+    problem_reply,
+    summary_reply,
+)
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -83,7 +99,7 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
                              hint=f"{code(deps.command + ' feed add arxiv cs.LG')} or "
                                   f"{code(deps.command + ' feed remove 1')}.")
     if not is_admin(deps, call.user_id):
-        return _admins_only(deps, "change this channel's feeds")
+        return admins_only(deps, "change this channel's feeds")
     if verb == "fresh":
         days = parse_number(words[1], 1, MAX_FRESH_DAYS) if len(words) == 2 else None
         if days is None:

@@ -20,8 +20,15 @@ from store.text import member_tag
 
 from .. import blocks as bk
 from ..blocks import code, mention
-from ..commands import Call, Reply, Subcommand, channel_of, problem_reply, resolve
-from ..commands_daily import is_admin
+from ..commands import (
+    Call,
+    Reply,
+    Subcommand,
+    channel_of,
+    is_admin,
+    problem_reply,
+    resolve,
+)
 from .posts import _label, _spec, agenda_message, dm_presenter
 
 if TYPE_CHECKING:

@@ -19,7 +19,16 @@ from slack_sdk.http_retry.builtin_handlers import (
     ServerErrorRetryHandler,
 )
 
-from .. import club, commands, commands_daily, commands_feeds, home, overview, reading
+from .. import (
+    club,
+    commands,
+    commands_feeds,
+    commands_interests,
+    commands_schedule,
+    home,
+    overview,
+    reading,
+)
 from ..claims import EventClaims
 from ..grammar import Commands
 from ..later import make_later
@@ -40,8 +49,8 @@ log = logging.getLogger(__name__)
 
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
-    return Commands([*commands.SUBCOMMANDS, *commands_daily.SUBCOMMANDS, *reading.SUBCOMMANDS,
-                     *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
+    return Commands([*commands.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *commands_schedule.SUBCOMMANDS,
+                     *reading.SUBCOMMANDS, *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
 
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,

@@ -1,0 +1,152 @@
+"""/paper interests: the topics a channel reads, which steer its paper of the day."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from store.pick import like_text
+from store.text import parse_number
+
+from . import blocks as bk
+from .blocks import code, mention
+from .commands import (
+    Call,
+    Reply,
+    Subcommand,
+    admins_only,
+    channel_of,
+    has_words,
+    is_admin,
+    problem_reply,
+    resolve,
+)
+
+if TYPE_CHECKING:
+    from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+MAX_INTERESTS = 50
+MAX_INTEREST_CHARS = 200
+
+
+# -- /paper interests -------------------------------------------------------------------------
+def _interest_lines(rows: list[dict]) -> list[str]:
+    """One line per topic: members who hold the same text share it, each keeping their own number
+    (`interests remove <n>` takes yours off and leaves theirs)."""
+    topics: dict[str, list[tuple[int, dict]]] = {}
+    for n, row in enumerate(rows, start=1):
+        topics.setdefault(row["text"].casefold(), []).append((n, row))
+    lines = []
+    for held in topics.values():
+        numbers = ", ".join(str(n) for n, _ in held)
+        people = [mention(row["added_by"]) for _, row in held if row.get("added_by")]
+        who = f" (added by {', '.join(people)})" if people else ""
+        lines.append(f"{numbers}. *{bk.esc(held[0][1]['text'])}*{who}")
+    return lines
+
+
+def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Reply:
+    rows = deps.store.interests(channel)
+    cmd = deps.command
+    footer = (f"{code(cmd + ' interests add <topic>')} · {code(cmd + ' interests add like <paper>')} · "
+              f"{code(cmd + ' interests remove <number>')}")
+    if not rows:
+        text = ("This channel has no interests yet, so the paper of the day is picked for breadth. "
+                "Add the topics your team reads, in your own words, or name a paper you liked.")
+        if note:
+            text = f"{note}\n{text}"
+        return Reply("No interests yet.", bk.message_blocks(text, title="Interests", footer=footer))
+    blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
+    if note:
+        blocks.append(bk.section(note))
+    blocks += bk.line_sections(_interest_lines(rows))  # fifty long ones take a few sections, each item whole
+    blocks.append(bk.context("Each day I pick the paper that best matches one member's interests, "
+                             "taking turns so everyone is served.", footer))
+    return Reply(bk.esc(f"{len(rows)} interests: " + "; ".join(r["text"] for r in rows)), blocks)
+
+
+def _closest(deps: Deps, vector, exclude: str | None = None) -> str:
+    try:
+        hits = deps.searcher.index().search(vector, 4, exclude=exclude)
+    except Exception:
+        return ""
+    papers = {p.id: p for p in deps.store.get_papers([pid for pid, _ in hits])}
+    names = [f"*{bk.esc(papers[pid].short_name)}* ({score:.2f})" for pid, score in hits[:3] if pid in papers]
+    return f"Closest papers right now: {', '.join(names)}." if names else ""
+
+
+def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
+    channel = channel_of(call)
+    rows = deps.store.interests(channel)
+    if len(rows) >= MAX_INTERESTS:
+        return problem_reply(deps, f"This channel already has {MAX_INTERESTS} interests; remove one first.",
+                             hint=code(deps.command + " interests remove <number>"))
+    embedder = deps.embedder
+    like = text.lower().startswith("like ") or text.lower() == "like"
+    if like:
+        ref = text[5:].strip() if len(text) > 4 else ""
+        if not has_words(ref):
+            return problem_reply(deps, "Which paper? Give its id, short name or some words from it.",
+                                 hint=code(deps.command + " interests add like temporal video grounding"))
+        paper, note = resolve(deps, ref)
+        label = like_text(paper)
+        vector = deps.store.get_vector(paper.id, embedder.name)
+        if vector is None:
+            vector = embedder.encode([f"{paper.headline}. {paper.abstract}"])[0]
+        paper_id = paper.id
+    else:
+        if len(text) > MAX_INTEREST_CHARS:  # a pasted abstract is not a topic: say so, keep nothing
+            return problem_reply(deps, f"An interest is a topic in a few words: at most "
+                                       f"{MAX_INTEREST_CHARS} characters, and this one has {len(text):,}.",
+                                 hint=f"Give its gist, or a paper that shows it: "
+                                      f"{code(deps.command + ' interests add like <paper>')}")
+        label = text
+        if not has_words(label):
+            return problem_reply(deps, "What topic? Describe it in a few words.",
+                                 hint=code(deps.command + " interests add video understanding"))
+        vector, paper_id, note = deps.searcher.embed_query(label), None, None
+    # Members may share a topic (each is served on their own turns); only a member's own repeat is refused.
+    if any(r["text"].lower() == label.lower() and r.get("added_by") == (call.user_id or None) for r in rows):
+        return _interests_reply(deps, channel, note=f"You already have *{bk.esc(label)}* on the list.")
+    deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
+                            paper_id=paper_id, now=deps.clock().timestamp())
+    said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
+    closest = _closest(deps, vector, exclude=paper_id)
+    return _interests_reply(deps, channel, note=f"{said} {closest}".strip())
+
+
+def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
+    channel = channel_of(call)
+    rows = deps.store.interests(channel)
+    number = parse_number(arg.strip().lstrip("#"), 1, len(rows))
+    if number is None:
+        have = f"this channel has {len(rows)}" if rows else "this channel has none"
+        return problem_reply(deps, f"There is no interest {bk.esc(arg) or '(no number)'}; {have}.",
+                             hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
+    row = rows[number - 1]
+    if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):
+        return admins_only(deps, "remove an interest someone else added")
+    deps.store.remove_interest(channel, row["id"])
+    who = f" (added by {mention(row['added_by'])})" if row.get("added_by") else ""
+    return _interests_reply(deps, channel, note=f"Removed {number}. *{bk.esc(row['text'])}*{who}.")
+
+
+def handle_interests(deps: Deps, call: Call) -> Reply:
+    verb, _, rest = call.args.partition(" ")
+    verb = verb.lower()
+    if not verb or verb in ("list", "show", "ls"):
+        return _interests_reply(deps, channel_of(call))
+    if verb in ("add", "+"):
+        return _add_interest(deps, call, rest.strip())
+    if verb in ("remove", "rm", "delete", "del", "-"):
+        return _remove_interest(deps, call, rest)
+    return _add_interest(deps, call, call.args.strip())  # "/paper interests diffusion" adds it
+
+
+SUBCOMMANDS = (
+    Subcommand("interests", handle_interests, usage="interests [add <topic> | add like <paper> | remove <n>]",
+               example="interests add video understanding",
+               help="The topics this channel reads; the paper of the day serves each member's in turn.",
+               aliases=("interest", "topics")),
+)

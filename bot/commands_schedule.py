@@ -1,0 +1,159 @@
+"""/paper schedule and /paper today: when a channel's paper of the day posts, and today's pick."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from store.errors import PaperNotFound
+from store.pick import DailyPick
+from store.posts import PostStatus
+from store.schedule import (
+    ScheduleError,
+    check_timezone,
+    describe_next,
+    is_off,
+    local_today,
+    next_fire,
+    parse_schedule,
+    post_date,
+)
+from store.text import member_tag
+
+from . import blocks as bk
+from .blocks import code, explanation, mention
+from .commands import (
+    Call,
+    Reply,
+    Subcommand,
+    admins_only,
+    channel_of,
+    is_admin,
+    paper_summary,
+    problem_reply,
+)
+from .picks import channel_tz, make_pick, spec_of
+
+if TYPE_CHECKING:
+    from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+
+# -- /paper schedule --------------------------------------------------------------------------
+def _schedule_usage(deps: Deps) -> str:
+    return f"{code(deps.command + ' schedule 09:30 Europe/Berlin weekdays')} or {code(deps.command + ' schedule off')}"
+
+
+def _member_zone(deps: Deps, user: str | None) -> str | None:
+    """The member's time zone as their Slack profile has it (users.info), or None."""
+    if deps.slack is None or not user:
+        return None
+    try:
+        zone = (deps.slack.users_info(user=user).get("user") or {}).get("tz")
+        return check_timezone(zone) if zone else None
+    except Exception:  # no scope, an API error, a zone we do not know: the configured default
+        log.info("no time zone for %s from users.info; using the default", member_tag(user))
+        return None
+
+
+def handle_schedule(deps: Deps, call: Call) -> Reply:
+    channel = channel_of(call)
+    now = deps.clock()
+    if not call.args.strip():
+        spec = spec_of(deps.store.get_schedule(channel))
+        if spec is None:
+            return Reply("No daily paper here yet.", bk.message_blocks(
+                "This channel has no paper of the day yet.", footer=f"Set one: {_schedule_usage(deps)}"))
+        text = (f"The paper of the day comes at *{spec.describe()}*.\n"
+                f"Next post: {bk.esc(describe_next(spec, now))}.")
+        return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps)))
+    if not call.channel_id:
+        return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
+                             "that should get the paper of the day.", hint=_schedule_usage(deps))
+    if not is_admin(deps, call.user_id):
+        return admins_only(deps, "change the paper of the day's schedule")
+    if is_off(call.args):
+        had = deps.store.delete_schedule(channel)
+        deps.reschedule(channel)
+        if not had:
+            return Reply("There was no daily paper to turn off.", bk.message_blocks(
+                "This channel had no paper of the day, so there was nothing to turn off."))
+        text = f"{mention(call.user_id)} turned the paper of the day off for this channel."
+        return Reply(text, bk.message_blocks(text, footer=f"Turn it back on with {_schedule_usage(deps).split(' or ')[0]}."),
+                     in_channel=True)
+    current = spec_of(deps.store.get_schedule(channel))
+    # A channel's first schedule is in the caller's own Slack time zone unless they name one.
+    member_tz = None if current else _member_zone(deps, call.user_id)
+    try:
+        spec = parse_schedule(call.args, member_tz or deps.settings.timezone or "UTC", keep=current)
+    except ScheduleError as e:
+        return problem_reply(deps, str(e), hint=_schedule_usage(deps))
+    deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
+                            set_by=call.user_id or None, now=now.timestamp())
+    deps.reschedule(channel)
+    zone_note = (f" ({bk.esc(spec.tz)} is your Slack time zone; name another to change it)"
+                 if member_tz and spec.tz == member_tz else "")
+    text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*{zone_note}.\n"
+            f"First post: {bk.esc(describe_next(spec, now))}.")
+    footer = f"{code(deps.command + ' today')} previews it; {code(deps.command + ' interests')} steers it."
+    return Reply(f"Paper of the day: {spec.describe()}", bk.message_blocks(text, footer=footer), in_channel=True)
+
+
+# -- /paper today ------------------------------------------------------------------------------
+def _permalink(deps: Deps, channel: str, ts: str) -> str | None:
+    if deps.slack is None:
+        return None
+    try:
+        return deps.slack.chat_getPermalink(channel=channel, message_ts=ts).get("permalink")
+    except Exception:
+        return None
+
+
+def handle_today(deps: Deps, call: Call) -> Reply:
+    channel = channel_of(call)
+    now = deps.clock()
+    tz = channel_tz(deps.store, channel, deps.settings)
+    day = local_today(tz, now)
+    row = deps.store.get_post(channel, day.isoformat())
+    spec = spec_of(deps.store.get_schedule(channel))
+    if row is None and spec is not None:
+        day = post_date(spec, next_fire(spec, now))  # today's post is done or not a posting day
+        row = deps.store.get_post(channel, day.isoformat())
+    if row and row["status"] == PostStatus.POSTED and row.get("pick"):
+        pick = DailyPick.from_dict(row["pick"], channel, day)
+        paper = deps.store.get_paper(pick.paper_id)
+        link = _permalink(deps, channel, row["ts"])
+        where = f"<{link}|posted here>" if link else f"posted in <#{channel}>" if channel[0] in "CG" else "posted"
+        name = bk.esc(paper.short_name if paper else pick.paper_id)
+        text = f"Today's paper is *{name}*, {where}.\n_Why:_ {explanation(pick)}"
+        return Reply(bk.esc(f"Today's paper: {paper.short_name if paper else pick.paper_id}"),
+                     bk.message_blocks(text))
+    if row and row["status"] == PostStatus.EMPTY:
+        return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
+    if row and row.get("pick"):
+        pick = DailyPick.from_dict(row["pick"], channel, day)
+        status = ("it is being posted right now." if row["status"] == PostStatus.CLAIMED else
+                  "Slack did not take it yet; it will be retried.")
+    else:
+        pick = make_pick(deps.store, deps.searcher, channel, day, feedback=deps.feedback)
+        if pick is None:
+            return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
+        status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else
+                  f"this channel has no schedule yet: {_schedule_usage(deps)}")
+    ids = [pick.paper_id, *[c.paper_id for c in pick.runners_up]]
+    papers = {p.id: p for p in deps.store.get_papers(ids)}
+    if pick.paper_id not in papers:
+        raise PaperNotFound("Today's paper is no longer in the library.")
+    summary = paper_summary(deps.store, papers[pick.paper_id], deps.llm, now=now.timestamp())
+    blocks = bk.digest_blocks(pick, papers, summary=summary, command=deps.command,
+                              preview=f"Preview (only you see this): {status}")
+    return Reply(bk.esc(f"Today's pick: {papers[pick.paper_id].short_name}"), blocks)
+
+
+SUBCOMMANDS = (
+    Subcommand("schedule", handle_schedule, usage="schedule [HH:MM [time zone] [daily|weekdays] | off]",
+               example="schedule 09:30 Europe/Berlin weekdays",
+               help="When this channel gets its paper of the day (or turn it off).", aliases=("daily", "when")),
+    Subcommand("today", handle_today, usage="today", example="today",
+               help="This channel's paper of the day, and why it was picked.", aliases=("pick", "potd")),
+)
