@@ -131,3 +131,19 @@ def test_a_recap_of_25_open_questions_keeps_all_and_cuts_no_mention(world):
     assert all(f"<@{u}>" in body for u in people)
     for text in sections:  # every mention whole: no "<@UASK" left open at a cut
         assert not _OPEN_MARKUP.search(text) and text.count("<") == text.count(">")
+
+
+def test_club_history_lists_recent_sessions_whole_and_says_how_many_older_ones_it_leaves_out(world):
+    app, fake, store, clock, deps = world
+    ids = _papers(store, 40)
+    fake.add_members("UPRESENTER")
+    start = date(2026, 1, 1)
+    for i, pid in enumerate(ids):
+        store.put_club_session(CH, (start + timedelta(days=7 * i)).isoformat(), state="held", paper_id=pid,
+                               presenter="UPRESENTER", thread_ts=f"17{i:08d}.000100", now=MONDAY.timestamp())
+    reply = dispatch_command(app, fake, "club history", user="UPRESENTER", channel=CH)
+    sections = [b["text"]["text"] for b in reply["blocks"] if b["type"] == "section"]
+    listed = re.findall(r"\*(\d{4}-\d\d-\d\d)\*", "\n".join(sections))
+    assert len(listed) == len(set(listed)) and 0 < len(listed) < 40
+    assert f"The last {len(listed)} of 40 sessions; {40 - len(listed)} older ones are not listed" in text_of(reply)
+    assert all(len(t) <= bk.SECTION_TEXT and not _OPEN_MARKUP.search(t) and "…" not in t for t in sections)

@@ -144,7 +144,8 @@ def _zone(spec: cl.ClubSpec):
 
 def history_reply(deps: Deps, channel: str) -> Reply:
     """Past sessions: date, paper, presenter, votes, a link to the thread."""
-    rows = [r for r in deps.store.club_sessions(channel) if r["state"] == "held"][-HISTORY_LISTED:]
+    held = [r for r in deps.store.club_sessions(channel) if r["state"] == "held"]
+    rows = held[-HISTORY_LISTED:]
     if not rows:
         return Reply("The club has no past sessions yet.", bk.message_blocks("The club has no past sessions yet."))
     lines = []
@@ -157,7 +158,14 @@ def history_reply(deps: Deps, channel: str) -> Reply:
             thread = " · " + bk.link(f"https://slack.com/archives/{channel}/p{r['thread_ts'].replace('.', '')}",
                                      "thread")
         lines.append(f"*{r['date']}* {name}, presented by {who} · {r.get('votes') or 0} votes{thread}")
-    return Reply("\n".join(lines), bk.message_blocks("\n".join(lines), title="Reading group history"))
+    # Each session whole, in as many sections as it takes; and how many older ones are not listed.
+    blocks = [bk.header("Reading group history"), *bk.line_sections(lines)]
+    if len(held) > len(rows):
+        older = len(held) - len(rows)
+        blocks.append(bk.context(f"The last {len(rows)} of {len(held)} sessions; {older} older "
+                                 f"{'one is' if older == 1 else 'ones are'} not listed here "
+                                 f"({code(deps.command + ' club export')} has them all)."))
+    return Reply("\n".join(lines), blocks)
 
 
 def export_reply(deps: Deps, channel: str, user: str) -> Reply:
