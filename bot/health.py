@@ -13,13 +13,13 @@ from pathlib import Path
 from store import BackupResult, SchemaError, Store, StoreError, is_server_database, open_store
 from store.text import parse_number
 
+from .lease import SWEEP_LEASE
 from .replica import (HEARTBEAT_BY_KEY, HEARTBEAT_KEY, REPLICA_ON_KEY, beat_times, forget_silent_replicas,
                       process_identity, write_heartbeat)
 
 __all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds",
            "forget_silent_replicas", "write_heartbeat"]
 
-SWEEP_LEASE = "sweeps"  # bot/scheduler.py's lease
 DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
 
 
