@@ -192,6 +192,7 @@ SUBCOMMANDS = (
                help="This channel's papers of the last days (7 unless you say), how each was received, "
                     "and who joined in.", aliases=("recap", "week")),
     Subcommand("forget-me", handle_forget_me, usage="forget-me", example="forget-me",
-               help="Delete your reactions and reading list, and take your name off the interests you added.",
+               help="Delete your reactions, reading list and club votes, and take your name off everything "
+                    "else that names you (interests, feeds, schedules, the reading group's history).",
                aliases=("forgetme", "forget")),
 )
