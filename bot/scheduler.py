@@ -145,6 +145,7 @@ class DailyService:
         return self.catch_up(self.clock())
 
     def shutdown(self) -> None:
+        self.deps.reschedule.forget(self.reload)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         self.release_lease()

@@ -59,6 +59,11 @@ class Rescheduler:
         with self._lock:
             self._listeners.append(on_change)
 
+    def forget(self, on_change: Callable[[str], None]) -> None:
+        with self._lock:
+            if on_change in self._listeners:
+                self._listeners.remove(on_change)
+
     def __call__(self, channel: str) -> None:
         with self._lock:
             listeners = list(self._listeners)
