@@ -104,12 +104,12 @@ def test_a_pasted_link_unfurls_through_the_gate(fake_slack, hashing_store, monke
 
 
 def test_the_posting_machine_posts_through_the_gate(fake_slack, hashing_store):
-    from bot.posting import post_once
+    from bot.posting import Post, Poster
 
     deps = _world(fake_slack, hashing_store)
-    result = post_once(deps.slack, hashing_store, "C1", "agenda:2026-12-03",
-                       lambda: {"text": RAW, "blocks": [bk.section(RAW).to_dict()]}, NOW, kind="agenda",
-                       sleep=lambda s: None, budget=5)
+    post = Post(channel="C1", key="agenda:2026-12-03", kind="agenda", day=NOW.date(),
+                build=lambda claim: {"text": RAW, "blocks": [bk.section(RAW).to_dict()]})
+    result = Poster("r1").post_once(deps.slack, hashing_store, post, NOW, sleep=lambda s: None, budget=5)
     assert result.ts and fake_slack.injections == []
     [message] = [m for m in fake_slack.messages("C1") if m["ts"] == result.ts]
     assert message["text"].startswith("&lt;!channel&gt;")
