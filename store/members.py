@@ -56,7 +56,7 @@ MEMBER_COLUMNS: tuple[MemberColumn, ...] = (
 
 # Columns named like a member's that hold something else.
 NOT_MEMBERS = {
-    ("posts", "claimed_by"): "the process that claimed the post (host:pid:nonce)",
+    ("posts", "claimed_by"): "the replica that claimed the post (bot/replica.py)",
     ("processed_events", "replica"): "the replica that handled the event",
     ("leases", "holder"): "the replica holding the lease",
 }

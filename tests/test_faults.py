@@ -524,7 +524,8 @@ def bot(hashing_db, tmp_path_factory):
     db = copy_db(hashing_db, tmp / "bot.db")
     s = open_store(db)  # a daily post in C1 to react to
     s.claim_post(CH, "2024-06-03", claimer="earlier", paper_id=a_paper(s).id, pick=None, now=NOW.timestamp())
-    s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp())
+    s.finish_post(CH, "2024-06-03", claimer="earlier", ts="1717405205.000100", now=NOW.timestamp(),
+                  claimed_at=NOW.timestamp())
     s.close()
     with start_fake_slack() as fake:
         bot = start_bot(fake, db, tmp / "bot.log")

@@ -30,7 +30,7 @@ def paper_ids(store, n: int) -> list[str]:
 def post(store, day: str, paper_id: str, ts: str, at: float, channel: str = CH) -> None:
     """A daily post Slack accepted (as bot/posting.py records it)."""
     assert store.claim_post(channel, day, claimer="me", paper_id=paper_id, pick=None, now=at)
-    assert store.finish_post(channel, day, claimer="me", ts=ts, now=at)
+    assert store.finish_post(channel, day, claimer="me", ts=ts, now=at, claimed_at=at)
 
 
 class Log:
@@ -309,7 +309,7 @@ def test_forget_member_removes_their_rows_and_unlinks_their_name(hashing_store):
     store.add_interest(CH, "graphs", "UALICE", model="m", vector=vec, now=time.time())
     pick = {"choice": {"paper_id": p1, "kind": "interest", "added_by": "UBOB", "member": "UBOB"}, "runners_up": []}
     store.claim_post(CH, "2024-06-03", claimer="me", paper_id=p1, pick=pick, now=T0)
-    store.finish_post(CH, "2024-06-03", claimer="me", ts="100.000001", now=T0)
+    store.finish_post(CH, "2024-06-03", claimer="me", ts="100.000001", now=T0, claimed_at=T0)
     store.record_message_paper(CH, "150.000001", p2, kind="share", posted_by="UBOB", now=T0)
     react = Log(store)
     react("UBOB", "fire", "100.000001")

@@ -81,7 +81,7 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
     for i, paper in enumerate(papers[:4]):  # two posted days per channel, reacted to and saved
         channel, day, ts = CHANNELS[i % 2], f"2024-06-0{i + 1}", f"17000000{i}.000100"
         store.claim_post(channel, day, claimer="seed", paper_id=paper.id, pick=None, now=1.7e9 + i)
-        store.finish_post(channel, day, claimer="seed", ts=ts, now=1.7e9 + i)
+        store.finish_post(channel, day, claimer="seed", ts=ts, now=1.7e9 + i, claimed_at=1.7e9 + i)
         for user, emoji in (("U1", "fire"), ("U2", "eyes"), ("U1", "eyes")):
             fb.record_reaction(store, event_id=f"seed-{i}-{user}-{emoji}", channel=channel, message_ts=ts,
                                user=user, emoji=emoji, added=True, event_ts=1.7e9 + i, now=1.7e9 + i)

@@ -33,7 +33,7 @@ def lived_in(path: Path):
     s.set_schedule(CH, hour=9, minute=30, tz="Europe/Paris", days="mon-fri", set_by="U1", now=12.0)
     assert s.claim_post(CH, "2026-11-30", claimer="r1", paper_id=ids[0], pick={"choice": {"member": "U1"}},
                         now=13.0)
-    assert s.finish_post(CH, "2026-11-30", claimer="r1", ts="1764493200.000100", now=14.0)
+    assert s.finish_post(CH, "2026-11-30", claimer="r1", ts="1764493200.000100", now=14.0, claimed_at=13.0)
     assert s.claim_post(CH, "2026-12-01", claimer="r1", paper_id=ids[1], pick=None, now=15.0)
     s.record_message_paper(CH, "1764500000.000200", ids[2], kind="share", posted_by="U2", now=16.0)
     for i, (user, emoji) in enumerate([("U1", "fire"), ("U2", "eyes")]):
@@ -79,7 +79,7 @@ def test_migrate_copies_every_table_verifies_it_and_reruns_safely(hashing_db, tm
         assert dst.papers_version() == src.papers_version()
         # The claim made on SQLite still holds on PostgreSQL: nobody else posts that day.
         assert not dst.claim_post(CH, "2026-12-01", claimer="r2", paper_id=None, pick=None, now=30.0)
-        assert dst.finish_post(CH, "2026-12-01", claimer="r1", ts="1764580000.000100", now=31.0)
+        assert dst.finish_post(CH, "2026-12-01", claimer="r1", ts="1764580000.000100", now=31.0, claimed_at=15.0)
         # New rows get new ids after the copied ones.
         assert dst.add_interest(CH, "graphs", None, model="hashing", vector=np.ones(4), now=32.0) > max(
             i["id"] for i in src.interests(CH))

@@ -82,7 +82,7 @@ def test_an_orphaned_post_is_taken_over_by_one_replica_and_only_its_claim_can_fi
     # A second replica that read the same row loses the compare-and-swap.
     assert store.take_over_post("C1", "2026-12-01", status=row["status"], old_claimer="dead",
                                 claimed_at=row["claimed_at"], claimer="r3", now=201.0) is None
-    assert not store.finish_post("C1", "2026-12-01", claimer="dead", ts="1.1", now=202.0)
+    assert not store.finish_post("C1", "2026-12-01", claimer="dead", ts="1.1", now=202.0, claimed_at=100.0)
     assert not store.finish_post("C1", "2026-12-01", claimer="r2", ts="1.1", now=202.0, claimed_at=150.0)
     store.fail_post("C1", "2026-12-01", claimer="r2", error="slack down", claimed_at=took)
     failed = store.get_post("C1", "2026-12-01")

@@ -250,7 +250,8 @@ def test_forget_me_leaves_no_trace_in_today_digest_home_a_restored_backup_or_the
     pick.choice.feedback_why = "close to *SPIKE*, which got 🔥 from @UDAN"
     world.store.claim_post(CH, day.isoformat(), claimer="t", paper_id=pick.paper_id, pick=pick.to_dict(),
                            now=NOON.timestamp())
-    world.store.finish_post(CH, day.isoformat(), claimer="t", ts="1717416000.000100", now=NOON.timestamp())
+    world.store.finish_post(CH, day.isoformat(), claimer="t", ts="1717416000.000100", now=NOON.timestamp(),
+                            claimed_at=NOON.timestamp())
     world.store.record_message_paper(CH, "1717416000.000100", pick.paper_id, kind="daily", posted_by=None,
                                      now=NOON.timestamp())
     fb.record_reaction(world.store, event_id="EvDAN", channel=CH, message_ts="1717416000.000100", user="UDAN",

@@ -107,7 +107,8 @@ def test_post_times_come_from_the_callers_clock(store):
     store.write_papers([{"id": "p1", "short_name": "P1", "headline": "h", "abstract": "a",
                          "content_hash": "x"}], [], now=100.0)
     assert store.claim_post("C1", "2024-06-03", claimer="me", paper_id="p1", pick=None, now=1_000.0)
-    assert store.finish_post("C1", "2024-06-03", claimer="me", ts="1717405205.000100", now=1_005.0)
+    assert store.finish_post("C1", "2024-06-03", claimer="me", ts="1717405205.000100", now=1_005.0,
+                             claimed_at=1_000.0)
     row = store.get_post("C1", "2024-06-03")
     assert (row["claimed_at"], row["posted_at"], row["status"]) == (1_000.0, 1_005.0, PostStatus.POSTED)
     assert store.paper_rows(["p1"])["p1"]["created_at"] == 100.0
@@ -136,7 +137,7 @@ def test_a_daily_post_is_retaken_by_one_caller_and_finished_only_by_the_claim_he
     after = store.get_post("C1", day)
     assert (after["status"], after["claimed_by"], after["claimed_at"]) == (PostStatus.CLAIMED, winner, won[0])
     assert after["attempts"] == 1
-    assert not store.finish_post("C1", day, claimer="a", ts="1.1", now=101.0)  # the old claimer is fenced off
+    assert not store.finish_post("C1", day, claimer="a", ts="1.1", now=101.0, claimed_at=100.0)  # fenced off
     assert not store.finish_post("C1", day, claimer=winner, ts="1.1", now=101.0, claimed_at=100.0)
     assert store.finish_post("C1", day, claimer=winner, ts="1.1", now=101.0, claimed_at=won[0])
     assert store.take_over_post("C1", day, status=PostStatus.POSTED, old_claimer=winner, claimed_at=won[0],

@@ -74,29 +74,23 @@ class PostClaims(SQLTables):
         rows = self._post_rows("select * from posts where channel = ? and key = ?", [channel, key])
         return rows[0] if rows else None
 
-    def finish_post(self, channel: str, key: str, *, claimer: str, ts: str, now: float,
-                    claimed_at: float | None = None) -> bool:
-        """Record that Slack took the post (its ts); False if the claim is no longer ours.
-
-        The machine always passes `claimed_at`: only the claim made at that moment counts as
-        ours (None, for seeding a row by hand, accepts any claim by `claimer`).
-        """
+    def finish_post(self, channel: str, key: str, *, claimer: str, ts: str, now: float, claimed_at: float) -> bool:
+        """Record that Slack took the post (its ts); False if the claim is no longer ours: only the
+        claim `claimer` made at `claimed_at` (take_over_post's answer, or the claim's `now`) counts."""
         with self.transaction() as db:
             return db.execute(self._q(
                 "update posts set status = 'posted', ts = ?, posted_at = ?, error = null "
-                "where channel = ? and key = ? and claimed_by = ? and status != 'posted' "
-                "and (cast(? as double precision) is null or claimed_at = ?)"),
-                [ts, now, channel, key, claimer, claimed_at, claimed_at]).rowcount == 1
+                "where channel = ? and key = ? and claimed_by = ? and claimed_at = ? and status != 'posted'"),
+                [ts, now, channel, key, claimer, claimed_at]).rowcount == 1
 
-    def fail_post(self, channel: str, key: str, *, claimer: str, error: str,
-                  claimed_at: float | None = None) -> None:
-        """Give up for now: the claimer's next try (or, once it is gone, another process) re-claims it."""
+    def fail_post(self, channel: str, key: str, *, claimer: str, error: str, claimed_at: float) -> None:
+        """Give up for now, on the claim made at `claimed_at` only: the claimer's next try (or, once
+        it is gone, another process) re-claims it."""
         with self.transaction() as db:
             db.execute(self._q(
                 "update posts set status = 'failed', error = ? "
-                "where channel = ? and key = ? and claimed_by = ? and status = 'claimed' "
-                "and (cast(? as double precision) is null or claimed_at = ?)"),
-                [error, channel, key, claimer, claimed_at, claimed_at])
+                "where channel = ? and key = ? and claimed_by = ? and claimed_at = ? and status = 'claimed'"),
+                [error, channel, key, claimer, claimed_at])
 
     def set_post_abstract(self, channel: str, key: str, ts: str) -> None:
         """Keep the ts of the daily post's abstract reply (or the 'nothing left' notice) with its row."""
