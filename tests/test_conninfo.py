@@ -39,6 +39,7 @@ def key_value(pg_url: str, password: str) -> str:
     return make_conninfo("", **conninfo_to_dict(pg_url), password=password)
 
 
+@pytest.mark.slow  # starts a process
 def test_a_password_with_a_hash_is_never_printed_by_papers_or_health(pg_url, tmp_path):
     missing = with_password(pg_url, URL_SECRET, database="no_such_database")
     for command in (["papers"], ["health"]):
@@ -52,6 +53,7 @@ def test_a_password_with_a_hash_is_never_printed_by_papers_or_health(pg_url, tmp
     assert "never connected" in out.stderr and "se#cr" not in out.stdout + out.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_a_key_value_connection_string_reaches_postgresql_and_creates_no_file(pg_url, tmp_path):
     conninfo = key_value(pg_url, "hunter2")
     assert "://" not in conninfo and "password=hunter2" in conninfo
@@ -65,6 +67,7 @@ def test_a_key_value_connection_string_reaches_postgresql_and_creates_no_file(pg
     assert os.listdir(tmp_path) == []  # no file named after the string (password and all)
 
 
+@pytest.mark.slow  # starts a process
 def test_several_hosts_are_tried_in_turn_and_named_without_a_password(pg_url, tmp_path):
     # A URL with two hosts: the first refuses (nothing listens on 1), libpq goes on to the second.
     scheme, rest = with_password(pg_url, "hunter2").split("://", 1)
@@ -80,6 +83,7 @@ def test_several_hosts_are_tried_in_turn_and_named_without_a_password(pg_url, tm
     assert "No papers yet" in paperclub("--db", several, "papers", cwd=tmp_path).stderr
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("db", ["hots=127.0.0.1 password=hunter2", "host=127.0.0.1 password hunter2",
                                 "mysql://root:hunter2@127.0.0.1/db"])
 def test_what_is_neither_a_file_nor_a_connection_string_gets_one_clear_line(db, tmp_path):
