@@ -698,8 +698,10 @@ def pick(c: Ctx, channel, day, post, as_json):
     if post and not c.settings.has_slack_tokens:
         raise click.ClickException("--post needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN (environment or .env).")
     # The same wiring as the bot, so the dry run weighs reactions as the bot does.
+    # Its own identity (host:pid), never the bot's PAPERCLUB_REPLICA_ID: a claim this run holds is
+    # not the running bot's to take over, nor the other way round.
     deps = build_deps(c.settings, store, searcher, clock=utc_now,
-                      slack=make_client(c.settings) if post else None, replica=replica_id(c.settings))
+                      slack=make_client(c.settings) if post else None, replica=replica_id())
     if post:
         result = post_daily(deps.slack, store, searcher, channel, now, day=when, feedback=deps.feedback,
                             settings=c.settings, llm=deps.llm, poster=deps.poster)
