@@ -42,9 +42,12 @@ test: $(STAMP)
 # The fast loop: every test but the `slow` ones (the real model, processes, chaos, the container,
 # long fuzzing: pyproject.toml's markers), stopping at the first failure, after the linter (ruff:
 # pyproject.toml). `make test` runs the linter and every test.
+# The tests that run on every backend run on SQLite alone here (CHECK_BACKENDS=sqlite,postgresql
+# for both); `make test` runs them on PostgreSQL too.
+CHECK_BACKENDS ?= sqlite
 check: $(STAMP)
 	$(LINT)
-	$(BIN)/python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
+	PAPERCLUB_TEST_BACKENDS=$(CHECK_BACKENDS) $(BIN)/python -m pytest -m "not slow" -x -q $(PYTEST_ARGS)
 
 # deploy/requirements.lock: the image's exact versions, from pyproject.toml and
 # deploy/requirements.in (the CPU torch), for Linux x86_64 and Python 3.11. Needs uv

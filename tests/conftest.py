@@ -92,7 +92,9 @@ def hashing_db(tmp_path_factory) -> Path:
     return _seed(tmp_path_factory.mktemp("hashing") / "hashing.db", HashingEmbedder())
 
 
-STORE_BACKENDS = ["sqlite", "postgresql"]
+# The backends the every-backend tests run on: both, unless PAPERCLUB_TEST_BACKENDS names fewer
+# (`make check` keeps them to sqlite; `make test` and CI run both).
+STORE_BACKENDS = [b for b in os.environ.get("PAPERCLUB_TEST_BACKENDS", "sqlite,postgresql").split(",") if b]
 # The test server (CI starts it: .ci/run); PAPERCLUB_TEST_PG points elsewhere.
 PG_SERVER = os.environ.get("PAPERCLUB_TEST_PG", "postgresql://postgres@127.0.0.1:5432")
 
