@@ -949,8 +949,9 @@ def _content(params: dict) -> dict:
 
 
 def _apply_content(msg: dict, body: dict) -> None:
-    """Copy text/blocks/attachments from a request body onto a stored message."""
-    for key in ("text", "blocks", "attachments"):
+    """Copy text/blocks/attachments, and metadata (Slack replaces it too: message_metadata_updated
+    carries previous_metadata), from a request body onto a stored message."""
+    for key in ("text", "blocks", "attachments", "metadata"):
         if key in body:
             msg[key] = body[key]
 

@@ -331,3 +331,27 @@ def test_a_presenter_who_cannot_be_dmed_is_recorded_once_and_not_asked_about_eve
         tick(deps, MOMENTS["winner"] + timedelta(minutes=minute))
     assert len(fake.calls("conversations.open")) == 1
     assert len(scheduled(fake)["winner"]) == 1
+
+
+def test_an_agenda_redrawn_by_a_vote_is_still_found_after_a_crash(world):
+    import socket
+
+    from bot.club.posts import agenda_message
+
+    fake, store, clock, deps = world
+    at = MOMENTS["agenda"] + timedelta(minutes=1)
+    tick(deps, at)
+    [agenda] = scheduled(fake)["agenda"]
+    # A vote redraws the agenda in place (the listener's chat.update, counts included) ...
+    redrawn = agenda_message(deps, CH, SESSION.date())
+    redrawn.pop("unfurl_links"), redrawn.pop("unfurl_media")
+    deps.slack.chat_update(ts=agenda["ts"], **redrawn)
+    # ... and the process that posted it had died before recording the ts (a dead pid on this host).
+    sql = "update posts set status = 'claimed', ts = null, claimed_by = ? where channel = ? and key = ?"
+    with store.transaction() as db:
+        db.execute(sql if store.backend == "sqlite" else sql.replace("?", "%s"),
+                   [f"{socket.gethostname()}:{2**22 + 13}", CH, "agenda:2026-12-03"])
+    results = tick(deps, at + timedelta(minutes=1))
+    assert [r.status for step, _, r in results if step == "agenda"] == ["recovered"]
+    assert len(scheduled(fake)["agenda"]) == 1
+    assert store.get_post(CH, "agenda:2026-12-03")["ts"] == agenda["ts"]

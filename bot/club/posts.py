@@ -18,6 +18,7 @@ from store.text import member_tag
 
 from .. import blocks as bk
 from ..blocks import mention
+from ..posting import SCHEDULED_EVENT
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("bot.club")
 
-AGENDA_EVENT = "paperclub_club"  # message metadata on the club's posts: {"kind", "date"}
 
 
 def _label(dt: datetime) -> str:
@@ -65,7 +65,9 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False,
     what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
     return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: {what}"),
             "blocks": [b.to_dict() for b in blocks],
-            "metadata": {"event_type": AGENDA_EVENT, "event_payload": {"kind": "agenda", "date": day.isoformat()}},
+            # The machine's own marker: a refresh (chat.update) keeps the agenda findable by its claim.
+            "metadata": {"event_type": SCHEDULED_EVENT,
+                         "event_payload": {"kind": "agenda", "key": f"agenda:{day.isoformat()}"}},
             "unfurl_links": False, "unfurl_media": False}
 
 
@@ -140,7 +142,6 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
 
         def build():
             message = agenda_message(deps, channel, day, note=note)
-            message.pop("metadata")
             return message
         result = once(build)
         if result.ts:
