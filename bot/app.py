@@ -22,7 +22,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from . import blocks as bk
-from . import club, hello, home, reactions, reading, unfurl
+from . import club, confirm, hello, home, reactions, reading, unfurl
 from .claims import EventClaims
 from .commands import Reply, run_command, share_reply, similar_reply, summary_reply
 from .deps.build import make_client
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 # The feature modules' listeners, registered before the fallbacks below (Bolt runs only the
 # first listener that matches). A new feature adds its register function here.
 FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.register, unfurl.register,
-                                  club.register, hello.register)
+                                  club.register, hello.register, confirm.register)
 
 
 # -- helpers ----------------------------------------------------------------------------

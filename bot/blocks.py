@@ -13,6 +13,7 @@ from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
+    ConfirmObject,
     ContextBlock,
     DividerBlock,
     HeaderBlock,
@@ -34,6 +35,7 @@ ACTION_SUMMARY = "paper_summary"
 ACTION_SIMILAR = "paper_similar"
 ACTION_SHARE = "paper_share"
 ACTION_SAVE = "paper_save"  # on the daily digest: puts the paper on the clicker's reading list
+ACTION_CONFIRM = "paper_confirm"  # a destructive command's button: its value is the command line to re-run
 
 # Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
 # SHARED_BLOCK and DAILY_BLOCK back to learn which paper a message shows.
@@ -389,6 +391,20 @@ def message_blocks(text: str, *, title: str | None = None, footer: str | None = 
     if footer:
         blocks.append(context(footer))
     return blocks
+
+
+def confirm_blocks(text: str, *, title: str, button: str, line: str, typed: str) -> list[Block]:
+    """The question a destructive command asks first: what it would do (mrkdwn, escaped), a danger
+    button whose Slack confirm dialog asks once more, and how to type it (the console has no buttons).
+
+    `line` is the command to re-run on the click, `typed` its /paper form for people to type.
+    """
+    dialog = ConfirmObject(title=cut_chars(title, 100), text=cut_mrkdwn(text, 300),
+                           confirm=cut_chars(button, 30), deny="Cancel", style="danger")
+    return [section(text),
+            ActionsBlock(elements=[ButtonElement(text=cut_chars(button, 75), action_id=ACTION_CONFIRM,
+                                                 value=line[:2000], style="danger", confirm=dialog)]),
+            context(f"Or type {code(typed)}. Nothing changes until you do.")]
 
 
 def help_blocks(command: str, entries: Iterable[tuple[str, str, str]], *, intro: str | None = None,

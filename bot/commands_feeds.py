@@ -26,6 +26,7 @@ from .commands import (
     problem_reply,
     summary_reply,
 )
+from .confirm import ask_first, split_confirm
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -128,12 +129,19 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
         note = (f"Now following {_WHERE[kind]} *{bk.esc(target)}*." if new
                 else f"This channel already follows {_WHERE[kind]} *{bk.esc(target)}*.")
         return _feeds_reply(deps, channel, note)
+    rest, confirmed = split_confirm(" ".join(words[1:]))
     rows = deps.store.feeds(channel)
-    number = parse_number(words[1], 1, len(rows)) if len(words) == 2 else None
+    number = parse_number(rest, 1, len(rows)) if len(rest.split()) == 1 else None
     if number is None:
         return problem_reply(deps, f"Give the number of a feed to remove (1 to {len(rows)})." if rows
                              else "This channel follows no feeds.", hint=f"{code(deps.command + ' feed')} lists them.")
-    row = deps.store.remove_feed(channel, rows[number - 1]["id"])
+    row = rows[number - 1]
+    if not confirmed:
+        what = f"{_WHERE.get(row['kind'], row['kind'])} *{bk.esc(row['target'])}*"
+        return ask_first(deps, call, f"remove {number}", title="Stop following this feed?", button="Stop following",
+                         text=f"This channel would stop following {what}: its new papers no longer come "
+                              "first in the paper of the day.")
+    row = deps.store.remove_feed(channel, row["id"])
     return _feeds_reply(deps, channel, f"Stopped following {_WHERE.get(row['kind'], row['kind'])} "
                                        f"*{bk.esc(row['target'])}*.")
 

@@ -20,6 +20,7 @@ from .commands import (
     problem_reply,
     resolve,
 )
+from .confirm import ask_first, split_confirm
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -118,6 +119,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
 
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     channel = channel_of(call)
+    arg, confirmed = split_confirm(arg)
     rows = deps.store.interests(channel)
     number = parse_number(arg.strip().lstrip("#"), 1, len(rows))
     if number is None:
@@ -127,6 +129,11 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     row = rows[number - 1]
     if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):
         return admins_only(deps, "remove an interest someone else added")
+    if not confirmed:
+        who = f", added by {mention(row['added_by'])}" if row.get("added_by") else ""
+        return ask_first(deps, call, f"remove {number}", title="Remove this interest?", button="Remove it",
+                         text=f"This would take {number}. *{bk.esc(row['text'])}*{who} off this channel's "
+                              "interests: the paper of the day stops steering towards it.")
     deps.store.remove_interest(channel, row["id"])
     who = f" (added by {mention(row['added_by'])})" if row.get("added_by") else ""
     return _interests_reply(deps, channel, note=f"Removed {number}. *{bk.esc(row['text'])}*{who}.")

@@ -18,6 +18,7 @@ from store.text import parse_number
 from . import blocks as bk
 from .blocks import code, mention
 from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply
+from .confirm import ask_first, split_confirm
 from .picks import channel_tz
 
 if TYPE_CHECKING:
@@ -158,6 +159,16 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def handle_forget_me(deps: Deps, call: Call) -> Reply:
+    extra, confirmed = split_confirm(call.args)
+    if extra:  # `/paper forget SPIKE` once erased everything while ignoring SPIKE
+        return problem_reply(deps, f"{call.name} takes nothing after it: it deletes everything about you.",
+                             hint=f"{code(deps.command + ' saved remove <n>')} takes one paper off your "
+                                  f"reading list; {code(deps.command + ' ' + call.name)} deletes everything.")
+    if not confirmed:
+        return ask_first(deps, call, "", title="Forget everything about you?", button="Forget me",
+                         text="This deletes your reactions and your reading list, takes your name off the "
+                              "interests, feeds and shared papers you added, and takes you out of the reading "
+                              "group's rotation and votes. It cannot be undone.")
     counts = fb.forget_member(deps.store, call.user_id)
     if not any(counts.values()):
         text = "I had nothing stored about you: no reactions, no saved papers, no interests with your name."
@@ -191,8 +202,9 @@ SUBCOMMANDS = (
     Subcommand("digest", handle_digest, usage="digest [days]", example="digest 7",
                help="This channel's papers of the last days (7 unless you say), how each was received, "
                     "and who joined in.", aliases=("recap", "week")),
-    Subcommand("forget-me", handle_forget_me, usage="forget-me", example="forget-me",
+    Subcommand("forget-me", handle_forget_me, usage="forget-me [confirm]", example="forget-me",
                help="Delete your reactions, reading list and club votes, and take your name off everything "
-                    "else that names you (interests, feeds, schedules, the reading group's history).",
+                    "else that names you (interests, feeds, schedules, the reading group's history). "
+                    "Asks first; `confirm` after it goes ahead.",
                aliases=("forgetme", "forget")),
 )

@@ -60,7 +60,7 @@ def test_without_admins_everyone_may_schedule_and_remove(make_app, fake_slack, h
     app = make_app("")
     assert command(app, fake_slack, "schedule 09:00 UTC", "U1")["response_type"] == "in_channel"
     command(app, fake_slack, "interests add graph neural networks", "U1")
-    assert "Removed 1." in text_of(command(app, fake_slack, "interests remove 1", "U2"))
+    assert "Removed 1." in text_of(command(app, fake_slack, "interests remove 1 confirm", "U2"))
     assert "turned the paper of the day off" in text_of(command(app, fake_slack, "schedule off", "U3"))
     assert hashing_store.get_schedule(CH) is None
 
@@ -75,7 +75,7 @@ def test_with_admins_others_are_refused_politely_and_nothing_changes(make_app, f
     announced = len(fake.messages(CH))
 
     for text in ("schedule 10:00 UTC", "schedule off", "schedule OFF", "daily 07:30", "when off",
-                 "interests remove 1", "interests rm #1", "topics - 1"):
+                 "interests remove 1 confirm", "interests rm #1 confirm", "topics - 1 confirm"):
         assert_refused(command(app, fake, text, "U1"), admins=["UADMIN", "UBOSS"])
     assert hashing_store.get_schedule(CH) == schedule_before
     assert [r["text"] for r in hashing_store.interests(CH)] == interests_before
@@ -84,9 +84,9 @@ def test_with_admins_others_are_refused_politely_and_nothing_changes(make_app, f
     # Looking, adding interests and removing your own stay open to everyone.
     assert "09:00 Europe/Berlin" in text_of(command(app, fake, "schedule", "U1"))
     assert "Added *video understanding*" in text_of(command(app, fake, "interests add video understanding", "U1"))
-    assert "Removed 2." in text_of(command(app, fake, "interests remove 2", "U1"))
+    assert "Removed 2." in text_of(command(app, fake, "interests remove 2 confirm", "U1"))
     # Admins may do all of it.
-    assert "Removed 1." in text_of(command(app, fake, "interests remove 1", "UADMIN"))
+    assert "Removed 1." in text_of(command(app, fake, "interests remove 1 confirm", "UADMIN"))
     assert "turned the paper of the day off" in text_of(command(app, fake, "schedule off", "UBOSS"))
     assert hashing_store.get_schedule(CH) is None
 

@@ -170,7 +170,7 @@ def test_skip_and_off_are_for_admins(world):
     assert "does not meet" in text_of(dispatch_command(app, fake, "club skip 2026-12-04", user=ADMIN, channel=CH))
     assert "cancelled" in text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
     assert "Thu 10 Dec" in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
-    assert "is off" in text_of(dispatch_command(app, fake, "club off", user=ADMIN, channel=CH))
+    assert "is off" in text_of(dispatch_command(app, fake, "club off confirm", user=ADMIN, channel=CH))
     assert "no reading group" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
 
 

@@ -243,7 +243,7 @@ def test_interests_are_listed_numbered_with_who_added_them(app, fake_slack, hash
 
     bad = text_of(command(app, fake, "interests remove 7"))
     assert "There is no interest 7; this channel has 2" in bad
-    removed = text_of(command(app, fake, "interests remove 1"))
+    removed = text_of(command(app, fake, "interests remove 1 confirm"))
     assert "Removed 1. *video understanding* (added by <@UALICE>)" in removed
     assert [r["text"] for r in hashing_store.interests(CH)] == ["papers like G-NLL"]
     assert [r["text"] for r in hashing_store.interests("C2")] == []  # per channel
@@ -260,7 +260,7 @@ def test_members_who_share_a_topic_share_its_line_and_each_keep_their_own_number
     assert "1, 3. *machine learning* (added by <@UALICE>, <@UBOB>)" in listing
     assert "2. *video understanding* (added by <@UCAROL>)" in listing
     assert listing.count("machine learning*") == 1
-    removed = text_of(command(app, fake, "interests remove 3", user="UBOB"))
+    removed = text_of(command(app, fake, "interests remove 3 confirm", user="UBOB"))
     assert "Removed 3. *Machine Learning* (added by <@UBOB>)" in removed
     assert [(r["text"], r["added_by"]) for r in hashing_store.interests(CH)] == [
         ("machine learning", "UALICE"), ("video understanding", "UCAROL")]
@@ -296,9 +296,9 @@ def test_with_admins_set_only_they_change_schedules_or_others_interests(fake_sla
     assert command(app, fake, "schedule 09:00 UTC", user="UADMIN")["response_type"] == "in_channel"
     command(app, fake, "interests add graph neural networks", user="UBOB")
     command(app, fake, "interests add video understanding", user="U1")
-    assert "Only the reading group's admins" in text_of(command(app, fake, "interests remove 1", user="U1"))
-    assert "Removed 2." in text_of(command(app, fake, "interests remove 2", user="U1"))  # their own
-    assert "Removed 1." in text_of(command(app, fake, "interests remove 1", user="UADMIN"))
+    assert "Only the reading group's admins" in text_of(command(app, fake, "interests remove 1 confirm", user="U1"))
+    assert "Removed 2." in text_of(command(app, fake, "interests remove 2 confirm", user="U1"))  # their own
+    assert "Removed 1." in text_of(command(app, fake, "interests remove 1 confirm", user="UADMIN"))
 
 
 def test_today_previews_privately_then_links_to_the_post(app, fake_slack, service):

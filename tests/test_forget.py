@@ -120,7 +120,7 @@ def test_forget_me_takes_dan_off_his_feed_his_club_his_presenter_dm_the_log_and_
     backup = _snapshot(store, tmp_path)
     assert traces(store, DAN)
 
-    answer = text_of(dispatch_command(app, fake, "forget-me", user=DAN, channel=CH))
+    answer = text_of(dispatch_command(app, fake, "forget-me confirm", user=DAN, channel=CH))
     assert "Done." in answer and "1 feed" in answer
 
     listing = text_of(dispatch_command(app, fake, "feed", user="UANN", channel=CH))

@@ -184,7 +184,7 @@ NASTY = [
     "' OR 1=1 --", "\" OR \"\"=\"", "null", "None", "NaN", "-1", "0", "1", "2", "3", "50", "51",
     "99999999999999999999", "1e308", "#1", "#0", "09:30", "9:30", "25:99", "24:00", "00:00", "9am",
     "noon", "Europe/Berlin", "europe/berlin", "America/New_York", "Mars/Olympus", "UTC", "UTC+14",
-    "Etc/GMT-14", "off", "OFF", "weekdays", "daily", "weekends", "mon-fri", "add", "remove", "rm",
+    "Etc/GMT-14", "off", "OFF", "weekdays", "daily", "weekends", "mon-fri", "add", "remove", "rm", "confirm",
     "like", "add like", "list", "days", "7d", "90", "91", "list", "help", "summary", "search",
     # Digits that are not ASCII: str.isdigit() says yes to some, int() to others.
     "²", "³", "¹", "①", "⑩", "１", "２３", "٣", "۷", "१", "௫", "๓", "𝟐", "Ⅳ", "½", "2²", "#²", "1\u200b", "\u200b1",

@@ -144,11 +144,11 @@ def test_reactions_are_logged_once_and_tallied_exactly_in_the_digest(bot):
     assert "Your reading list (1)" in home and "Your recent reactions" in home and "👀 on" in home
 
     # forget-me removes Bob's rows and says what went; the tallies follow.
-    forgot = text_of(command(app, fake, "forget-me", user="UBOB"))
+    forgot = text_of(command(app, fake, "forget-me confirm", user="UBOB"))
     assert "Done. I deleted 1 reaction." in forgot
-    forgot_eve = text_of(command(app, fake, "forget-me", user="UEVE"))
+    forgot_eve = text_of(command(app, fake, "forget-me confirm", user="UEVE"))
     assert "Done. I deleted 1 reaction and emptied your reading list (1 paper)." in forgot_eve
-    nothing = text_of(command(app, fake, "forget-me", user="UEVE"))
+    nothing = text_of(command(app, fake, "forget-me confirm", user="UEVE"))
     assert "I had nothing stored about you" in nothing
     assert store.reactions(user="UBOB") == []
     assert store.reactions(user="UEVE") == [] and store.saved_papers("UEVE") == []

@@ -261,7 +261,7 @@ def test_forget_me_leaves_no_trace_in_today_digest_home_a_restored_backup_or_the
     backup = world.path.with_name("before.db")
     world.store.backup_to(backup)
 
-    forgot = say(world, "forget-me", user="UDAN")
+    forgot = say(world, "forget-me confirm", user="UDAN")
     assert "Done." in text_of(forgot)
 
     assert "UDAN" not in text_of(say(world, "today"))

@@ -202,7 +202,7 @@ def test_feed_add_list_remove_with_admin_rules(parts, fake_slack):
     assert "1. arXiv *cs.LG*" in text_of(r) and "2. OpenReview *ICLR.cc/2026/Conference*" in text_of(r)
     r = dispatch_command(app, fake_slack, "feed add arxiv not/acat", user="UADMIN", channel="C1")
     assert "not an arXiv category" in text_of(r)
-    r = dispatch_command(app, fake_slack, "feed remove 1", user="UADMIN", channel="C1")
+    r = dispatch_command(app, fake_slack, "feed remove 1 confirm", user="UADMIN", channel="C1")
     assert "Stopped following arXiv *cs.LG*" in text_of(r)
     assert [f["target"] for f in deps.store.feeds("C1")] == ["ICLR.cc/2026/Conference"]
     r = dispatch_command(app, fake_slack, "feed remove 7", user="UADMIN", channel="C1")

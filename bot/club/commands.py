@@ -29,6 +29,7 @@ from ..commands import (
     problem_reply,
     resolve,
 )
+from ..confirm import ask_first, split_confirm
 from .posts import _label, _spec, agenda_message, dm_presenter
 
 if TYPE_CHECKING:
@@ -122,6 +123,14 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         spec = _spec(deps, channel)
         if not is_admin(deps, call.user_id):
             return problem_reply(deps, "Only the reading group's admins can stop the club.")
+        extra, confirmed = split_confirm(rest)
+        if extra:
+            return problem_reply(deps, "club off takes nothing after it: it stops this channel's reading group.")
+        if not confirmed:
+            return ask_first(deps, call, "off", title="Stop the reading group?", button="Stop the club",
+                             text="This stops this channel's reading group: no more agendas, votes, presenter "
+                                  "reminders or session threads. Its history stays, and an admin can set it "
+                                  "up again.")
         store.set_club(channel, set_by=call.user_id, now=now.timestamp(), active=0)
         return Reply("The reading group is off. Its history stays; an admin can set it up again.")
     if word == "history":
