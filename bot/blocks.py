@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 ACTION_SUMMARY = "paper_summary"
 ACTION_SIMILAR = "paper_similar"
 ACTION_SHARE = "paper_share"
-ACTION_SAVE = "paper_save"  # on the daily digest: puts the paper on the clicker's reading list
+ACTION_SAVE = "paper_save"  # on every paper card: puts the paper on the clicker's reading list
 ACTION_CONFIRM = "paper_confirm"  # a destructive command's button: its value is the command line to re-run
 
 # Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
@@ -258,15 +258,20 @@ def header(text: str) -> HeaderBlock:
 
 
 def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
-                  summary: bool = True, nominate: bool = False) -> ActionsBlock:
-    """Summary / More like this / Share to channel (/ Nominate), each carrying the paper id."""
+                  summary: bool = True, nominate: bool = False, save: bool = True) -> ActionsBlock:
+    """Summary / More like this / Save / Share to channel (/ Nominate), each carrying the paper id.
+
+    No button is `primary`: Slack keeps green for a message's one main action, and a card repeated
+    five times in search results would otherwise show five of them.
+    """
     buttons = []
     if summary:
         buttons.append(ButtonElement(text="Summary", action_id=ACTION_SUMMARY, value=paper.id))
     buttons.append(ButtonElement(text="More like this", action_id=ACTION_SIMILAR, value=paper.id))
+    if save:
+        buttons.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
     if share:
-        buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id,
-                                     style="primary"))
+        buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id))
     if nominate:
         buttons.append(nominate_button(paper))
     return ActionsBlock(elements=buttons[:MAX_ACTION_ELEMENTS], block_id=block_id)
@@ -434,11 +439,7 @@ def fallback_text(text: str) -> str:
 # -- the paper of the day ----------------------------------------------------------------------
 def save_buttons(paper, *, block_id: str) -> ActionsBlock:
     """Summary / More like this / Save / Nominate: a paper card outside search (digest, unfurl)."""
-    buttons = paper_buttons(paper, share=False, block_id=block_id)
-    buttons.elements.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
-    buttons.elements.append(nominate_button(paper))
-    buttons.elements = buttons.elements[:MAX_ACTION_ELEMENTS]
-    return buttons
+    return paper_buttons(paper, share=False, block_id=block_id, nominate=True)
 
 
 def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
@@ -538,7 +539,7 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
         blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
-                                    nominate=True))
+                                    nominate=True, save=False))  # on the list already
     return blocks
 
 

@@ -32,7 +32,9 @@ log = logging.getLogger(__name__)
 
 CONSOLE_USER = "you"
 # Buttons become the command a person types here instead of clicking.
-BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share"}
+BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share",
+                   bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate",
+                   bk.ACTION_CONFIRM: ""}  # a confirmation's value is the whole command line
 QUIT = {"quit", "exit", ":q", "q"}
 
 _MRKDWN = re.compile(
@@ -112,8 +114,8 @@ def render_block(block: dict) -> Iterator:
         for el in block.get("elements") or []:
             line.append(f"[{_text_of(el.get('text'))}] ", style="bold green")
             cmd = BUTTON_COMMANDS.get(el.get("action_id"))
-            if cmd and el.get("value"):
-                hints.append(f"{cmd} {el['value']}")
+            if cmd is not None and el.get("value"):
+                hints.append(f"{cmd} {el['value']}".strip())
         if hints:
             line.append("→ type: " + " | ".join(hints), style="dim")
         yield line

@@ -1,4 +1,4 @@
-"""Reading and recaps: the Save button, /paper saved, /paper digest and /paper forget-me.
+"""Reading and recaps: the Save button and /paper save, /paper saved, /paper digest and /paper forget-me.
 
 A member's reading list fills from the digest's Save button and from 👀
 reactions (bot/reactions.py); `digest` tallies a channel's recent posts with
@@ -17,7 +17,7 @@ from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
-from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply
+from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply, resolve
 from .confirm import ask_first, split_confirm
 from .picks import channel_tz
 
@@ -31,7 +31,7 @@ MAX_LISTED = 15  # papers per reply (3 blocks each, under Slack's 50)
 
 
 def register(app: App, deps: Deps) -> None:
-    """The Save button on the daily digest."""
+    """The Save button on every paper card."""
     @app.action(bk.ACTION_SAVE)
     def handle_save_button(ack, action, body, respond):
         ack()  # the ack goes out when this returns: the read and the write wait for the work pool
@@ -40,15 +40,29 @@ def register(app: App, deps: Deps) -> None:
 
 
 def save_paper(deps: Deps, respond, paper_id: str, user: str) -> None:
-    """Put a paper on the member's reading list and say so privately."""
+    """The Save button: put a paper on the member's reading list and say so privately."""
     paper = deps.store.get_paper(paper_id)
     if paper is None:
         respond(text="That paper is no longer in the library.", response_type="ephemeral",
                 replace_original=False)
         return
-    deps.store.save_paper(user, paper.id, now=deps.clock().timestamp())
-    respond(text=f"Saved *{bk.esc(paper.short_name)}* to your reading list.", response_type="ephemeral",
-            replace_original=False)
+    respond(**save_reply(deps, paper, user).to_message(), replace_original=False)
+
+
+def save_reply(deps: Deps, paper, user: str, *, note: str | None = None) -> Reply:
+    """Save a paper for a member (a second time changes nothing) and say which it was."""
+    name = f"*{bk.esc(paper.short_name)}*"
+    if deps.store.save_paper(user, paper.id, now=deps.clock().timestamp()):
+        text = f"Saved {name} to your reading list."
+    else:
+        text = f"{name} was already on your reading list."
+    footer = " ".join(x for x in (note, f"{code(deps.command + ' saved')} shows the list.") if x)
+    return Reply(text, bk.message_blocks(text, footer=footer))
+
+
+def handle_save(deps: Deps, call: Call) -> Reply:
+    paper, note = resolve(deps, call.args)
+    return save_reply(deps, paper, call.user_id, note=note)
 
 
 # -- /paper saved ---------------------------------------------------------------------------------------
@@ -196,6 +210,8 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
 
 
 SUBCOMMANDS = (
+    Subcommand("save", handle_save, usage="save <paper>", example="save SPIKE",
+               help="Put a paper on your reading list (as its Save button does).", aliases=("bookmark",)),
     Subcommand("saved", handle_saved, usage="saved [remove <n>]", example="saved",
                help="Your reading list: papers you saved with the Save button or a 👀 reaction.",
                aliases=("reading", "reading-list", "bookmarks")),
