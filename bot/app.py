@@ -24,7 +24,7 @@ from slack_sdk.errors import SlackApiError
 from . import blocks as bk
 from . import club, confirm, hello, home, reactions, reading, unfurl
 from .claims import EventClaims
-from .commands import Reply, run_command, share_reply, similar_reply, summary_reply
+from .commands import Reply, run_command, share_reply, similar_reply, summary_reply, working_line
 from .deps.build import make_client
 from .later import make_later, report_error
 from .outgoing import gate_middleware, gated
@@ -99,7 +99,8 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     # -- /paper ---------------------------------------------------------------------------
     @app.command(deps.command)
     def handle_paper_command(ack, command, respond):
-        ack()
+        working = working_line(deps, command.get("text"))  # slow work is not silent: say what is under way
+        ack(text=working) if working else ack()
         later(lambda: send(respond, run_command(deps, command.get("user_id", ""), command.get("text"),
                                                 channel_id=command.get("channel_id", ""))), respond)
 

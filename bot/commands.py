@@ -80,6 +80,16 @@ def quoted(text: str, limit: int = 60) -> str:
 
 
 # -- the dispatcher -------------------------------------------------------------------
+def working_line(deps: Deps, text: str | None) -> str | None:
+    """What the ack of a slow command says at once ("Fetching 2501.01234 from arXiv…"); None for a
+    quick one. Reads nothing: it runs before Slack hears back."""
+    word, _, rest = clean_input((text or "")[:MAX_INPUT_CHARS * 2]).partition(" ")
+    sub = deps.commands.lookup(word) if word else None
+    if sub is None or sub.working is None:
+        return None
+    return sub.working(rest.strip())
+
+
 def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str = "") -> Reply:
     """Answer one `/paper ...` line; store errors become a friendly reply (StoreBusy: the apology)."""
     started = time.perf_counter()

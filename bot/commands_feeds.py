@@ -42,6 +42,20 @@ def _add_hint(deps: Deps) -> str:
             f"{code(deps.command + ' add https://openreview.net/forum?id=…')}.")
 
 
+def fetching_line(args: str) -> str | None:
+    """The ack of `/paper add <ref>`: arXiv or OpenReview may take a while (or not answer)."""
+    ref = parse_ref(args.split()[0]) if args.split() else None
+    return f"Fetching {bk.esc(ref[1])} from {_WHERE[ref[0]]}…" if ref else None
+
+
+def checking_line(args: str) -> str | None:
+    """The ack of `/paper feed add <kind> <target>`: the feed is asked before it is added."""
+    words = args.split()
+    if len(words) == 3 and words[0].lower() == "add" and words[1].lower() in _WHERE:
+        return f"Checking {_WHERE[words[1].lower()]} for *{bk.esc(words[2])}*…"
+    return None
+
+
 def handle_add(deps: Deps, call: Call) -> Reply:
     """Fetch a paper by arXiv id/URL or OpenReview URL/id into the store, and show its card."""
     ref = parse_ref(call.args.split()[0]) if call.args.split() else None
@@ -148,8 +162,9 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
 
 SUBCOMMANDS = (
     Subcommand("add", handle_add, usage="add <arXiv id or link | OpenReview link>", example="add 2501.01234",
-               help="Bring a paper in from arXiv or OpenReview and show it.", aliases=("fetch",)),
+               help="Bring a paper in from arXiv or OpenReview and show it.", aliases=("fetch",),
+               working=fetching_line),
     Subcommand("feed", handle_feed, usage="feed [add arxiv <category> | add openreview <venue> | remove <n> | fresh <days>]",
                example="feed add arxiv cs.LG", help="The arXiv categories and venues this channel follows.",
-               aliases=("feeds",)),
+               aliases=("feeds",), working=checking_line),
 )

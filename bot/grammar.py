@@ -51,6 +51,10 @@ class Subcommand:
     help: str
     aliases: tuple[str, ...] = ()
     hidden: bool = False
+    # A slow subcommand (it waits on arXiv, OpenReview...): the line the command's ack shows at once,
+    # from its words after the name (mrkdwn, escaped), or None when these words make it quick.
+    # Pure and fast: it runs before the ack goes out, so it reads nothing.
+    working: Callable[[str], str | None] | None = None
 
 
 class Commands(dict):

@@ -154,6 +154,24 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
     raise SourceError(f"more than {max_redirects} redirects")
 
 
+def _unreachable(error: BaseException) -> bool:
+    """The host's name does not resolve, or nothing listens there: errors that do not heal in seconds.
+
+    Neither is retried. A failed name lookup means no network or no such host (the resolver has
+    already retried); a refused connection means nothing listens at that address: a site as large
+    as arXiv or OpenReview restarting behind its load balancer answers 502/503 (retried), while a
+    refusal comes from a host that is down or a proxy or firewall in the way, none of which is
+    fixed by the next 30 s of back-off. The member is told to try again in a few minutes, and a
+    feed poll tries again on its next round anyway. Timeouts, resets and 5xx/429 stay retried.
+    """
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
 def _retry_after(value: str | None, now: float) -> float | None:
     """Seconds to wait from a Retry-After header (seconds or an HTTP date)."""
     if not value:
@@ -226,7 +244,8 @@ class Fetcher:
 
     def get(self, url: str, params: dict | None = None) -> httpx.Response:
         """The response to GET url (2xx, or a 4xx other than 429); SourceError once retries are spent,
-        at once for an answer over the size cap, one past the deadline or a redirect to another host."""
+        at once for an answer over the size cap, one past the deadline, a redirect to another host,
+        or a host whose name does not resolve or that refuses the connection (`_unreachable`)."""
         with self._lock:  # one request at a time, whoever asks
             attempt = 0
             while True:
@@ -240,6 +259,8 @@ class Fetcher:
                     raise type(e)(f"{url}: {e}") from None
                 except (httpx.TimeoutException, httpx.TransportError) as e:
                     problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                    if _unreachable(e):
+                        raise SourceError(f"{url}: {problem} (not retried: it does not heal in seconds)") from None
                 else:
                     if resp.status_code < 300 or (400 <= resp.status_code < 500 and resp.status_code != 429):
                         return resp  # 2xx, or a 4xx the caller reads as "no such thing"
