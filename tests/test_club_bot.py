@@ -323,7 +323,7 @@ def test_the_club_map_draws_interests_written_like_math_as_the_text_they_are(wor
 @settings(max_examples=12, deadline=None)
 @given(st.lists(st.text(alphabet=st.sampled_from("$\\^_{}%#&~ax1"), min_size=1, max_size=12), min_size=1, max_size=3))
 def test_any_text_on_the_map_is_drawn_without_error(labels):
-    from bot.club.commands import render_map
+    from bot.club.reports import render_map
     from store.club import MapPoints
 
     png = render_map(MapPoints(sessions=[(t, i, -i) for i, t in enumerate(labels)], daily=[(0.5, 0.5)],
@@ -586,7 +586,7 @@ def test_a_setup_form_is_good_only_for_the_admin_and_channel_it_was_opened_for(w
 
 
 def test_map_labels_are_whole_names_broken_between_words():
-    from bot.club.commands import _wrapped
+    from bot.club.reports import _wrapped
 
     name = "ProtoReasoning: a prototype view of reasoning in large language models"
     label = _wrapped(name, 28, 4)
