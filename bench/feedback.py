@@ -4,8 +4,9 @@
 
 Teams of 3-5 members; each member has a hidden topic (a topic class of the
 data, as in bench/picks.py) but only told the bot something vague ("machine
-learning", "deep learning", ...). Every day the real `store.pick.pick_daily`
-picks a paper; each member reacts to it according to their hidden interest,
+learning", "deep learning", ...). Every day the one pick function the bot calls,
+`store.pick_for_day`, picks a paper (on a private copy of the embedded library
+holding each team's interests, posts and reactions as the bot stores them); each member reacts to it according to their hidden interest,
 with noise:
 
 - a like (🔥, 👍 or ❤️, sometimes with a 👀) with a probability that rises with
@@ -42,6 +43,7 @@ import argparse
 import hashlib
 import json
 import sys
+import tempfile
 import time
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
@@ -56,7 +58,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from picks import DEFAULT_DATA, TOPICS, load_world, relevant  # noqa: E402
 
 from store import feedback as fb  # noqa: E402
-from store import Interest, PastPost, PickSettings, pick_daily  # noqa: E402
+from store import PickSettings, pick_for_day  # noqa: E402
+from store.feedback import Feedback  # noqa: E402
 
 START = date(2024, 1, 8)
 VAGUE = ["machine learning", "deep learning", "ML research", "neural networks", "AI papers"]
@@ -104,16 +107,18 @@ def reactions_for(rng: np.random.Generator, affinity: float) -> list[str]:
 class Sim:
     """One team's 60 days with feedback on or off; reaction noise is fixed by (team, day, member)."""
 
-    def __init__(self, team, t, ids, matrix, rec_of, vec, args, settings, use_feedback: bool, centroids):
-        self.team, self.t, self.ids, self.matrix, self.rec_of = team, t, ids, matrix, rec_of
-        self.row = {pid: i for i, pid in enumerate(ids)}
+    def __init__(self, team, t, world, library, vec, args, settings, use_feedback: bool, centroids):
+        self.team, self.t, self.ids, self.matrix, self.rec_of = team, t, world.ids, world.matrix, world.rec_of
+        self.store, self.searcher = library
+        self.row = {pid: i for i, pid in enumerate(self.ids)}
         self.centroids = centroids
         self.args, self.settings, self.use_feedback = args, settings, use_feedback
         self.channel = f"C{t:03d}"
-        self.interests = [Interest(k + 1, text, member, vec[text]) for k, (member, _, text) in enumerate(team)]
+        for member, _, text in team:
+            self.store.add_interest(self.channel, text, member, model=world.embedder.name, vector=vec[text],
+                                    now=0.0)
         self.label_of = {member: label for member, label, _ in team}
         self.log: list[dict] = []
-        self.history: list[PastPost] = []
         self.posts: list[tuple[str, float]] = []  # (paper, posted_at) for replay
 
     def run(self) -> dict:
@@ -123,15 +128,13 @@ class Sim:
         for d in range(self.args.days):
             day = START + timedelta(days=d)
             midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
-            feedback = None
-            if self.use_feedback and self.log:
-                feedback = fb.reacted_from_rows(self.log, cutoff=midnight, half_life_days=self.args.half_life)
-            pick = pick_daily(self.channel, day, self.ids, self.matrix, self.interests, self.history,
-                              feedback=feedback, settings=self.settings)
+            feedback = Feedback(half_life_days=self.args.half_life) if self.use_feedback else None
+            pick = pick_for_day(self.store, self.searcher, self.channel, day, feedback=feedback,
+                                settings=self.settings)
             if pick is None:
                 break
-            self.history.append(PastPost(day, pick.paper_id, pick.choice.member, pick.exploration,
-                                         tuple(c.paper_id for c in pick.runners_up)))
+            self.store.claim_post(self.channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
+                                  pick=pick.to_dict(), now=midnight)
             posted_at = midnight + 9 * 3600
             self.posts.append((pick.paper_id, posted_at))
             rec = self.rec_of.get(pick.paper_id, {})
@@ -169,9 +172,11 @@ class Sim:
                     self._row(member, emoji, paper_id, at + 3600, "removed")
 
     def _row(self, user, emoji, paper_id, at, action) -> None:
-        self.log.append({"id": len(self.log), "channel": self.channel, "message_ts": f"{paper_id}",
-                         "paper_id": paper_id, "user": user, "emoji": emoji, "base": fb.base_emoji(emoji),
-                         "action": action, "event_ts": at})
+        row = {"channel": self.channel, "message_ts": f"{paper_id}", "paper_id": paper_id, "user": user,
+               "emoji": emoji, "base": fb.base_emoji(emoji), "action": action, "event_ts": at}
+        self.store.add_reaction({**row, "event_id": f"{self.channel}-{len(self.log)}", "event_time": None,
+                                 "recorded_at": at})
+        self.log.append({"id": len(self.log), **row})
 
 
 class _LogStore:
@@ -205,7 +210,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
-    store, embedder, ids, matrix, rec_of = load_world(args.data, args.model, args.cache)
+    world = load_world(args.data, args.model, args.cache)
+    embedder, ids, matrix, rec_of = world.embedder, world.ids, world.matrix, world.rec_of
     teams = make_teams(args.teams, np.random.default_rng(args.seed), args.specific)
     texts = sorted({text for team in teams for _, _, text in team})
     vec = dict(zip(texts, embedder.encode(texts)))
@@ -224,9 +230,11 @@ def main() -> None:
     started = time.perf_counter()
     results = {"off": [], "on": []}
     replays = Counter()
+    scratch = tempfile.TemporaryDirectory(prefix="paperclub-feedback-")
+    libraries = {mode: world.library(Path(scratch.name) / f"{mode}.db") for mode in ("off", "on")}
     for t, team in enumerate(teams):
         for mode in ("off", "on"):
-            sim = Sim(team, t, ids, matrix, rec_of, vec, args, settings, mode == "on", centroids)
+            sim = Sim(team, t, world, libraries[mode], vec, args, settings, mode == "on", centroids)
             results[mode].append(sim.run())
             if mode == "off":
                 scores = fb.replay_channel(_LogStore(sim), sim.channel, ids, matrix, [], {
@@ -237,6 +245,9 @@ def main() -> None:
                     replays[(s.name, "hits")] += s.hits
                     replays[(s.name, "ndcg")] += s.ndcg_sum
     elapsed = time.perf_counter() - started
+    for store, _ in libraries.values():
+        store.close()
+    scratch.cleanup()
 
     def figures(rows: list[dict]) -> dict:
         c = sum((r["counts"] for r in rows), Counter())

@@ -18,8 +18,9 @@ Pickers, each run on the same teams and days:
   interest (runners-up: the next two members' best, never used up);
 - Rocchio (with reactions): the naive pick with the served member's interest
   moved to interest + mean(liked) - 0.5 mean(disliked);
-- paperclub: the real `store.pick.pick_daily` (with its hybrid relevance from
-  `lexical_for` over the real FTS index), without and with reactions.
+- paperclub: the one pick function the bot calls, `store.pick_for_day`, on a
+  private copy of the embedded library where each team's interests, posts and
+  reactions are stored as the bot stores them; without and with reactions.
 
 Reported per picker: precision per served member over all days (an
 exploration day counts as a hit when it is relevant to any member),
@@ -58,6 +59,7 @@ import argparse
 import hashlib
 import json
 import re
+import sqlite3
 import sys
 import tempfile
 import time
@@ -72,10 +74,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store import (  # noqa: E402
-    Interest, PastPost, PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_daily,
+    Interest, PastPost, PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_for_day,
 )
 from store import feedback as fb  # noqa: E402
-from store.pick import lexical_for  # noqa: E402
+from store.ingest import embed_text  # noqa: E402
+from store.feedback import Feedback  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
 START = date(2024, 1, 8)
@@ -154,13 +157,24 @@ def relevant(record: dict, label: str) -> bool:
 
 
 def build_store(data: Path, cache: Path, model: str) -> Store:
-    """The eval papers embedded with the real model, ingested once and reused."""
+    """The eval papers embedded with the real model, ingested once and reused.
+
+    Only the paper vectors the pick reads are encoded (not search's aspect vectors,
+    three more texts per paper): on 2 shared cores that is minutes instead of an hour.
+    """
     store = open_store(cache)
     if store.count_papers() == 0:
         t = time.perf_counter()
+        result = ingest_paths(store, [data], None, now=time.time())
         embedder = make_embedder(model)
-        result = ingest_paths(store, [data], embedder, now=time.time())
-        print(f"ingested {data.name}: {result} in {time.perf_counter() - t:.0f} s -> {cache}", file=sys.stderr)
+        missing = [pid for pid, _ in store.papers_missing_embeddings(embedder.name)]
+        for start in range(0, len(missing), 256):
+            rows = list(store.paper_rows(missing[start : start + 256]).values())
+            vectors = embedder.encode([embed_text(r) for r in rows])
+            store.put_embeddings([{"paper_id": r["id"], "model": embedder.name, "vector": v,
+                                   "content_hash": r["content_hash"]} for r, v in zip(rows, vectors)])
+        print(f"ingested {data.name}: {result}, {len(missing)} vectors in {time.perf_counter() - t:.0f} s "
+              f"-> {cache}", file=sys.stderr)
     return store
 
 
@@ -214,25 +228,28 @@ class Run:
 
 
 class World:
-    """The embedded eval papers, their records, the interests' vectors and BM25, cached."""
+    """The embedded eval papers, their records and the interests' vectors (cached)."""
 
-    def __init__(self, store, embedder, ids, matrix, rec_of):
+    def __init__(self, store, embedder, ids, matrix, rec_of, path: Path | None = None):
         self.store, self.embedder, self.ids, self.matrix, self.rec_of = store, embedder, ids, matrix, rec_of
+        self.path = path  # the cached database, copied for each run that writes channels into it
         self.row = {pid: i for i, pid in enumerate(ids)}
-        self.searcher = Searcher(store, embedder)
         self._vec: dict[str, np.ndarray] = {}
-        self._lex: dict[str, dict[str, float]] = {}
 
     def vector(self, text: str) -> np.ndarray:
         if text not in self._vec:
             self._vec[text] = self.embedder.encode([text])[0]
         return self._vec[text]
 
-    def lexical(self, interests: list[Interest], limit: int) -> dict[int, dict[str, float]]:
-        for it in interests:
-            if it.text not in self._lex:
-                self._lex[it.text] = lexical_for(self.searcher, [it], limit).get(it.id, {})
-        return {it.id: self._lex[it.text] for it in interests}
+    def library(self, into: Path) -> tuple[Store, Searcher]:
+        """A private copy of the embedded papers (a run writes its teams' channels into it) and its searcher."""
+        src = sqlite3.connect(self.path)
+        dst = sqlite3.connect(into)
+        src.backup(dst)
+        src.close()
+        dst.close()
+        store = open_store(into)
+        return store, Searcher(store, self.embedder)
 
 
 def naive_pick(world: World, team, interests, history, log, cutoff, rocchio: bool) -> Shown | None:
@@ -257,12 +274,18 @@ def naive_pick(world: World, team, interests, history, log, cutoff, rocchio: boo
 
 
 def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feedback: bool,
-             days: int, settings: PickSettings, run: Run) -> None:
+             days: int, settings: PickSettings, run: Run, library: tuple[Store, Searcher] | None = None) -> None:
+    """One team's days. paperclub picks through `pick_for_day` on `library`, where the team's
+    interests, posts and reactions are written as the bot writes them."""
     channel = f"C{t:03d}"
     interests = [Interest(k + 1, text, member, world.vector(text))
                  for k, ((member, _, _), text) in enumerate(zip(team, texts))]
     label_of = {member: label for member, label, _ in team}
-    lexical = world.lexical(interests, settings.lexical_candidates) if picker == "paperclub" else None
+    if picker == "paperclub":
+        store, searcher = library
+        for it in interests:
+            store.add_interest(channel, it.text, it.added_by, model=world.embedder.name, vector=it.vector,
+                               now=0.0)
     history: list[PastPost] = []
     log: list[dict] = []
     served, relevant_to = Counter(), Counter()
@@ -272,11 +295,13 @@ def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feed
         if picker == "naive":
             shown = naive_pick(world, team, interests, history, log, cutoff, use_feedback)
         else:
-            feedback = fb.reacted_from_rows(log, cutoff=cutoff) if use_feedback and log else None
-            pick = pick_daily(channel, day, world.ids, world.matrix, interests, history,
-                              feedback=feedback, settings=settings, lexical=lexical)
+            pick = pick_for_day(store, searcher, channel, day, feedback=Feedback() if use_feedback else None,
+                                settings=settings)
             shown = pick and Shown(pick.paper_id, pick.choice.member, pick.exploration,
                                    tuple(c.paper_id for c in pick.runners_up))
+            if pick is not None:
+                store.claim_post(channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
+                                 pick=pick.to_dict(), now=cutoff)
         if shown is None:
             break
         history.append(PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up))
@@ -296,9 +321,14 @@ def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feed
                 if emoji is None and n == 0 and member == shown.served:
                     emoji = "-1"  # the served member finds their post off-topic
                 if emoji:
-                    log.append({"id": len(log), "channel": channel, "message_ts": pid, "paper_id": pid,
-                                "user": member, "emoji": emoji, "base": emoji, "action": "added",
-                                "event_ts": at + 600 * (len(log) + 1) % 36000})
+                    row = {"id": len(log), "channel": channel, "message_ts": pid, "paper_id": pid,
+                           "user": member, "emoji": emoji, "base": emoji, "action": "added",
+                           "event_ts": at + 600 * (len(log) + 1) % 36000}
+                    log.append(row)
+                    if picker == "paperclub":
+                        store.add_reaction({**{k: v for k, v in row.items() if k != "id"},
+                                            "event_id": f"{channel}-{row['id']}", "event_time": None,
+                                            "recorded_at": row["event_ts"]})
     posted = [p.paper_id for p in history]
     run.repeats += len(posted) - len(set(posted))
     run.teams.append((served, relevant_to, list(label_of)))
@@ -322,7 +352,7 @@ def figures(run: Run, days: int) -> dict:
             "exploration_hit_rate": float(np.mean(explore)) if explore else None, "days": len(hits)}
 
 
-def load_world(data: Path, model: str, cache: Path | None = None):
+def load_world(data: Path, model: str, cache: Path | None = None) -> World:
     """The eval papers embedded once (cached under the temp dir), their vectors and records."""
     digest = hashlib.sha1(f"{data.resolve()}|{data.stat().st_size}|{model}".encode()).hexdigest()[:10]
     cache = cache or Path(tempfile.gettempdir()) / "paperclub-bench" / f"picks-{digest}.db"
@@ -330,7 +360,7 @@ def load_world(data: Path, model: str, cache: Path | None = None):
     store = build_store(data, cache, model)
     embedder = make_embedder(model)
     ids, matrix = store.load_vectors(embedder.name)
-    return store, embedder, ids, matrix, map_records(store, records)
+    return World(store, embedder, ids, matrix, map_records(store, records), cache)
 
 
 def main() -> None:
@@ -349,8 +379,8 @@ def main() -> None:
                     help="override a PickSettings field, e.g. --set mmr_lambda=0.85 (repeatable)")
     args = ap.parse_args()
 
-    store, embedder, ids, matrix, rec_of = load_world(args.data, args.model, args.cache)
-    world = World(store, embedder, ids, matrix, rec_of)
+    world = load_world(args.data, args.model, args.cache)
+    ids, rec_of = world.ids, world.rec_of
     overrides = {}
     for item in args.set:
         name, _, value = item.partition("=")
@@ -366,13 +396,18 @@ def main() -> None:
         "on": ("paperclub, reactions", "paperclub", True)}.items() if key in args.pickers.split(",")]
     out: dict = {}
     started = time.perf_counter()
+    scratch = tempfile.TemporaryDirectory(prefix="paperclub-picks-")
     for mode in args.modes.split(","):
         for name, picker, use_feedback in pickers:
             run = Run()
+            library = world.library(Path(scratch.name) / f"{mode}-{len(out)}.db") if picker == "paperclub" else None
             for t, team in enumerate(teams):
                 texts = [text if mode == "clear" else VAGUE for _, _, text in team]
-                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run)
+                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run, library)
+            if library is not None:
+                library[0].close()
             out[(mode, name)] = figures(run, args.days)
+    scratch.cleanup()
     elapsed = time.perf_counter() - started
 
     print(f"paper of the day, {args.teams} teams of 3 x {args.days} days over {len(ids)} papers "

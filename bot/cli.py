@@ -679,10 +679,10 @@ def pick(c: Ctx, channel, day, post, as_json):
     from datetime import date as date_cls
 
     from store.pick import DailyPick
-    from store.schedule import local_today
+    from store.daily import pick_for_day
+    from store.schedule import channel_tz, local_today
 
     from .deps.build import build_deps, make_client
-    from .picks import channel_tz, make_pick
     from .posting import post_daily
     from .replica import replica_id
     from .runner import utc_now
@@ -690,7 +690,7 @@ def pick(c: Ctx, channel, day, post, as_json):
     now = utc_now()
     # A dry run only reads (it works on a read-only volume); --post writes.
     store, searcher = (c.store, c.searcher) if post else (c.reader, c.read_searcher)
-    tz = channel_tz(store, channel, c.settings)
+    tz = channel_tz(store, channel, c.settings.timezone)
     try:
         when = date_cls.fromisoformat(day) if day else local_today(tz, now)
     except ValueError:
@@ -712,7 +712,7 @@ def pick(c: Ctx, channel, day, post, as_json):
             sys.exit(1)
         return
     row = store.get_post(channel, when.isoformat())
-    chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else make_pick(
+    chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else pick_for_day(
         store, searcher, channel, when, feedback=deps.feedback)
     if as_json:
         data = chosen.to_dict() if chosen else None

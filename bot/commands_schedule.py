@@ -4,11 +4,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from store.daily import pick_for_day
 from store.errors import PaperNotFound
 from store.pick import DailyPick
 from store.posts import PostStatus
 from store.schedule import (
     ScheduleError,
+    ScheduleSpec,
+    channel_tz,
     check_timezone,
     describe_next,
     is_off,
@@ -31,7 +34,6 @@ from .commands import (
     paper_summary,
     problem_reply,
 )
-from .picks import channel_tz, make_pick, spec_of
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -60,7 +62,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
     channel = channel_of(call)
     now = deps.clock()
     if not call.args.strip():
-        spec = spec_of(deps.store.get_schedule(channel))
+        spec = ScheduleSpec.from_row(deps.store.get_schedule(channel))
         if spec is None:
             return Reply("No daily paper here yet.", bk.message_blocks(
                 "This channel has no paper of the day yet.", footer=f"Set one: {_schedule_usage(deps)}"))
@@ -81,7 +83,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         text = f"{mention(call.user_id)} turned the paper of the day off for this channel."
         return Reply(text, bk.message_blocks(text, footer=f"Turn it back on with {_schedule_usage(deps).split(' or ')[0]}."),
                      in_channel=True)
-    current = spec_of(deps.store.get_schedule(channel))
+    current = ScheduleSpec.from_row(deps.store.get_schedule(channel))
     # A channel's first schedule is in the caller's own Slack time zone unless they name one.
     member_tz = None if current else _member_zone(deps, call.user_id)
     try:
@@ -112,10 +114,10 @@ def _permalink(deps: Deps, channel: str, ts: str) -> str | None:
 def handle_today(deps: Deps, call: Call) -> Reply:
     channel = channel_of(call)
     now = deps.clock()
-    tz = channel_tz(deps.store, channel, deps.settings)
+    tz = channel_tz(deps.store, channel, deps.settings.timezone)
     day = local_today(tz, now)
     row = deps.store.get_post(channel, day.isoformat())
-    spec = spec_of(deps.store.get_schedule(channel))
+    spec = ScheduleSpec.from_row(deps.store.get_schedule(channel))
     if row is None and spec is not None:
         day = post_date(spec, next_fire(spec, now))  # today's post is done or not a posting day
         row = deps.store.get_post(channel, day.isoformat())
@@ -135,7 +137,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         status = ("it is being posted right now." if row["status"] == PostStatus.CLAIMED else
                   "Slack did not take it yet; it will be retried.")
     else:
-        pick = make_pick(deps.store, deps.searcher, channel, day, feedback=deps.feedback)
+        pick = pick_for_day(deps.store, deps.searcher, channel, day, feedback=deps.feedback)
         if pick is None:
             return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
         status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else

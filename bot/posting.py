@@ -34,13 +34,14 @@ from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 from store.errors import PaperNotFound, StoreError
 from store.pick import DailyPick
 from store.posts import PostStatus
-from store.schedule import local_today
+from store import feedback as fb
+from store.daily import pick_for_day
+from store.schedule import channel_tz, local_today
 from store.text import member_tag
 
 from . import blocks as bk
 from .commands import paper_summary
 from .outgoing import gated
-from .picks import channel_tz, make_pick, reaction_line
 from .replica import holder_alive, replica_id
 
 if TYPE_CHECKING:
@@ -312,7 +313,7 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
                sleep: Callable[[float], None] = time.sleep) -> PostResult:
     """Post the channel's paper of the day for `day` (default: today in its zone) exactly once."""
     poster = poster or Poster()
-    day = day or local_today(channel_tz(store, channel, settings), now)
+    day = day or local_today(channel_tz(store, channel, getattr(settings, "timezone", None)), now)
     key = day.isoformat()
     command = getattr(settings, "command", None) or "/paper"
 
@@ -324,7 +325,7 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
     for _ in range(2):  # a second round only when a concurrent pick took "our" paper
         pick = None
         if store.get_post(channel, key) is None:
-            pick = make_pick(store, searcher, channel, day, feedback=feedback)
+            pick = pick_for_day(store, searcher, channel, day, feedback=feedback)
             if pick is None:
                 return _post_empty(client, store, channel, day, poster.replica, now, command, budget, sleep)
             log.info("picked for %s on %s: %s (%s)", channel, key, pick.paper_id,
@@ -356,6 +357,29 @@ def _abstract_reply(client: WebClient, store: Store, channel: str, day: date, re
         store.set_post_abstract(channel, day.isoformat(), reply)
     except Exception as exc:
         log.warning("abstract reply for %s %s failed: %s", channel, day.isoformat(), _describe(exc))
+
+
+def reaction_line(store: Store, channel: str, day: date, feedback: Feedback) -> str | None:
+    """One line on the previous post: how the team reacted to it, else which paper it was."""
+    previous = store.previous_post(channel, day.isoformat())
+    if not previous or not previous.get("paper_id"):
+        return None
+    paper = store.get_paper(previous["paper_id"])
+    when = date.fromisoformat(previous["day"])
+    try:
+        counts, people = fb.post_tally(store, channel, previous)
+    except Exception:  # as with the pick: the digest goes out without the tally
+        log.warning("reaction tally for %s failed", channel, exc_info=True)
+        counts, people = {}, set()
+    if counts:
+        name = bk.esc(paper.short_name if paper else previous["paper_id"])
+        n = len(people)
+        return (f"How the team took the last pick ({when:%a %-d %b}), *{name}*: "
+                f"{fb.format_tally(counts, feedback.weights)} from {n} {'person' if n == 1 else 'people'}.")
+    if paper is None:
+        return None
+    return (f"Previous pick ({when:%a %-d %b}): *{bk.esc(paper.short_name)}*. "
+            "React to today's paper to tell me what this team likes.")
 
 
 def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feedback: Feedback, now: float,

@@ -5,7 +5,7 @@ reply, a shared paper) is logged once per Slack event_id; reactions on
 anything else are acked and ignored. A write that meets a busy database
 (`StoreBusy`) is retried for minutes, so it is not lost. What the team reads
 back lives elsewhere: /paper digest and saved in bot/reading.py, the App Home
-in bot/home.py, the pick's feedback and the digest's tally in bot/picks.py.
+in bot/home.py, the pick's feedback and the digest's tally in store/daily.py and bot/posting.py.
 """
 from __future__ import annotations
 

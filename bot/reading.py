@@ -13,13 +13,13 @@ from zoneinfo import ZoneInfo
 from slack_sdk.models.blocks import Block
 
 from store import feedback as fb
+from store.schedule import channel_tz
 from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
 from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply, resolve
 from .confirm import ask_first, split_confirm
-from .picks import channel_tz
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -68,7 +68,7 @@ def handle_save(deps: Deps, call: Call) -> Reply:
 # -- /paper saved ---------------------------------------------------------------------------------------
 def zone_of(deps: Deps, channel: str | None = None) -> ZoneInfo:
     """The channel's zone (or PAPERCLUB_TIMEZONE) for showing dates."""
-    tz = channel_tz(deps.store, channel, deps.settings) if channel else deps.settings.timezone
+    tz = channel_tz(deps.store, channel, deps.settings.timezone) if channel else deps.settings.timezone
     try:
         return ZoneInfo(tz or "UTC")
     except Exception:

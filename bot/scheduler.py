@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Callable
 from store.errors import LeaseLost, StoreError
 from store.posts import PostStatus
 from store.schedule import (
+    DEFAULT_GRACE,
     ScheduleSpec,
     catch_up,
     format_duration,
@@ -39,19 +40,25 @@ from .club import club_tick
 from .feed_polls import FeedPolls
 from .replica import forget_silent_replicas
 from .lease import LEASE_SECONDS, SweepLease
-from .picks import grace_of, spec_of
 from .posting import POST_BUDGET, PostResult, post_daily
 
 if TYPE_CHECKING:
     from store import Store
     from store.lease import Lease
 
+    from .config import Settings
     from .deps import Deps
 
 log = logging.getLogger("paperclub.daily")
 
 POLL_SECONDS = 60  # how often a running scheduler looks for schedules changed elsewhere
 SWEEP_EVERY = 10  # every 10th poll retries today's failed or orphaned posts (within the window)
+
+
+def _grace(settings: Settings | None) -> timedelta:
+    """PAPERCLUB_CATCH_UP_HOURS as a timedelta."""
+    hours = getattr(settings, "catch_up_hours", None)
+    return timedelta(hours=float(hours)) if hours is not None else DEFAULT_GRACE
 
 
 class DailyService:
@@ -68,7 +75,7 @@ class DailyService:
         self.sleep, self.budget = sleep, budget
         sweep = float(getattr(settings, "sweep_seconds", None) or POLL_SECONDS * SWEEP_EVERY)
         self.poll_seconds = min(POLL_SECONDS, sweep / SWEEP_EVERY)
-        self.grace = grace_of(settings)
+        self.grace = _grace(settings)
         self.scheduler = BackgroundScheduler(timezone=timezone.utc, job_defaults={
             "coalesce": True, "max_instances": 1,
             "misfire_grace_time": int(self.grace.total_seconds())})
@@ -159,12 +166,12 @@ class DailyService:
                 if job.id.startswith("post:") and job.id[5:] not in rows:
                     job.remove()
             for channel, row in rows.items():
-                self._put_job(channel, spec_of(row))
+                self._put_job(channel, ScheduleSpec.from_row(row))
 
     def reload(self, channel: str) -> None:
         """Apply one channel's schedule change now (called by /paper schedule)."""
         with self._lock:
-            spec = spec_of(self.store.get_schedule(channel))
+            spec = ScheduleSpec.from_row(self.store.get_schedule(channel))
             if spec is None:
                 if self.scheduler.get_job(self.job_id(channel)):
                     self.scheduler.remove_job(self.job_id(channel))
@@ -200,7 +207,7 @@ class DailyService:
     def fire(self, channel: str) -> PostResult | None:
         """The cron job: post today's paper for the fire that just passed (if within the window)."""
         now = self.clock()
-        spec = spec_of(self.store.get_schedule(channel))
+        spec = ScheduleSpec.from_row(self.store.get_schedule(channel))
         if spec is None:
             return None
         fire = last_fire(spec, now)
@@ -218,7 +225,7 @@ class DailyService:
     def _catch_up(self, store: Store, now: datetime, quiet: bool) -> list[PostResult]:
         results = []
         for row in store.schedules():
-            channel, spec = row["channel"], spec_of(row)
+            channel, spec = row["channel"], ScheduleSpec.from_row(row)
             since_day = (now - timedelta(days=9)).date().isoformat()
             days = store.post_days(channel, since_day)
             done = {date.fromisoformat(d) for d, s in days.items() if s in (PostStatus.POSTED, PostStatus.EMPTY)}

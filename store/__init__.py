@@ -25,12 +25,13 @@ _LAZY = {
     "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
                      "read_file", "bundled_sample_paths"],
     "store.search": ["Searcher", "Hit", "hits_json"],
-    "store.pick": ["pick_daily", "pick_for_channel", "DailyPick", "PickSettings", "Interest", "PastPost",
+    "store.daily": ["pick_for_day"],
+    "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost",
                    "Reacted", "interests_for", "like_text"],
     "store.summary": ["paper_summary", "paper_summaries", "Summary", "summarize", "summarize_jsonl"],
     "store.overview": ["topic_overview", "Overview"],
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
-    "store.feedback": ["parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
+    "store.feedback": ["Feedback", "parse_weights", "DEFAULT_WEIGHTS", "record_reaction", "sync_saved", "Recorded",
                        "channel_digest", "reading_list", "forget_member", "replay_channel"],
     "store.backends.copy": ["migrate_store", "TableCopy"],
     "store.lease": ["Lease", "FencedStore"],
@@ -58,7 +59,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     )
     from .embed import Embedder, HashingEmbedder, OnnxQueryEmbedder, SentenceTransformerEmbedder, make_embedder  # noqa: F401
     from .feedback import (  # noqa: F401
-        DEFAULT_WEIGHTS, Recorded, channel_digest, forget_member, parse_weights, reading_list,
+        DEFAULT_WEIGHTS, Feedback, Recorded, channel_digest, forget_member, parse_weights, reading_list,
         record_reaction, replay_channel, sync_saved,
     )
     from .ingest import (  # noqa: F401
@@ -69,8 +70,8 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .overview import Overview, topic_overview  # noqa: F401
     from .pick import (  # noqa: F401
         DailyPick, Interest, PastPost, PickSettings, Reacted, interests_for, like_text, pick_daily,
-        pick_for_channel,
     )
+    from .daily import pick_for_day  # noqa: F401
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
     )

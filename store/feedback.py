@@ -44,6 +44,20 @@ MAX_PER_PAPER = 3.0  # one member's reactions to one paper count at most this mu
 DAY = 86400.0
 
 
+@dataclass(frozen=True)
+class Feedback:
+    """How reactions count: emoji weights (PAPERCLUB_REACTION_WEIGHTS over the defaults) and decay."""
+
+    weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    half_life_days: float = HALF_LIFE_DAYS
+
+    @classmethod
+    def from_settings(cls, settings) -> "Feedback":
+        """From the bot's settings (`reaction_weights`, `feedback_half_life_days`); defaults for the rest."""
+        return cls(parse_weights(getattr(settings, "reaction_weights", None) or ""),
+                   float(getattr(settings, "feedback_half_life_days", None) or HALF_LIFE_DAYS))
+
+
 # -- what an emoji means ------------------------------------------------------------------------
 def base_emoji(name: str) -> str:
     """`+1::skin-tone-3` -> `+1`, `:thumbsup:` -> `+1`: the emoji a weight is looked up by."""

@@ -512,7 +512,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                signals: Mapping[str, float] | None = None,
                feedback: Mapping[str, float | tuple[float, str | None] | Reacted] | None = None,
                settings: PickSettings = PickSettings(),
-               lexical: Mapping[int, Mapping[str, float]] | None = None) -> DailyPick | None:
+               lexical: Mapping[int, Mapping[str, float]] | None = None,
+               labels: Mapping[str, str] | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
@@ -520,7 +521,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     prior in [0, 1] (code, results) for breadth days. feedback: per paper, a score
     adjustment, an (adjustment, reason) pair, or a `Reacted` (see FeedbackModel).
     lexical: each interest's scaled BM25 per paper (`lexical_for`); without it
-    relevance is the cosine alone.
+    relevance is the cosine alone. labels: per paper, a note its explanation ends
+    with ("new on arXiv today").
     """
     if len(ids) == 0:
         return None
@@ -560,7 +562,12 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         why = fb.notes.get(i) if fb.direct[i] else None
         if instead is not None and instead != i:
             why = fb.why(i, instead, member, rel) or why
-        return Choice(ids[i], kind, float(score), float(sim), interest, member, float(adjust[i]), why)
+        return Choice(ids[i], kind, float(score), float(sim), interest, member, float(adjust[i]),
+                      _with_label(why, ids[i]))
+
+    def _with_label(why: str | None, pid: str) -> str | None:
+        label = (labels or {}).get(pid)
+        return (f"{why}; {label}" if why else label) if label else why
 
     open_rows = np.flatnonzero(open_mask)
     if not interests:
@@ -608,7 +615,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             i = found
             j = int(cos[i].argmax())
             picked.append(Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
-                                 float(cos[i, j]), interests[j], None, float(team_fb[i]), None))
+                                 float(cos[i, j]), interests[j], None, float(team_fb[i]),
+                                 _with_label(None, ids[i])))
             taken.add(i)
 
     want = 1 + settings.runners_up
@@ -715,31 +723,3 @@ def history_for(store: Store, channel: str) -> list[PastPost]:
             exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
             engaged=tuple(p for p in runners if p in saved)))
     return out
-
-
-def pick_for_channel(store: Store, embedder: Embedder, channel: str, day: date, *,
-                     vectors: tuple[Sequence[str], np.ndarray] | None = None,
-                     feedback=None, settings: PickSettings = PickSettings(),
-                     searcher=None) -> DailyPick | None:
-    """pick_daily with the channel's interests, history and the corpus loaded from the store.
-
-    `vectors` (ids, matrix) lets a caller pass the matrix it already holds in memory;
-    `searcher` (a store.search.Searcher) the one it already has, for the interests' BM25.
-    """
-    ids, matrix = vectors if vectors is not None else store.load_vectors(embedder.name)
-    if len(ids) == 0:
-        return None
-    interests = interests_for(store, channel, embedder)
-    lexical = None
-    if interests and settings.lexical_weight:
-        if searcher is None:
-            from .search import Searcher  # pick stays pure; only this loader touches search
-
-            searcher = Searcher(store, embedder)
-        lexical = lexical_for(searcher, interests, settings.lexical_candidates)
-    # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
-    read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
-            if r["paper_id"] and r["state"] != "skipped"]
-    return pick_daily(channel, day, ids, matrix, interests, history_for(store, channel) + read,
-                      signals=store.paper_signals(), feedback=feedback, settings=settings,
-                      lexical=lexical)

@@ -11,9 +11,13 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from .base import Store
 
 DAILY = "daily"
 WEEKDAYS = "weekdays"
@@ -68,6 +72,13 @@ class ScheduleSpec:
         """'09:30 Europe/Berlin, weekdays'."""
         when = "every day" if self.days == DAILY else "on weekdays (Mon-Fri)"
         return f"{self.time_text} {self.tz}, {when}"
+
+    @classmethod
+    def from_row(cls, row: dict | None) -> ScheduleSpec | None:
+        """A schedules row as a ScheduleSpec (None for no row)."""
+        if not row:
+            return None
+        return cls(int(row["hour"]), int(row["minute"]), row["tz"], row["days"])
 
 
 @lru_cache(maxsize=1)
@@ -247,6 +258,17 @@ def post_date(spec: ScheduleSpec, fire: datetime) -> date:
 def local_today(tz: str, now: datetime) -> date:
     """Today's date in a zone."""
     return now.astimezone(ZoneInfo(tz)).date()
+
+
+def channel_tz(store: Store, channel: str, default_tz: str | None) -> str:
+    """The zone a channel lives in: its schedule's, else `default_tz` (PAPERCLUB_TIMEZONE), else UTC."""
+    spec = ScheduleSpec.from_row(store.get_schedule(channel))
+    if spec:
+        return spec.tz
+    try:
+        return check_timezone(default_tz or "UTC")
+    except ScheduleError:
+        return "UTC"
 
 
 @dataclass(frozen=True)

@@ -187,15 +187,16 @@ def test_forget_me_takes_a_member_out_of_the_club(club):
 
 
 def test_the_daily_pick_never_proposes_a_paper_the_club_read(hashing_store):
-    from store import HashingEmbedder, pick_for_channel
+    from store import HashingEmbedder, Searcher, pick_for_day
 
     emb = HashingEmbedder()
     now = utc(2026, 11, 30, 8)
     vec = emb.encode(["video understanding"])[0]
     hashing_store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=vec, now=now.timestamp())
-    first = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    searcher = Searcher(hashing_store, emb)
+    first = pick_for_day(hashing_store, searcher, "C1", date(2026, 12, 1), feedback=None)
     hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first.paper_id, now=now.timestamp())
-    again = pick_for_channel(hashing_store, emb, "C1", date(2026, 12, 1))
+    again = pick_for_day(hashing_store, searcher, "C1", date(2026, 12, 1), feedback=None)
     assert again.paper_id != first.paper_id
     assert first.paper_id not in [c.paper_id for c in again.runners_up]
 

@@ -223,8 +223,8 @@ def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
     from slack_bolt import BoltRequest
 
     from bot.app import create_app
-    from bot.picks import make_pick
     from store import feedback as fb
+    from store import pick_for_day
 
     fake, store, clock, deps = world
     for step in ("agenda", "winner", "reminder", "thread"):
@@ -232,7 +232,7 @@ def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
     posts = scheduled(fake)
     paper_id = store.get_club_session(CH, "2026-12-03")["paper_id"]
     day_after = (SESSION + timedelta(days=1)).date()
-    before = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    before = pick_for_day(store, deps.searcher, CH, day_after, feedback=deps.feedback)
     app = create_app(deps, process_before_response=True)
 
     def react(user, emoji, ts, event_id):
@@ -269,7 +269,7 @@ def test_reactions_on_session_posts_are_logged_once_and_steer_the_pick(world):
     control = fb.feedback_for_day(store, "C2", day_after, weights=deps.feedback.weights)
     assert control[daily.paper_id].by_member["UANN"] == reacted[paper_id].by_member["UANN"]
     # And it moves the next pick, which says why.
-    after = make_pick(store, deps.searcher, CH, day_after, feedback=deps.feedback)
+    after = pick_for_day(store, deps.searcher, CH, day_after, feedback=deps.feedback)
     assert after.paper_id != before.paper_id and after.paper_id != paper_id  # never a paper read already
     name = store.get_paper(paper_id).short_name
     assert f"close to *{name}*" in (after.choice.feedback_why or "")

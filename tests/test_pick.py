@@ -11,6 +11,7 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
+from store import Searcher, pick_for_day
 from store.pick import (
     BREADTH,
     EXPLORATION,
@@ -21,7 +22,6 @@ from store.pick import (
     interests_for,
     is_exploration_day,
     pick_daily,
-    pick_for_channel,
 )
 
 DIM = 64
@@ -235,7 +235,7 @@ def test_real_model_picks_a_paper_about_the_interest(seed_store, real_embedder):
                             vector=real_embedder.encode([text])[0], now=time.time())
     day = next(START + timedelta(days=k) for k in range(30)
                if not is_exploration_day("C1", START + timedelta(days=k)))
-    pick = pick_for_channel(seed_store, real_embedder, "C1", day)
+    pick = pick_for_day(seed_store, Searcher(seed_store, real_embedder), "C1", day, feedback=None)
     paper = seed_store.get_paper(pick.paper_id)
     assert "video" in (paper.abstract + paper.headline).lower()
     assert pick.choice.similarity > 0.3

@@ -14,6 +14,7 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
+from store import pick_for_day
 from store.pick import (
     EXPLORATION,
     INTEREST,
@@ -25,7 +26,6 @@ from store.pick import (
     is_exploration_day,
     lexical_for,
     pick_daily,
-    pick_for_channel,
     shown_ids,
 )
 
@@ -240,7 +240,7 @@ def test_an_interest_from_a_paper_searches_its_distinctive_words(hashing_store):
     # The store-side loader passes the same evidence on: a pick for the channel still works end to end.
     hashing_store.add_interest(CH, "video understanding", "UB", model=embedder.name,
                                vector=interests[1].vector, now=0.0)
-    pick = pick_for_channel(hashing_store, embedder, CH, working_days(n=1)[0], searcher=searcher)
+    pick = pick_for_day(hashing_store, searcher, CH, working_days(n=1)[0], feedback=None)
     assert pick.choice.kind == INTEREST and pick.paper_id in video
 
 

@@ -19,12 +19,11 @@ from slack_bolt import BoltRequest
 from slack_bolt.adapter.socket_mode import SocketModeHandler
 
 from bot import blocks as bk
-from bot.picks import make_pick
 from bot.posting import EVENT_TYPE
 from bot.scheduler import DailyService
 from conftest import dispatch_command, text_of, APP_TOKEN, Clock, make_deps, make_settings
 from fake_slack import BOT_USER_ID, stop_socket_mode
-from store import pick_for_channel
+from store import pick_for_day
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]  # the real model; each store backend
 
@@ -184,9 +183,9 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
 
     # The same day without any reactions: what the pick would have been.
     ids, matrix = store.load_vectors(real_embedder.name)
-    without = pick_for_channel(store, real_embedder, CH, THU.date(), vectors=(ids, matrix))
-    with_feedback = make_pick(store, bot.deps.searcher, CH, THU.date(), feedback=bot.deps.feedback)
-    assert make_pick(store, bot.deps.searcher, CH, THU.date(), feedback=bot.deps.feedback).to_dict() == with_feedback.to_dict()
+    without = pick_for_day(store, bot.deps.searcher, CH, THU.date(), feedback=None)
+    with_feedback = pick_for_day(store, bot.deps.searcher, CH, THU.date(), feedback=bot.deps.feedback)
+    assert pick_for_day(store, bot.deps.searcher, CH, THU.date(), feedback=bot.deps.feedback).to_dict() == with_feedback.to_dict()
     assert with_feedback.paper_id != without.paper_id
     vec = {pid: matrix[i] for i, pid in enumerate(ids)}
     closeness = lambda pid: float(vec[pid] @ vec[spike.id])  # noqa: E731

@@ -174,15 +174,14 @@ def test_a_post_claimed_by_a_replica_on_another_host_is_taken_over_once_its_beat
     from slack_sdk import WebClient
 
     from bot.deps import Feedback
-    from bot.picks import make_pick
     from bot.posting import post_daily
     from bot.replica import write_heartbeat
     from conftest import BOT_TOKEN
-    from store import HashingEmbedder, Searcher
+    from store import HashingEmbedder, Searcher, pick_for_day
 
     now = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
     searcher = Searcher(hashing_store, HashingEmbedder())
-    pick = make_pick(hashing_store, searcher, "C1", date(2026, 12, 1), feedback=Feedback())
+    pick = pick_for_day(hashing_store, searcher, "C1", date(2026, 12, 1), feedback=Feedback())
     other = "another-container:1:0badc0de"  # pid 1 of another host: its pid cannot be asked from here
     assert hashing_store.claim_post("C1", "2026-12-01", claimer=other, paper_id=pick.paper_id,
                                     pick=pick.to_dict(), now=now.timestamp() - 60)

@@ -236,16 +236,15 @@ def _traces(path: Path, who: str) -> list[str]:
 
 def test_forget_me_leaves_no_trace_in_today_digest_home_a_restored_backup_or_the_log(world, caplog):
     from bot.home import home_blocks
-    from bot.picks import make_pick
     from store import feedback as fb
-    from store import open_store
+    from store import open_store, pick_for_day
 
     caplog.set_level(logging.INFO)
     world.fake.add_members("UDAN")
     say(world, "interests add video understanding", user="UDAN")
     say(world, "schedule 09:00 UTC", user="UDAN")
     day = NOON.date()
-    pick = make_pick(world.store, world.searcher, CH, day, feedback=world.deps.feedback)
+    pick = pick_for_day(world.store, world.searcher, CH, day, feedback=world.deps.feedback)
     pick.choice.member = "UDAN"
     pick.choice.feedback_why = "close to *SPIKE*, which got 🔥 from @UDAN"
     world.store.claim_post(CH, day.isoformat(), claimer="t", paper_id=pick.paper_id, pick=pick.to_dict(),

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from store import feedback as fb
+from store.feedback import Feedback  # how reactions count; built once from Settings
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -30,19 +30,6 @@ Clock = Callable[[], datetime]  # an aware UTC datetime; only the composition ro
 Later = Callable[..., None]  # later(job, respond=None): run slow work after the ack
 HomeSection = Callable[["Deps", str], "list[Block]"]  # (deps, user id) -> blocks for App Home
 Register = Callable[["App", "Deps"], None]  # a listener module's register(app, deps)
-
-
-@dataclass(frozen=True)
-class Feedback:
-    """How reactions count: emoji weights (PAPERCLUB_REACTION_WEIGHTS over the defaults) and decay."""
-
-    weights: Mapping[str, float] = field(default_factory=lambda: dict(fb.DEFAULT_WEIGHTS))
-    half_life_days: float = fb.HALF_LIFE_DAYS
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> Feedback:
-        return cls(fb.parse_weights(getattr(settings, "reaction_weights", None) or ""),
-                   float(getattr(settings, "feedback_half_life_days", None) or fb.HALF_LIFE_DAYS))
 
 
 class Rescheduler:

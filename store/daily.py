@@ -1,0 +1,70 @@
+"""The day's pick for a channel: what `paperclub pick`, the scheduled post, `/paper today` and the benches all call.
+
+`pick_for_day` loads the channel's inputs from the store (interests, what it was
+shown, what its reading group read, how it reacted) and hands them to the pure
+`store.pick.pick_daily`. A channel with feeds picks among the papers its feeds
+announced in the last `fresh_days` first; the library's older stock is the
+fallback when none of them is left. The searcher comes in as an argument: its
+in-memory vectors and its BM25 serve every pick.
+"""
+from __future__ import annotations
+
+import logging
+from datetime import date
+from typing import TYPE_CHECKING
+
+from .base import Store
+from .feedback import Feedback, feedback_for_day
+from .pick import DailyPick, PastPost, PickSettings, history_for, interests_for, lexical_for, pick_daily
+from .sources import fresh_label, fresh_papers
+
+if TYPE_CHECKING:
+    from .search import Searcher
+
+log = logging.getLogger("paperclub.daily")
+
+
+def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
+                 feedback: Feedback | None, settings: PickSettings | None = None) -> DailyPick | None:
+    """The channel's paper of the day for `day`, with its runners-up and why; None when nothing is left.
+
+    feedback: how reactions count (None: pick as if nobody had reacted).
+    """
+    settings = settings or PickSettings()
+    index = searcher.index()
+    # The index's own float32 matrix; above its exact limit it keeps a graph instead, so read the store's.
+    ids, matrix = ((index.ids, index.matrix) if not index.approximate
+                   else store.load_vectors(searcher.embedder.name))
+    if len(ids) == 0:
+        return None
+    adjust = _reactions(store, channel, day, feedback) if feedback is not None else None
+    interests = interests_for(store, channel, searcher.embedder)
+    lexical = lexical_for(searcher, interests, settings.lexical_candidates) if interests and settings.lexical_weight else None
+    # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
+    read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
+            if r["paper_id"] and r["state"] != "skipped"]
+    history = history_for(store, channel) + read
+    signals = store.paper_signals()
+
+    def pick(rows=None, labels=None) -> DailyPick | None:
+        cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
+        return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
+                          feedback=adjust or None, settings=settings, lexical=lexical, labels=labels)
+
+    fresh = fresh_papers(store, channel, day)
+    rows = [i for i, pid in enumerate(ids) if pid in fresh]
+    if rows:
+        # The explanation says so (and the stored pick, for /paper today): "…; new on arXiv today".
+        chosen = pick(rows, {pid: fresh_label(kind, at, day) for pid, (at, kind) in fresh.items()})
+        if chosen is not None:
+            return chosen
+    return pick()
+
+
+def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:
+    try:
+        return feedback_for_day(store, channel, day, weights=feedback.weights,
+                                half_life_days=feedback.half_life_days)
+    except Exception:  # feedback is a refinement: a failure here must not stop the post
+        log.warning("reaction feedback for %s failed; picking without it", channel, exc_info=True)
+        return {}
