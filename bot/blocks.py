@@ -447,10 +447,10 @@ def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
     return save_buttons(paper, block_id=block_id)
 
 
-def explanation(pick_or_choice) -> str:
+def explanation(pick_or_choice, *, main: bool = True) -> str:
     """The team-terms reason in mrkdwn (interest text escaped, members as mentions)."""
     choice = getattr(pick_or_choice, "choice", pick_or_choice)
-    text = choice.explain(lambda u: "\x00" + u + "\x01")
+    text = choice.explain(lambda u: "\x00" + u + "\x01", main=main)
     # Escape everything the pick wrote, then turn the placeholders into real mentions.
     text = esc(text)
     while "\x00" in text:
@@ -484,14 +484,16 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         blocks.append(context(
             f"No interests yet, so I picked for breadth. Tell me what this team reads: "
             f"{code(command + ' interests add <topic>')} or {code(command + ' interests add like <paper>')}."))
-    runners = [(c, papers[c.paper_id]) for c in pick.runners_up if c.paper_id in papers]
+    # The runners-up, then an exploration day's paper in its own labelled slot (never the main one).
+    runners = [(c, papers[c.paper_id]) for c in pick.shown if c.paper_id in papers]
     if runners:
         blocks.append(DividerBlock())
         blocks.append(context("*Also today*"))
         for i, (choice, p) in enumerate(runners, start=1):
+            icon = ":compass: " if choice is pick.also else ""
             blocks.append(section(
-                f"*{esc(cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
-                f"_({explanation(choice)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
+                f"{icon}*{esc(cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
+                f"_({explanation(choice, main=False)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
             blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
     if previous:
         blocks.append(DividerBlock())

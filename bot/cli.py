@@ -727,10 +727,12 @@ def pick(c: Ctx, channel, day, post, as_json):
     if chosen is None:
         click.echo("Nothing left to pick: every paper has been shown in this channel.")
         return
-    for label, choice in [("paper of the day", chosen.choice)] + [("runner-up", r) for r in chosen.runners_up]:
+    slots = [("paper of the day", chosen.choice), *[("runner-up", r) for r in chosen.runners_up],
+             *([("exploration", chosen.also)] if chosen.also else [])]
+    for label, choice in slots:
         paper = store.get_paper(choice.paper_id)
         click.echo(f"{label:>16}: {_paper_line(paper) if paper else choice.paper_id}")
-        click.echo(f"{'':>16}  why: {choice.explain()}")
+        click.echo(f"{'':>16}  why: {choice.explain(main=choice is chosen.choice)}")
 
 
 @cli.command()

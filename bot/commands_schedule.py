@@ -142,7 +142,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
             return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
         status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else
                   f"this channel has no schedule yet: {_schedule_usage(deps)}")
-    ids = [pick.paper_id, *[c.paper_id for c in pick.runners_up]]
+    ids = [pick.paper_id, *[c.paper_id for c in pick.shown]]
     papers = {p.id: p for p in deps.store.get_papers(ids)}
     if pick.paper_id not in papers:
         raise PaperNotFound("Today's paper is no longer in the library.")

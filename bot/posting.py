@@ -385,7 +385,7 @@ def reaction_line(store: Store, channel: str, day: date, feedback: Feedback) -> 
 def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feedback: Feedback, now: float,
                  llm=None, command: str = "/paper") -> dict:
     """chat.postMessage arguments for the digest, metadata included."""
-    ids = [pick.paper_id, *[c.paper_id for c in pick.runners_up]]
+    ids = [pick.paper_id, *[c.paper_id for c in pick.shown]]
     papers = {p.id: p for p in store.get_papers(ids)}
     if pick.paper_id not in papers:
         raise PaperNotFound(f"paper {pick.paper_id} is no longer in the library")

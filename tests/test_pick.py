@@ -14,6 +14,7 @@ import pytest
 from store import Searcher, pick_for_day
 from store.pick import (
     BREADTH,
+    DailyPick,
     EXPLORATION,
     INTEREST,
     Interest,
@@ -146,13 +147,37 @@ def test_exploration_is_about_one_day_in_ten_deterministic_and_labelled():
     ids, matrix, centres = corpus(topics=6, per_topic=20)
     interests = [Interest(1, "video understanding", "alice", centres[0])]
     day = next(d for d in days if is_exploration_day("C1", d))
-    pick = pick_daily("C1", day, ids, matrix, interests, [])
+    pick = pick_daily("C1", day, ids, matrix, interests, [], settings=PickSettings(explore_in_main=True))
     assert pick.exploration and pick.choice.kind == EXPLORATION
     assert topic_of(pick.paper_id) != 0  # outside the interest
     assert pick.explain().startswith("exploration day")
     assert "video understanding" in pick.explain()  # says how far it is from what the team asked for
     # the team still gets its usual matches as runners-up
     assert all(c.kind == INTEREST and topic_of(c.paper_id) == 0 for c in pick.runners_up)
+
+
+def test_exploration_never_takes_the_main_slot_by_default():
+    """The paper of the day belongs to the served member: exploration gets its own labelled slot."""
+    ids, matrix, centres = corpus(topics=6, per_topic=70)
+    interests = [Interest(1, "video understanding", "alice", centres[0])]
+    days = [START + timedelta(days=k) for k in range(60)]
+    history, slots = [], []
+    for day in days:
+        pick = pick_daily("C1", day, ids, matrix, interests, history)
+        assert not pick.exploration and pick.choice.kind == INTEREST and topic_of(pick.paper_id) == 0
+        assert all(c.kind == INTEREST for c in pick.runners_up)
+        if pick.also is not None:
+            slots.append(pick.also)
+            assert pick.also.paper_id not in [pick.paper_id, *[c.paper_id for c in pick.runners_up]]
+        history.append(PastPost(day, pick.paper_id, pick.choice.member, pick.exploration,
+                                tuple(c.paper_id for c in pick.shown)))
+    assert len(slots) == sum(is_exploration_day("C1", d) for d in days) > 0
+    for also in slots:
+        assert also.kind == EXPLORATION
+        assert also.explain(main=False).startswith("exploration: a paper just outside your interests")
+    stored = DailyPick.from_dict(pick_daily("C1", days[[is_exploration_day("C1", d) for d in days].index(True)],
+                                            ids, matrix, interests, []).to_dict())
+    assert stored.also is not None and stored.also.kind == EXPLORATION
 
 
 def test_same_channel_and_date_give_the_same_pick():

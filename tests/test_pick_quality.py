@@ -200,7 +200,7 @@ def test_exploration_is_labelled_and_comes_from_next_to_the_interests():
     neighbour = unit(a + 0.8 * b)  # an area next to the interest that no interest covers
     ids, m = world({"a": a, "nb": neighbour, "c": c, "d": d, "e": e}, per=10)
     interests = [Interest(1, "topic a", "UA", a)]
-    settings = PickSettings(explore_skip=10)
+    settings = PickSettings(explore_skip=10, explore_in_main=True)
     day = next(START + timedelta(days=k) for k in range(200)
                if is_exploration_day(CH, START + timedelta(days=k)))
     pick = pick_daily(CH, day, ids, m, interests, [], settings=settings)
@@ -219,7 +219,8 @@ def test_exploration_follows_what_the_team_liked():
                if is_exploration_day(CH, START + timedelta(days=k)))
     liked = {"d0": Reacted({"UB": 2.0}, "D0", "🔥", ("UB",)), "d1": Reacted({"UC": 1.0}, "D1", "👍", ("UC",))}
     pick = pick_daily(CH, day, ids, m, interests, [], feedback=liked, settings=settings)
-    assert pick.exploration and pick.paper_id.startswith("d")
+    assert pick.also is not None and pick.also.paper_id.startswith("d")
+    assert pick.choice.kind == INTEREST and pick.paper_id.startswith("a")  # the day's paper stays the member's
 
 
 def test_an_interest_from_a_paper_searches_its_distinctive_words(hashing_store):
