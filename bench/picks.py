@@ -1,57 +1,54 @@
-"""Paper of the day, simulated: paperclub's pick beside the naive pick, with and without reactions.
+"""Paper of the day as Slack delivers it: paperclub beside the naive pick, Rocchio and an SVM, two datasets.
 
-    .venv/bin/python bench/picks.py --data ../shared/eval/iclr2024.jsonl [--teams 30] [--days 60]
+    .venv/bin/python bench/picks.py [--data ../shared/eval/iclr2024.jsonl --data ...] [--teams 30] [--days 60]
 
-Each simulated team has 3 members; each member cares about one topic class of
-the data (`label_berenslab`). With *clear* interests a member describes it in
-their own words (one line, no label names); with *vague* ones everybody says
-"machine learning". A paper is relevant to a member when its label is their
-topic or its author keywords name it (38% of the papers are "unlabeled").
+By default both eval datasets run in one go (iclr2024, then neurips2023). Each
+simulated team has 3 members; each cares about one topic class of the data
+(`label_berenslab`). With *clear* interests a member describes it in their own
+words (one line, no label names); with *vague* ones everybody says "machine
+learning". A paper is relevant to a member when its label is their topic or its
+author keywords name it.
 
-Simulated reactions: every member 👍s a post or runner-up in their topic (🔥
-when both the label and the keywords say so), and the served member 👎s a
-post that is off their topic. They go through the real log logic
-(store.feedback.reacted_from_rows: current state, weights, decay).
+paperclub runs through the bot's own code, fed only what Slack can deliver:
+- interests: `/paper interests add <text>` through the command grammar
+  (bot.commands.run_command), each by its member, in the team's channel;
+- the day's pick: `store.pick_for_day`, the one function the bot calls; the post
+  is recorded as bot/posting.py records a delivered one (claim, then finish with
+  its ts; the Slack delivery itself is not simulated, it carries no signal);
+- reactions: `reaction_added` Events API envelopes on *that daily message*
+  through the bot's own handler (bot.reactions.handle_reaction_added: the same
+  function the Bolt listener calls after its ack; the Bolt app itself is skipped
+  for speed: 30 teams x 60 days x 6 runs x 2 datasets). A reaction lands on the
+  message, so it is the day's paper's: runners-up and the exploration slot get
+  none, and nobody reacts to a paper that was never posted.
 
-Pickers, each run on the same teams and days:
+Engagement (a parameter, `--engagement`, printed at its value and at half):
+every member who sees the day's post reacts with that probability when they
+have a view on it: 👍 on their topic (🔥 when label and keywords agree), and the
+served member 👎 when it is off theirs. Members without a view do nothing. The
+default, 0.6, is an assumption about a busy channel, not fitted to any data.
+
+Baselines, in the same run, fed the same reaction rule on their own daily post:
 - naive: members in turn, the best unposted paper by cosine to that member's
-  interest (runners-up: the next two members' best, never used up);
-- Rocchio (with reactions): the naive pick with the served member's interest
-  moved to interest + mean(liked) - 0.5 mean(disliked);
-- paperclub: the one pick function the bot calls, `store.pick_for_day`, on a
-  private copy of the embedded library where each team's interests, posts and
-  reactions are stored as the bot stores them; without and with reactions.
+  interest;
+- naive + Rocchio: the served member's interest moved to interest +
+  mean(liked) - 0.5 mean(disliked);
+- naive + SVM (arxiv-sanity-lite): a per-member linear SVM, the member's likes
+  and their interest against every other paper (800 sampled, plus their
+  dislikes), class-balanced, C=0.1, once the member has a like.
 
-Reported per picker: precision per served member over all days (an
-exploration day counts as a hit when it is relevant to any member),
-days 21-60 precision, turns (each member's share of served days, min/max per
-team), relevant picks per member (min/max per team), repeats of a posted
-paper, and exploration days with their hit rate. The same defaults serve
-every dataset; `--set NAME=VALUE` overrides a PickSettings field to measure it.
+Figures: served-member precision over all days and over days 21-60 (an
+exploration paper in the main slot, only with --set explore_in_main=1, counts
+when relevant to any member), the gain from reactions over days 21-60 (with
+minus without, each method against its own start), the exploration slot's hit
+rate on its own (relevant to any member), turns (each member's share of served
+days, min/max per team) and repeats. Defaults were chosen without looking at
+neurips2023; a PickSettings field can be overridden with `--set NAME=VALUE`.
 
-Measured (30 teams of 3 x 60 days, iclr2024, all-MiniLM-L6-v2, default PickSettings, seed 1;
-precision / days 21-60):
-- clear interests: naive 0.658 / 0.624, Rocchio 0.783 / 0.792, paperclub without
-  reactions 0.707 / 0.691, with them 0.834 / 0.845 (gain +0.154; Rocchio +0.167);
-- vague interests: naive 0.041 / 0.036, Rocchio 0.294 / 0.360, paperclub 0.057 / 0.061
-  without reactions, 0.357 / 0.453 with them (gain +0.392; Rocchio +0.324);
-- turns 0.97 mean / 0.94 worst team, 0 repeats, exploration 186 days hitting 0.59
-  (clear, no reactions) to 0.77 (clear, reactions); vague 0.16 / 0.68.
-Seed 2, clear: naive 0.623 / 0.596, Rocchio 0.773 / 0.775 (gain +0.179), paperclub
-0.647 / 0.620 without reactions, 0.817 / 0.831 with them (gain +0.211).
-The learned taste's share is capped (feedback_max_share 0.7); uncapped (--set
-feedback_max_share=1), days 21-60 with reactions were 0.832 clear / 0.448 vague on
-seed 1 and 0.827 clear on seed 2; 0.5 gave 0.812 / 0.362, 0.8 gave 0.831 (seed 1,
-clear). The "gain" compares against each method's own start: paperclub starts
-0.07 (seed 1) or 0.02 (seed 2) above the naive pick, so its gain is smaller where
-that head start is larger, while its precision with reactions is the higher one
-on both seeds.
-With --set spend_reacted_runners_up=1 the clear-interest precision with reactions
-falls to 0.548 (days 21-60 0.479; measured before the cap).
-
-The papers are ingested once with the real model into a cached database
-(--cache, default under the system temp dir); the eval data is never copied
-into the repository.
+The papers are embedded once with the real model into a cached database per
+dataset under the system temp dir (paper vectors only); each paperclub run
+writes its channels into a private copy. The eval data is never copied into
+the repository.
 """
 from __future__ import annotations
 
@@ -74,13 +71,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from store import (  # noqa: E402
-    Interest, PastPost, PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_for_day,
+    PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_for_day,
 )
 from store import feedback as fb  # noqa: E402
 from store.ingest import embed_text  # noqa: E402
-from store.feedback import Feedback  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "eval" / "iclr2024.jsonl"
+EVAL = ROOT.parent / "shared" / "eval"
+DEFAULT_DATA = EVAL / "iclr2024.jsonl"  # where defaults are tuned; neurips2023 is reported untouched
+DATASETS = [DEFAULT_DATA, EVAL / "neurips2023.jsonl"]
+ENGAGEMENT = 0.6
 START = date(2024, 1, 8)
 VAGUE = "machine learning"
 DAY = 86400.0
@@ -163,11 +162,11 @@ def build_store(data: Path, cache: Path, model: str) -> Store:
     three more texts per paper): on 2 shared cores that is minutes instead of an hour.
     """
     store = open_store(cache)
-    if store.count_papers() == 0:
-        t = time.perf_counter()
-        result = ingest_paths(store, [data], None, now=time.time())
+    t = time.perf_counter()
+    result = ingest_paths(store, [data], None, now=time.time()) if store.count_papers() == 0 else None
+    missing = [pid for pid, _ in store.papers_missing_embeddings(model)]  # a run stopped half way resumes
+    if missing:
         embedder = make_embedder(model)
-        missing = [pid for pid, _ in store.papers_missing_embeddings(embedder.name)]
         for start in range(0, len(missing), 256):
             rows = list(store.paper_rows(missing[start : start + 256]).values())
             vectors = embedder.encode([embed_text(r) for r in rows])
@@ -209,24 +208,6 @@ def reaction(record: dict, label: str) -> str | None:
     return "fire" if on_label and on_words else "+1" if on_label or on_words else None
 
 
-@dataclass
-class Shown:
-    paper_id: str
-    served: str | None
-    exploration: bool = False
-    runners_up: tuple[str, ...] = ()
-
-
-@dataclass
-class Run:
-    """One picker's days over every team: per-day (team, day, hit, served, exploration) and counts."""
-
-    days: list = field(default_factory=list)
-    teams: list = field(default_factory=list)  # per team: (served Counter, relevant Counter, members)
-    repeats: int = 0
-    after_reaction: int = 0  # posts of a paper someone had already reacted to as a runner-up
-
-
 class World:
     """The embedded eval papers, their records and the interests' vectors (cached)."""
 
@@ -252,104 +233,223 @@ class World:
         return store, Searcher(store, self.embedder)
 
 
-def naive_pick(world: World, team, interests, history, log, cutoff, rocchio: bool) -> Shown | None:
-    """Members in turn, the best unposted paper by cosine to the member's (Rocchio-moved) interest."""
-    posted = {p.paper_id for p in history}
-    member_index = len(history) % len(team)
-    member = team[member_index][0]
-    q = np.asarray(interests[member_index].vector, dtype=np.float32)
-    if rocchio and log:
-        learned = fb.reacted_from_rows(log, cutoff=cutoff)
-        likes = [world.matrix[world.row[p]] for p, r in learned.items() if r.by_member.get(member, 0) > 0]
-        dislikes = [world.matrix[world.row[p]] for p, r in learned.items() if r.by_member.get(member, 0) < 0]
-        if likes:
-            q = q + np.mean(likes, axis=0)
-        if dislikes:
-            q = q - 0.5 * np.mean(dislikes, axis=0)
-    scores = world.matrix @ q
-    for i in np.argsort(-scores, kind="stable"):
-        if world.ids[i] not in posted:
-            return Shown(world.ids[i], member)
-    return None
 
 
-def run_team(world: World, team, t: int, texts: list[str], picker: str, use_feedback: bool,
-             days: int, settings: PickSettings, run: Run, library: tuple[Store, Searcher] | None = None) -> None:
-    """One team's days. paperclub picks through `pick_for_day` on `library`, where the team's
-    interests, posts and reactions are written as the bot writes them."""
-    channel = f"C{t:03d}"
-    interests = [Interest(k + 1, text, member, world.vector(text))
-                 for k, ((member, _, _), text) in enumerate(zip(team, texts))]
-    label_of = {member: label for member, label, _ in team}
-    if picker == "paperclub":
-        store, searcher = library
-        for it in interests:
-            store.add_interest(channel, it.text, it.added_by, model=world.embedder.name, vector=it.vector,
-                               now=0.0)
-    history: list[PastPost] = []
-    log: list[dict] = []
-    served, relevant_to = Counter(), Counter()
-    for d in range(days):
-        day = START + timedelta(days=d)
-        cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
-        if picker == "naive":
-            shown = naive_pick(world, team, interests, history, log, cutoff, use_feedback)
-        else:
-            pick = pick_for_day(store, searcher, channel, day, feedback=Feedback() if use_feedback else None,
-                                settings=settings)
-            shown = pick and Shown(pick.paper_id, pick.choice.member, pick.exploration,
-                                   tuple(c.paper_id for c in pick.runners_up))
-            if pick is not None:
-                store.claim_post(channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
-                                 pick=pick.to_dict(), now=cutoff)
-        if shown is None:
-            break
-        history.append(PastPost(day, shown.paper_id, shown.served, shown.exploration, shown.runners_up))
-        run.after_reaction += any(r["paper_id"] == shown.paper_id for r in log)  # liked as a runner-up
-        rec = world.rec_of.get(shown.paper_id, {})
-        hits = {m for m, label in label_of.items() if relevant(rec, label)}
-        hit = bool(hits) if shown.exploration else shown.served in hits
-        run.days.append((t, d, hit, shown.served, shown.exploration))
-        if not shown.exploration:
-            served[shown.served] += 1
-            relevant_to[shown.served] += hit
-        at = cutoff + 9 * 3600
-        for n, pid in enumerate((shown.paper_id, *shown.runners_up)):
+@dataclass
+class Shown:
+    paper_id: str
+    served: str | None
+    also: str | None = None  # the exploration slot's paper
+
+
+@dataclass
+class Run:
+    """One picker's days over every team: per day (team, day, hit, exploration-slot hit or None)."""
+
+    days: list = field(default_factory=list)
+    teams: list = field(default_factory=list)  # per team: (served Counter, members)
+    repeats: int = 0
+    reactions: int = 0  # reactions delivered
+    likes: int = 0
+
+
+def engaged(seed: int, t: int, d: int, member: str, engagement: float) -> bool:
+    """Whether a member reacts to day d's post at all (fixed by seed, team, day and member)."""
+    h = hashlib.sha256(f"{seed}|{t}|{d}|{member}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2**64 < engagement
+
+
+def verdicts(rec: dict, label_of: dict, served: str | None, seed: int, t: int, d: int,
+             engagement: float) -> list[tuple[str, str]]:
+    """(member, emoji) for the day's post: on their topic a 👍 (🔥 when label and keywords
+    agree); off it, the served member 👎; each member reacts at all with probability `engagement`."""
+    out = []
+    for member, label in label_of.items():
+        emoji = reaction(rec, label)
+        if emoji is None and member == served:
+            emoji = "-1"
+        if emoji and engaged(seed, t, d, member, engagement):
+            out.append((member, emoji))
+    return out
+
+
+# -- the baselines: in memory, fed the same reactions on their own daily post -----------------------
+class Naive:
+    """Members in turn, the best unposted paper by cosine to the member's interest; with `learn`,
+    'rocchio' moves the interest to interest + mean(liked) - 0.5 mean(disliked), 'svm' ranks by
+    a per-member linear SVM (arxiv-sanity-lite: the member's likes and their interest against
+    every other paper, class-balanced, C=0.1) once the member has a like."""
+
+    def __init__(self, world: World, learn: str | None, seed: int):
+        self.world, self.learn = world, learn
+        self.negatives = np.random.default_rng(seed).choice(len(world.ids), size=min(800, len(world.ids)),
+                                                            replace=False)
+        self._svm: dict[tuple, np.ndarray] = {}
+
+    def scores(self, q: np.ndarray, likes: list[int], dislikes: list[int]) -> np.ndarray:
+        m = self.world.matrix
+        if self.learn == "rocchio":
+            if likes:
+                q = q + m[likes].mean(axis=0)
+            if dislikes:
+                q = q - 0.5 * m[dislikes].mean(axis=0)
+        elif self.learn == "svm" and likes:
+            key = (q.tobytes(), tuple(likes), tuple(dislikes))
+            if key not in self._svm:
+                from sklearn.svm import LinearSVC
+
+                pos = set(likes)
+                neg = [i for i in self.negatives if i not in pos] + [i for i in dislikes if i not in pos]
+                x = np.vstack([q[None, :], m[likes], m[neg]])
+                y = np.r_[np.ones(1 + len(likes)), np.zeros(len(neg))]
+                clf = LinearSVC(class_weight="balanced", C=0.1, max_iter=10000, tol=1e-6)
+                clf.fit(x, y)
+                self._svm[key] = clf.decision_function(m)
+            return self._svm[key]
+        return m @ q
+
+    def pick(self, member: str, q: np.ndarray, posted: set[str], log: list[dict], cutoff: float) -> str | None:
+        likes, dislikes = [], []
+        if self.learn and log:
+            for pid, r in fb.reacted_from_rows(log, cutoff=cutoff).items():
+                w = r.by_member.get(member, 0)
+                if w:
+                    (likes if w > 0 else dislikes).append(self.world.row[pid])
+        scores = self.scores(q, sorted(likes), sorted(dislikes))
+        for i in np.argsort(-scores, kind="stable"):
+            if self.world.ids[i] not in posted:
+                return self.world.ids[i]
+        return None
+
+
+def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement: float, run: Run) -> None:
+    picker = Naive(world, learn, args.seed)
+    for t, team in enumerate(teams):
+        texts = texts_of(team)
+        label_of = {member: label for member, label, _ in team}
+        posted: list[str] = []
+        log: list[dict] = []
+        served_count = Counter()
+        for d in range(args.days):
+            day = START + timedelta(days=d)
+            cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+            k = d % len(team)
+            member = team[k][0]
+            pid = picker.pick(member, world.vector(texts[k]), set(posted), log, cutoff)
+            if pid is None:
+                break
+            posted.append(pid)
+            served_count[member] += 1
             rec = world.rec_of.get(pid, {})
-            for member, label in label_of.items():
-                emoji = reaction(rec, label)
-                if emoji is None and n == 0 and member == shown.served:
-                    emoji = "-1"  # the served member finds their post off-topic
-                if emoji:
-                    row = {"id": len(log), "channel": channel, "message_ts": pid, "paper_id": pid,
-                           "user": member, "emoji": emoji, "base": emoji, "action": "added",
-                           "event_ts": at + 600 * (len(log) + 1) % 36000}
-                    log.append(row)
-                    if picker == "paperclub":
-                        store.add_reaction({**{k: v for k, v in row.items() if k != "id"},
-                                            "event_id": f"{channel}-{row['id']}", "event_time": None,
-                                            "recorded_at": row["event_ts"]})
-    posted = [p.paper_id for p in history]
-    run.repeats += len(posted) - len(set(posted))
-    run.teams.append((served, relevant_to, list(label_of)))
+            run.days.append((t, d, relevant(rec, label_of[member]), None))
+            if learn:
+                for n, (who, emoji) in enumerate(verdicts(rec, label_of, member, args.seed, t, d, engagement)):
+                    log.append({"id": len(log), "channel": "C", "message_ts": pid, "paper_id": pid, "user": who,
+                                "emoji": emoji, "base": emoji, "action": "added",
+                                "event_ts": cutoff + 9 * 3600 + 600 * (n + 1)})
+                    run.reactions += 1
+                    run.likes += emoji != "-1"
+        run.repeats += len(posted) - len(set(posted))
+        run.teams.append((served_count, list(label_of)))
 
 
-def figures(run: Run, days: int) -> dict:
-    hits = [h for _, _, h, _, _ in run.days]
-    late = [h for _, d, h, _, _ in run.days if d >= 20]
-    explore = [h for _, _, h, _, e in run.days if e]
-    turns, rel_min, rel_max = [], [], []
-    for served, relevant_to, members in run.teams:
-        counts = [served[m] for m in members]
-        turns.append(min(counts) / max(1, max(counts)))
-        rel = [relevant_to[m] for m in members]
-        rel_min.append(min(rel))
-        rel_max.append(max(rel))
-    return {"precision": float(np.mean(hits)), "precision_21_60": float(np.mean(late)) if late else 0.0,
-            "turns_min_max_mean": float(np.mean(turns)), "turns_min_max_worst": float(np.min(turns)),
-            "relevant_per_member_min": float(np.mean(rel_min)), "relevant_per_member_max": float(np.mean(rel_max)),
-            "repeats": run.repeats, "posted_after_reaction": run.after_reaction, "exploration_days": len(explore),
-            "exploration_hit_rate": float(np.mean(explore)) if explore else None, "days": len(hits)}
+# -- paperclub: the bot's own code, fed what Slack delivers ------------------------------------------
+BOT = "UBOTPAPERCLUB"
+
+
+class Clock:
+    def __init__(self):
+        self.now = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def bot_deps(store: Store, searcher: Searcher, clock: Clock):
+    """The bot's wiring (bot.wiring.build_deps) over a private library, without a Slack client."""
+    from bot.config import Settings
+    from bot.deps.build import build_deps
+
+    settings = Settings(_env_file=None, db=str(store), command="/paper", llm_url=None)
+    return build_deps(settings, store, searcher, clock=clock)
+
+
+def reaction_payload(channel: str, ts: str, user: str, emoji: str, at: float, event_id: str) -> dict:
+    """A `reaction_added` Events API envelope as Slack sends it (slack-protocol.md section 4)."""
+    return {"type": "event_callback", "team_id": "T0BENCH", "api_app_id": "A0BENCH", "event_id": event_id,
+            "event_time": int(at), "authorizations": [{"team_id": "T0BENCH", "user_id": BOT, "is_bot": True}],
+            "event": {"type": "reaction_added", "user": user, "reaction": emoji, "item_user": BOT,
+                      "item": {"type": "message", "channel": channel, "ts": ts}, "event_ts": f"{at:.6f}"}}
+
+
+def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engagement: float,
+                  settings: PickSettings, run: Run, path: Path) -> None:
+    """Each team: interests through `/paper interests add`, each day's pick through `pick_for_day`,
+    the post recorded as bot/posting.py records a delivered one (claim, then finish with its ts),
+    and each reaction as a `reaction_added` payload through the bot's own reaction handler."""
+    from bot.commands import run_command
+    from bot.reactions import handle_reaction_added
+
+    store, searcher = world.library(path)
+    clock = Clock()
+    deps = bot_deps(store, searcher, clock)
+    for t, team in enumerate(teams):
+        channel = f"C{t:03d}"
+        label_of = {member: label for member, label, _ in team}
+        clock.now = datetime.combine(START - timedelta(days=1), datetime.min.time(), timezone.utc)
+        for (member, _, _), text in zip(team, texts_of(team)):
+            run_command(deps, member, f"interests add {text}", channel_id=channel)
+        posted: list[str] = []
+        served_count = Counter()
+        for d in range(args.days):
+            day = START + timedelta(days=d)
+            midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc)
+            clock.now = midnight + timedelta(hours=9)
+            pick = pick_for_day(store, searcher, channel, day, feedback=deps.feedback if use_feedback else None,
+                                settings=settings)
+            if pick is None:
+                break
+            at = clock.now.timestamp()
+            store.claim_post(channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
+                             pick=pick.to_dict(), now=at)
+            ts = f"{at:.6f}"
+            store.finish_post(channel, day.isoformat(), claimer="bench", ts=ts, now=at, claimed_at=at)
+            posted.append(pick.paper_id)
+            member = pick.choice.member
+            rec = world.rec_of.get(pick.paper_id, {})
+            also = None
+            if pick.also is not None:
+                also = any(relevant(world.rec_of.get(pick.also.paper_id, {}), label) for label in label_of.values())
+            if pick.exploration:  # the setting that puts it in the main slot: a hit for anyone
+                hit = any(relevant(rec, label) for label in label_of.values())
+            else:
+                hit = relevant(rec, label_of[member])
+                served_count[member] += 1
+            run.days.append((t, d, hit, also))
+            if not use_feedback:
+                continue
+            for n, (who, emoji) in enumerate(verdicts(rec, label_of, member, args.seed, t, d, engagement)):
+                when = at + 600 * (n + 1)
+                clock.now = datetime.fromtimestamp(when, timezone.utc)
+                body = reaction_payload(channel, ts, who, emoji, when, f"Ev{t:03d}{d:03d}{n}")
+                result = handle_reaction_added(deps, body, bot_user_id=BOT)
+                assert result.status == "recorded" and result.paper_id == pick.paper_id, result
+                run.reactions += 1
+                run.likes += emoji != "-1"
+        run.repeats += len(posted) - len(set(posted))
+        run.teams.append((served_count, list(label_of)))
+    store.close()
+
+
+def figures(run: Run) -> dict:
+    hits = [h for _, _, h, _ in run.days]
+    late = [h for _, d, h, _ in run.days if d >= 20]
+    also = [a for _, _, _, a in run.days if a is not None]
+    turns = [min(s[m] for m in members) / max(1, max(s[m] for m in members)) for s, members in run.teams]
+    return {"precision": float(np.mean(hits)), "late": float(np.mean(late)) if late else 0.0,
+            "turns": float(np.mean(turns)), "turns_worst": float(np.min(turns)), "repeats": run.repeats,
+            "also_days": len(also), "also_hit": float(np.mean(also)) if also else None,
+            "reactions": run.reactions, "likes": run.likes, "days": len(hits)}
 
 
 def load_world(data: Path, model: str, cache: Path | None = None) -> World:
@@ -363,80 +463,100 @@ def load_world(data: Path, model: str, cache: Path | None = None) -> World:
     return World(store, embedder, ids, matrix, map_records(store, records), cache)
 
 
+def run_dataset(data: Path, args, settings: PickSettings, scratch: Path) -> dict:
+    world = load_world(data, args.model)
+    teams = make_teams(args.teams, np.random.default_rng(args.seed))
+    levels = [args.engagement, args.engagement / 2]
+    out: dict = {"papers": len(world.ids), "matched": len(world.rec_of)}
+    for mode in ("clear", "vague"):
+        def texts_of(team, mode=mode):
+            return [text if mode == "clear" else VAGUE for _, _, text in team]
+
+        for name, learn in (("naive", None), ("rocchio", "rocchio"), ("svm", "svm")):
+            for e in ([None] if learn is None else levels):
+                run = Run()
+                run_naive(world, teams, texts_of, learn, args, e or 0.0, run)
+                out[(mode, name, e)] = figures(run)
+        for e in [None, *levels]:
+            run = Run()
+            run_paperclub(world, teams, texts_of, e is not None, args, e or 0.0, settings, run,
+                          scratch / f"{data.stem}-{mode}-{e}.db")
+            out[(mode, "paperclub", e)] = figures(run)
+    return out
+
+
+def print_table(name: str, out: dict, args) -> None:
+    levels = [args.engagement, args.engagement / 2]
+    print(f"\n{name}: {out['papers']} papers ({out['matched']} matched to records), {args.teams} teams of 3 x "
+          f"{args.days} days; served-member precision")
+    cols = ("naive", "rocchio", "svm", "paperclub")
+    print(f"{'':<44}{'naive':>9}{'+Rocchio':>10}{'+SVM':>9}{'paperclub':>11}")
+
+    def row(label, values):
+        print(f"{label:<44}" + "".join(f"{v:>{w}}" for v, w in zip(values, (9, 10, 9, 11))))
+
+    def fmt(x, sign=False):
+        return "-" if x is None else (f"{x:+.3f}" if sign else f"{x:.3f}")
+
+    for mode in ("clear", "vague"):
+        print(f"{mode} interests" + (f' ("{VAGUE}" for everyone)' if mode == "vague" else ""))
+        base = {c: out.get((mode, c, None)) for c in cols}
+        row("  no reactions, all days", [fmt(base["naive"]["precision"]), "-", "-",
+                                         fmt(base["paperclub"]["precision"])])
+        row("  no reactions, days 21-60", [fmt(base["naive"]["late"]), "-", "-", fmt(base["paperclub"]["late"])])
+        for e in levels:
+            got = {c: out[(mode, c, e)] for c in cols[1:]}
+            row(f"  reactions (engagement {e:g}), all days",
+                [fmt(base["naive"]["precision"])] + [fmt(got[c]["precision"]) for c in cols[1:]])
+            row(f"  reactions (engagement {e:g}), days 21-60",
+                [fmt(base["naive"]["late"])] + [fmt(got[c]["late"]) for c in cols[1:]])
+            row("    gain from reactions, days 21-60",
+                ["-", fmt(got["rocchio"]["late"] - base["naive"]["late"], True),
+                 fmt(got["svm"]["late"] - base["naive"]["late"], True),
+                 fmt(got["paperclub"]["late"] - base["paperclub"]["late"], True)])
+            print(f"{'':<6}reactions delivered: Rocchio {got['rocchio']['reactions']} "
+                  f"({got['rocchio']['likes']} likes), SVM {got['svm']['reactions']}, paperclub "
+                  f"{got['paperclub']['reactions']} ({got['paperclub']['likes']} likes)")
+        for e in [None, *levels]:
+            f = out[(mode, "paperclub", e)]
+            print(f"{'':<6}paperclub {'no reactions' if e is None else f'engagement {e:g}'}: exploration slot "
+                  f"hit rate (any member) {fmt(f['also_hit'])} on {f['also_days']} days; turns "
+                  f"{f['turns']:.2f} (worst team {f['turns_worst']:.2f}); repeats {f['repeats']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, action="append", default=None,
+                    help="eval JSONL (repeatable; default: iclr2024 and neurips2023)")
     ap.add_argument("--teams", type=int, default=30)
     ap.add_argument("--days", type=int, default=60)
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
-    ap.add_argument("--modes", default="clear,vague", help="clear, vague or both")
-    ap.add_argument("--pickers", default="naive,rocchio,off,on",
-                    help="which to run: naive, rocchio, off (paperclub without reactions), on (with)")
+    ap.add_argument("--engagement", type=float, default=ENGAGEMENT,
+                    help="chance a member reacts to a post they have a view on (also run at half)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                    help="override a PickSettings field, e.g. --set mmr_lambda=0.85 (repeatable)")
+                    help="override a PickSettings field, e.g. --set explore_in_main=1 (repeatable)")
     args = ap.parse_args()
-
-    world = load_world(args.data, args.model, args.cache)
-    ids, rec_of = world.ids, world.rec_of
     overrides = {}
     for item in args.set:
         name, _, value = item.partition("=")
         kind = type(getattr(PickSettings(), name))
         overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
     settings = PickSettings(**overrides)
-    teams = make_teams(args.teams, np.random.default_rng(args.seed))
-    print(f"{len(ids)} papers with vectors, {len(rec_of)} matched to eval records; {args.teams} teams "
-          f"of 3 x {args.days} days; settings {overrides or 'default'}", file=sys.stderr)
-    pickers = [(name, picker, on) for key, (name, picker, on) in {
-        "naive": ("naive (greedy)", "naive", False), "rocchio": ("naive + Rocchio", "naive", True),
-        "off": ("paperclub, no reactions", "paperclub", False),
-        "on": ("paperclub, reactions", "paperclub", True)}.items() if key in args.pickers.split(",")]
-    out: dict = {}
+    datasets = args.data or DATASETS
     started = time.perf_counter()
-    scratch = tempfile.TemporaryDirectory(prefix="paperclub-picks-")
-    for mode in args.modes.split(","):
-        for name, picker, use_feedback in pickers:
-            run = Run()
-            library = world.library(Path(scratch.name) / f"{mode}-{len(out)}.db") if picker == "paperclub" else None
-            for t, team in enumerate(teams):
-                texts = [text if mode == "clear" else VAGUE for _, _, text in team]
-                run_team(world, team, t, texts, picker, use_feedback, args.days, settings, run, library)
-            if library is not None:
-                library[0].close()
-            out[(mode, name)] = figures(run, args.days)
-    scratch.cleanup()
-    elapsed = time.perf_counter() - started
-
-    print(f"paper of the day, {args.teams} teams of 3 x {args.days} days over {len(ids)} papers "
-          f"({args.data.name})")
-    print(f"{'':<34}{'precision':>10}{'d21-60':>8}{'turns':>12}{'relevant/member':>17}"
-          f"{'repeats':>9}{'explore hit':>13}")
-    for mode in args.modes.split(","):
-        print(f"{mode} interests" + (f' ("{VAGUE}" for everyone)' if mode == "vague" else ""))
-        for name, _, _ in pickers:
-            f = out[(mode, name)]
-            ex = (f"{f['exploration_hit_rate']:.2f} ({f['exploration_days']})"
-                  if f["exploration_hit_rate"] is not None else "-")
-            print(f"  {name:<32}{f['precision']:>10.3f}{f['precision_21_60']:>8.3f}"
-                  f"{f['turns_min_max_mean']:>7.2f}/{f['turns_min_max_worst']:.2f}"
-                  f"{f['relevant_per_member_min']:>9.1f}/{f['relevant_per_member_max']:<7.1f}"
-                  f"{f['repeats']:>9}{ex:>13}")
-        gains = [(label, out[(mode, on)]["precision_21_60"] - out[(mode, off)]["precision_21_60"])
-                 for label, off, on in (("paperclub", "paperclub, no reactions", "paperclub, reactions"),
-                                        ("Rocchio", "naive (greedy)", "naive + Rocchio"))
-                 if (mode, on) in out and (mode, off) in out]
-        if gains:
-            print("  feedback gain, days 21-60: " + ", ".join(f"{label} {g:+.3f}" for label, g in gains))
-    print("posts of a paper reacted to earlier as a runner-up: " + ", ".join(
-        f"{m} {n} {out[(m, n)]['posted_after_reaction']}" for m, n in out if out[(m, n)]["posted_after_reaction"]))
-    print("turns: each member's share of served days, min/max per team (mean / worst team); "
-          "relevant/member: relevant picks per member, min/max per team (mean over teams)")
-    print(f"{elapsed:.0f} s")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="paperclub-picks-") as scratch:
+        for data in datasets:
+            results[data.name] = run_dataset(data, args, settings, Path(scratch))
+    print(f"paper of the day as Slack delivers it; settings {overrides or 'default'}; seed {args.seed}")
+    for name, out in results.items():
+        print_table(name, out, args)
+    print(f"\n{time.perf_counter() - started:.0f} s")
     if args.json:
-        print(json.dumps({f"{m}/{n}": f for (m, n), f in out.items()}, indent=2))
+        print(json.dumps({name: {"/".join(map(str, k)): v for k, v in out.items() if isinstance(k, tuple)}
+                          for name, out in results.items()}, indent=2))
 
 
 if __name__ == "__main__":
