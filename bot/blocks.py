@@ -612,7 +612,9 @@ def _option(text: str, value: str) -> dict:
 def club_setup_view(metadata: str, current: dict | None) -> dict:
     """The setup modal (views.open): weekday, time, zone, cadence, lead times, vote or presenter;
     `metadata` is its private_metadata (the sealed channel and opener, bot.club.commands._seal)."""
-    cur = current or {}
+    from store.club import form_values
+
+    vals = form_values(current)  # the stored club's, else the defaults `club setup` starts from too
     days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
     def select(block_id: str, label: str, options: list[dict], initial: str) -> dict:
@@ -632,20 +634,20 @@ def club_setup_view(metadata: str, current: dict | None) -> dict:
         "submit": {"type": "plain_text", "text": "Save"}, "close": {"type": "plain_text", "text": "Cancel"},
         "blocks": [
             select("weekday", "Weekday", [_option(d, str(i)) for i, d in enumerate(days)],
-                   str(cur.get("weekday", 3))),
+                   vals["weekday"]),
             {"type": "input", "block_id": "time", "label": {"type": "plain_text", "text": "Time"},
              "element": {"type": "timepicker", "action_id": "value",
-                         "initial_time": f"{cur.get('hour', 17):02d}:{cur.get('minute', 0):02d}"}},
+                         "initial_time": vals["time"]}},
             {"type": "input", "block_id": "tz", "label": {"type": "plain_text", "text": "Time zone (IANA)"},
              "element": {"type": "plain_text_input", "action_id": "value",
-                         "initial_value": cur.get("tz") or "UTC"}},
+                         "initial_value": vals["tz"]}},
             select("cadence", "Cadence", [_option("Weekly", "weekly"), _option("Fortnightly", "fortnightly")],
-                   cur.get("cadence") or "weekly"),
-            number("lead", "Nominations close (hours before)", int(cur.get("lead_hours") or 72)),
-            number("cutoff", "Votes close (hours before)", int(cur.get("cutoff_hours") or 24)),
+                   vals["cadence"]),
+            number("lead", "Nominations close (hours before)", int(vals["lead"])),
+            number("cutoff", "Votes close (hours before)", int(vals["cutoff"])),
             select("mode", "Who chooses the paper",
                    [_option("Members vote", "vote"), _option("The presenter chooses", "presenter")],
-                   cur.get("mode") or "vote"),
+                   vals["mode"]),
         ],
     }
 

@@ -86,6 +86,58 @@ class ClubFormError(ClubError):
         super().__init__(" ".join(errors.values()))
 
 
+FORM_DEFAULTS = {"weekday": "3", "time": "17:00", "tz": "UTC", "cadence": WEEKLY, "lead": "72", "cutoff": "24",
+                 "mode": VOTE}  # the setup form's values for a channel without a club
+
+
+def form_values(current: dict | None) -> dict[str, str]:
+    """The setup form's fields for a club as stored (`store.get_club`), the defaults where it has none."""
+    values = dict(FORM_DEFAULTS)
+    cur = current or {}
+    stored = {"weekday": cur.get("weekday"), "tz": cur.get("tz"), "cadence": cur.get("cadence"),
+              "lead": cur.get("lead_hours"), "cutoff": cur.get("cutoff_hours"), "mode": cur.get("mode")}
+    values.update({k: str(v) for k, v in stored.items() if v is not None and v != ""})
+    if cur.get("hour") is not None:
+        values["time"] = f"{int(cur['hour']):02d}:{int(cur.get('minute') or 0):02d}"
+    return values
+
+
+_HOURS = re.compile(r"(\d+)\s*h?", re.I)
+
+
+def form_from_words(text: str, current: dict | None) -> dict[str, str]:
+    """The setup form's fields from a typed line, for `club setup` where there is no modal:
+    'thursday 17:00 Europe/Berlin fortnightly presenter nominations 48 votes 24', any order, each
+    part optional (the club's current value, else the form's default). ClubFormError names a word
+    it cannot place; the values themselves are checked by club_from_form, as the modal's are."""
+    values = form_values(current)
+    words = text.split()
+    i = 0
+    while i < len(words):
+        word = words[i].lower().rstrip(",")
+        day = next((n for n, d in enumerate(WEEKDAYS) if len(word) >= 3 and d.startswith(word)), None)
+        if day is not None:
+            values["weekday"] = str(day)
+        elif word in (WEEKLY, FORTNIGHTLY, "biweekly"):
+            values["cadence"] = FORTNIGHTLY if word == "biweekly" else word
+        elif word in (VOTE, PRESENTER_CHOOSES):
+            values["mode"] = word
+        elif word in ("nominations", "votes") and i + 1 < len(words):
+            m = _HOURS.fullmatch(words[i + 1])
+            values["lead" if word == "nominations" else "cutoff"] = m.group(1) if m else words[i + 1]
+            i += 1
+        elif word[:1].isdigit():
+            values["time"] = words[i]
+        elif "/" in word or word in ("utc", "gmt"):
+            values["tz"] = words[i]
+        else:
+            raise ClubFormError({"words": f"I can't place “{words[i][:40]}”: give a weekday, a time, a zone, "
+                                          "weekly or fortnightly, vote or presenter, nominations <hours>, "
+                                          "votes <hours>."})
+        i += 1
+    return values
+
+
 def club_from_form(values: dict[str, str | None]) -> ClubSpec:
     """A ClubSpec from the setup form's fields (weekday 0-6, time HH:MM, tz, cadence, lead and
     cutoff hours, mode), each checked on its own: ClubFormError names every wrong field."""

@@ -134,6 +134,8 @@ def handle_club(deps: Deps, call: Call) -> Reply:
                                   "up again.")
         store.set_club(channel, set_by=call.user_id, now=now.timestamp(), active=0)
         return Reply("The reading group is off. Its history stays; an admin can set it up again.")
+    if word == "setup":
+        return setup_reply(deps, call, channel, rest)
     if word == "history":
         return history_reply(deps, channel)
     if word == "swap":
@@ -144,6 +146,31 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return map_reply(deps, channel)
     return problem_reply(deps, f"I don't know {code('club ' + word)}.",
                          hint=f"Try {code(deps.command + ' club')} for the next session.")
+
+
+SETUP_EXAMPLE = "club setup thursday 17:00 Europe/Berlin weekly vote nominations 72 votes 24"
+_FIELD_WORDS = {"weekday": "weekday", "time": "time", "tz": "zone", "cadence": "weekly or fortnightly",
+                "lead": "nominations <hours>", "cutoff": "votes <hours>", "mode": "vote or presenter", "words": ""}
+
+
+def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
+    """`club setup <weekday> <HH:MM> [zone] ...`: the setup modal's typed twin (the console has no
+    modals), checked field by field by the same store.club.club_from_form."""
+    if not is_admin(deps, call.user_id):
+        return problem_reply(deps, "Only the reading group's admins can set it up.")
+    if not rest:
+        return problem_reply(deps, "When does the group meet?", hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}; "
+                             "anything left out keeps its current value.")
+    try:
+        spec = cl.club_from_form(cl.form_from_words(rest, deps.store.get_club(channel)))
+    except cl.ClubFormError as e:
+        wrong = "\n".join(f"• {(_FIELD_WORDS.get(f) + ': ') if _FIELD_WORDS.get(f) else ''}{bk.esc(m)}"
+                          for f, m in e.errors.items())
+        return problem_reply(deps, "The club is not set up:\n" + wrong,
+                             hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}.")
+    cl.set_club(deps.store, channel, spec, by=call.user_id, now=deps.clock())
+    log.info("club set up in %s by %s: %s", channel, member_tag(call.user_id), spec.describe())
+    return status_reply(deps, channel, call.user_id, note=f"The reading group meets {spec.describe()}.")
 
 
 def _zone(spec: cl.ClubSpec):

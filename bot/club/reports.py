@@ -2,6 +2,7 @@
 as BibTeX and CSV, and a map of what the group has read."""
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import TYPE_CHECKING
 
@@ -155,8 +156,13 @@ def map_reply(deps: Deps, channel: str) -> Reply:
     if points is None:
         return Reply("The club has not read any papers yet, so there is nothing to map.")
     png = render_map(points)
-    if deps.slack is None:
-        return Reply(f"A map of {len(points.sessions)} sessions; pictures are uploaded to Slack, not the console.")
+    if deps.slack is None:  # the console: a file to open
+        import tempfile
+        from pathlib import Path
+
+        path = Path(tempfile.gettempdir()) / f"paperclub-map-{re.sub(r'[^A-Za-z0-9_-]', '_', channel)}.png"
+        path.write_bytes(png)
+        return Reply(f"Wrote a map of the club's {len(points.sessions)} sessions to {path}")
     deps.slack.files_upload_v2(channel=channel, content=png, filename="reading-group-map.png",
                                title="Reading group map",
                                initial_comment=f"The reading group's {len(points.sessions)} sessions on one map")

@@ -1,0 +1,75 @@
+"""The reading group without the Slack app (issue 32.13): `club setup ...` is the setup modal typed,
+checked field by field by the modal's own validation, in Slack and the console; `club map` in the
+console writes its PNG to a file and prints the path."""
+from __future__ import annotations
+
+import io
+from datetime import datetime, timezone
+
+import pytest
+
+from bot.app import create_app
+from bot.commands import run_command
+from bot.console import run_console
+from conftest import Clock, dispatch_command, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher
+
+CH = "C1"
+ADMIN = "UADMIN"
+MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def world(fake_slack, hashing_store):
+    settings = make_settings(slack_api_url=fake_slack.api_url, admins=ADMIN)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=Clock(MONDAY))
+    app = create_app(deps, process_before_response=True)
+    fake_slack.add_members(ADMIN, "UANN")
+    fake_slack.add_channel(CH)
+    return app, fake_slack, hashing_store
+
+
+def test_club_setup_typed_in_slack_sets_the_club_as_the_modal_would(world):
+    app, fake, store = world
+    reply = text_of(dispatch_command(app, fake, "club setup thursday 17:30 Europe/Berlin fortnightly presenter "
+                                     "nominations 48 votes 12h", user=ADMIN, channel=CH))
+    assert "meets fortnightly on Thursday at 17:30 Europe/Berlin" in reply
+    club = store.get_club(CH)
+    assert (club["weekday"], club["hour"], club["minute"], club["tz"], club["cadence"], club["mode"],
+            club["lead_hours"], club["cutoff_hours"]) == (3, 17, 30, "Europe/Berlin", "fortnightly", "presenter", 48, 12)
+    # Left out: kept. Only the time changes.
+    dispatch_command(app, fake, "club setup 18:00", user=ADMIN, channel=CH)
+    club = store.get_club(CH)
+    assert (club["hour"], club["tz"], club["cadence"], club["lead_hours"]) == (18, "Europe/Berlin", "fortnightly", 48)
+
+
+def test_club_setup_names_every_wrong_field_and_changes_nothing(world):
+    app, fake, store = world
+    reply = text_of(dispatch_command(app, fake, "club setup thursday 25:99 Mars/Olympus nominations 10 votes 20",
+                                     user=ADMIN, channel=CH))
+    assert "time:" in reply and "zone:" in reply and "Votes close after nominations do" in reply
+    assert store.get_club(CH) is None
+    assert "can't place “soon”" in text_of(dispatch_command(app, fake, "club setup soon", user=ADMIN, channel=CH))
+    assert "admins" in text_of(dispatch_command(app, fake, "club setup friday 10:00", user="UANN", channel=CH))
+    assert store.get_club(CH) is None
+
+
+def test_the_console_sets_up_a_club_and_writes_its_map_to_a_file(hashing_store, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    deps = make_deps(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None,
+                     clock=Clock(MONDAY))
+    reply = run_command(deps, "UCONSOLE", "club setup wed 16:00 UTC", channel_id="console")
+    assert "meets weekly on Wednesday at 16:00 UTC" in reply.text
+    # A session the club read, so the map has something to draw.
+    for day, paper in zip(("2026-11-18", "2026-11-25"), hashing_store.list_papers(limit=2)):
+        hashing_store.put_club_session("console", day, state="held", paper_id=paper.id, presenter="UCONSOLE",
+                                       now=MONDAY.timestamp())
+    out = io.StringIO()
+    run_console(deps.settings, hashing_store, HashingEmbedder(), stdin=io.StringIO("club map\n"), out=out)
+    printed = out.getvalue()
+    assert "Wrote a map of the club's 2 sessions to" in printed
+    [path] = tmp_path.glob("paperclub-map-*.png")
+    assert str(path) in "".join(printed.split())  # the path as printed (rich wraps long lines)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
