@@ -132,10 +132,10 @@ def test_search_names_the_right_paper_first_with_buttons(app, slack, module_stor
     assert f"*1. {bk.esc(gene.short_name)}" in first_hit["text"]["text"]
     hits = [b for b in reply["blocks"] if b.get("block_id", "").startswith("hit-")]
     assert len(hits) == 5
-    # every result says why it matched and carries the three buttons for its own paper
+    # every result says why it matched and carries the buttons for its own paper
     assert sum("_why:_" in json.dumps(b) for b in reply["blocks"] if b["type"] == "context") == 5
-    assert buttons(reply)[:3] == [(bk.ACTION_SUMMARY, gene.id), (bk.ACTION_SIMILAR, gene.id),
-                                  (bk.ACTION_SHARE, gene.id)]
+    assert buttons(reply)[:4] == [(bk.ACTION_SUMMARY, gene.id), (bk.ACTION_SIMILAR, gene.id),
+                                  (bk.ACTION_SAVE, gene.id), (bk.ACTION_SHARE, gene.id)]
 
 
 def test_search_understands_meaning_not_just_words(app, slack, module_store):
@@ -289,7 +289,8 @@ def test_share_posts_in_the_channel_crediting_the_sharer(app, slack, module_stor
     assert "shared by <@U7>" in all_text(posted[0])
     assert bk.esc(gene.short_name) in all_text(posted[0])
     # teammates can open the summary (or nominate it for the club) from the shared post; sharing again is not offered
-    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_NOMINATE]
+    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_SAVE,
+                                                bk.ACTION_NOMINATE]
     assert confirm["response_type"] == "ephemeral" and "Shared" in confirm["text"]
 
 
