@@ -24,7 +24,15 @@ from slack_sdk.errors import SlackApiError
 from . import blocks as bk
 from . import club, confirm, hello, home, reactions, reading, unfurl
 from .claims import EventClaims
-from .commands import Reply, run_command, share_reply, similar_reply, summary_reply, working_line
+from .commands import (
+    Reply,
+    for_channel,
+    run_command,
+    share_reply,
+    similar_reply,
+    summary_reply,
+    working_line,
+)
 from .deps.build import make_client
 from .later import make_later, report_error
 from .outgoing import gate_middleware, gated
@@ -111,14 +119,14 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
     def paper_button(action_id: str, make_reply) -> None:
         """A button that answers exactly as its command does (Summary, More like this)."""
         @app.action(action_id)
-        def handle_paper_button(ack, action, respond):
+        def handle_paper_button(ack, action, body, respond):
             ack()
 
             def job():
                 paper = paper_from(action)
                 if paper is None:
                     return _gone(respond)
-                send(respond, make_reply(deps, paper))
+                send(respond, for_channel(deps, make_reply(deps, paper), _channel_of(body)))
             later(job, respond)
 
     paper_button(bk.ACTION_SUMMARY, summary_reply)
@@ -147,7 +155,7 @@ def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, cha
     """Post a paper in the channel (crediting the sharer), then confirm privately."""
     if paper is None:
         return _gone(respond)
-    reply = share_reply(deps, paper, user_id)
+    reply = for_channel(deps, share_reply(deps, paper, user_id), channel)
     message = reply.to_message()
     if not channel:
         respond(text="I can only share into a channel.", response_type="ephemeral", replace_original=False)

@@ -590,6 +590,14 @@ CLUB_SETUP_FIELDS = ("weekday", "time", "tz", "cadence", "lead", "cutoff", "mode
 AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the agenda
 
 
+def without_nominate(blocks: list[Block]) -> list[Block]:
+    """The same blocks minus their Nominate buttons: a card in a channel without a reading group."""
+    for block in blocks:
+        if isinstance(block, ActionsBlock):
+            block.elements = [e for e in block.elements if getattr(e, "action_id", None) != ACTION_NOMINATE]
+    return [b for b in blocks if not (isinstance(b, ActionsBlock) and not b.elements)]
+
+
 def nominate_button(paper) -> ButtonElement:
     """The Nominate button a paper card carries."""
     return ButtonElement(text="Nominate", action_id=ACTION_NOMINATE, value=paper.id)

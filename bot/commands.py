@@ -112,8 +112,17 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
     except StoreError as e:
         reply = problem_reply(deps, str(e))
     _add_notes(reply, notes)
+    for_channel(deps, reply, channel_of(call))
     log.info("%s %s by %s in %.0f ms", deps.command, call.name or "?", member_tag(user_id),
              (time.perf_counter() - started) * 1000)
+    return reply
+
+
+def for_channel(deps: Deps, reply: Reply, channel: str | None) -> Reply:
+    """A reply as this channel shows it: Nominate only where a reading group meets."""
+    club = deps.store.get_club(channel) if channel else None
+    if not (club and club.get("active")):
+        reply.blocks = bk.without_nominate(reply.blocks)
     return reply
 
 

@@ -1,6 +1,6 @@
 """The reading group without the Slack app (issue 32.13): `club setup ...` is the setup modal typed,
 checked field by field by the modal's own validation, in Slack and the console; `club map` in the
-console writes its PNG to a file and prints the path."""
+console writes its PNG to a file and prints the path; Nominate shows only where a club meets."""
 from __future__ import annotations
 
 import io
@@ -73,3 +73,17 @@ def test_the_console_sets_up_a_club_and_writes_its_map_to_a_file(hashing_store, 
     [path] = tmp_path.glob("paperclub-map-*.png")
     assert str(path) in "".join(printed.split())  # the path as printed (rich wraps long lines)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_nominate_shows_only_in_a_channel_with_a_club(world):
+    app, fake, store = world
+    from bot import blocks as bk
+
+    def nominate_buttons(text):
+        reply = dispatch_command(app, fake, text, user="UANN", channel=CH)
+        return [e for b in reply["blocks"] if b["type"] == "actions" for e in b["elements"]
+                if e["action_id"] == bk.ACTION_NOMINATE]
+    paper = store.list_papers(limit=1)[0]
+    assert nominate_buttons("search video") == [] and nominate_buttons(f"summary {paper.id}") == []
+    dispatch_command(app, fake, "club setup thursday 17:00 UTC", user=ADMIN, channel=CH)
+    assert len(nominate_buttons("search video")) == 5 and len(nominate_buttons(f"summary {paper.id}")) == 1
