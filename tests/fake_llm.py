@@ -88,11 +88,12 @@ class _Server(ThreadingHTTPServer):
 
 
 def restate(body: dict | None) -> str:
-    """The default answer: 'The fake TL;DR says' and the abstract's first dozen words, as one sentence."""
+    """The default answer: 'The fake tl;dr says' and the abstract's first dozen words, as one
+    sentence (lower case: a capitalised name the abstract lacks would fail the grounding check)."""
     prompt = ((body or {}).get("messages") or [{}])[-1].get("content") or ""
     abstract = re.search(r"<abstract>(.*?)</abstract>", prompt, re.S)
     words = re.findall(r"[A-Za-z][A-Za-z-]+", abstract.group(1) if abstract else prompt)[:12]
-    return "The fake TL;DR says " + " ".join(words) + "."
+    return "The fake tl;dr says " + " ".join(words) + "."
 
 
 class FakeLLM:

@@ -47,6 +47,7 @@ CACHE = {"summaries": (0, INF)}
 MAY_CHANGE = {
     "interests": {"interests": (-1, 1)},
     "schedule": {"schedules": (-1, 1), "meta": (0, 1)},  # meta: schedules_version appears once
+    "add": {"meta": (0, 1)},  # meta: the shared arXiv request slot appears once
     "save": {"saved_papers": (0, 1)},
     "saved": {"saved_papers": (-1, 0)},
     "forget-me": {"reactions": (-INF, 0), "saved_papers": (-INF, 0)},

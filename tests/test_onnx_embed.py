@@ -140,7 +140,7 @@ def test_a_cache_that_cannot_be_written_falls_back_to_torch_with_a_warning(tmp_p
     embedder.documents = real_embedder
     with caplog.at_level(logging.WARNING, logger="store.embed"):
         embedder.load()
-        assert embedder.wait_for_queries(timeout=60)
+        assert embedder.wait_for_queries(timeout=600)  # the child loads torch before it finds the cache unwritable
         vec = embedder.encode_queries(["video surprise"])
         embedder.encode_queries(["speculative decoding"])
     assert embedder.query_backend == "torch"

@@ -65,7 +65,7 @@ def drive(bot, llm) -> list[str]:
 
     command("search video grounding")
     summary = command("summary speculative decoding")  # the TL;DR comes from the fake LLM
-    assert "fake TL;DR" in json.dumps(summary)
+    assert "fake tl;dr" in json.dumps(summary)
     llm.status = 500  # the model server fails: logged, and the extractive TL;DR is used
     command("summary G-NLL")
     llm.status, llm.raw = 200, b"not json at all"

@@ -269,6 +269,12 @@ def test_an_unwritable_data_folder_names_the_path_the_problem_and_the_fix():
 # -- 8. small things ---------------------------------------------------------------------------
 @pytest.mark.slow  # starts a process
 def test_search_on_an_empty_database_says_to_ingest(tmp_path):
+    from store import open_store
+
+    missing = paperclub("--db", str(tmp_path / "missing.db"), "search", "diffusion", cwd=tmp_path)
+    assert missing.returncode == 1 and "paperclub ingest" in missing.stderr  # and creates nothing
+    assert not (tmp_path / "missing.db").exists()
+    open_store(tmp_path / "empty.db").close()
     out = paperclub("--db", str(tmp_path / "empty.db"), "search", "diffusion", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "paperclub ingest" in out.stderr and "No papers match" not in out.stderr
