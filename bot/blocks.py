@@ -36,6 +36,12 @@ ACTION_SIMILAR = "paper_similar"
 ACTION_SHARE = "paper_share"
 ACTION_SAVE = "paper_save"  # on every paper card: puts the paper on the clicker's reading list
 ACTION_CONFIRM = "paper_confirm"  # a destructive command's button: its value is the command line to re-run
+# The verdict buttons on every paper card but the day's own (a reaction there is its verdict):
+# the same action id on every card, the paper id as value; bot/reactions.py logs a press as the
+# 👍 / 👎 it stands for, for the clicker and that paper only (store.feedback.record_verdict).
+ACTION_MORE = "paper_more"  # "For me": more papers like this one
+ACTION_LESS = "paper_less"  # "Not for me": fewer like it
+ACTION_UNDO_VERDICT = "paper_verdict_undo"  # in the private confirmation: takes the verdict back
 
 # Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
 # SHARED_BLOCK and DAILY_BLOCK back to learn which paper a message shows.
@@ -257,9 +263,17 @@ def header(text: str) -> HeaderBlock:
     return HeaderBlock(text=PlainTextObject(text=text or " ", emoji=True))
 
 
+def verdict_buttons(paper) -> list[ButtonElement]:
+    """👍 For me / 👎 Not for me: the member's verdict on this paper (value: its id)."""
+    return [ButtonElement(text="👍 For me", action_id=ACTION_MORE, value=paper.id),
+            ButtonElement(text="👎 Not for me", action_id=ACTION_LESS, value=paper.id)]
+
+
 def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
-                  summary: bool = True, nominate: bool = False, save: bool = True) -> ActionsBlock:
-    """Summary / More like this / Save / Share to channel (/ Nominate), each carrying the paper id.
+                  summary: bool = True, nominate: bool = False, save: bool = True,
+                  verdict: bool = True) -> ActionsBlock:
+    """Summary / More like this / Save / Share to channel (/ Nominate) / For me / Not for me, each
+    carrying the paper id.
 
     No button is `primary`: Slack keeps green for a message's one main action, and a card repeated
     five times in search results would otherwise show five of them.
@@ -274,6 +288,8 @@ def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
         buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id))
     if nominate:
         buttons.append(nominate_button(paper))
+    if verdict:
+        buttons.extend(verdict_buttons(paper))
     return ActionsBlock(elements=buttons[:MAX_ACTION_ELEMENTS], block_id=block_id)
 
 
@@ -389,6 +405,15 @@ def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block
     ]
 
 
+def verdict_blocks(text: str, paper, *, undo: bool) -> list[Block]:
+    """The private answer to a verdict button: what was noted, and Undo while there is one."""
+    blocks: list[Block] = [section(text)]
+    if undo:
+        blocks.append(ActionsBlock(elements=[ButtonElement(text="Undo", action_id=ACTION_UNDO_VERDICT,
+                                                           value=paper.id)]))
+    return blocks
+
+
 def message_blocks(text: str, *, title: str | None = None, footer: str | None = None) -> list[Block]:
     """A short mrkdwn note (already escaped), with an optional header and footer."""
     blocks: list[Block] = [header(title)] if title else []
@@ -437,14 +462,16 @@ def fallback_text(text: str) -> str:
 
 
 # -- the paper of the day ----------------------------------------------------------------------
-def save_buttons(paper, *, block_id: str) -> ActionsBlock:
-    """Summary / More like this / Save / Nominate: a paper card outside search (digest, unfurl)."""
-    return paper_buttons(paper, share=False, block_id=block_id, nominate=True)
+def save_buttons(paper, *, block_id: str, verdict: bool = True) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate (/ For me / Not for me): a paper card outside search
+    (digest, unfurl)."""
+    return paper_buttons(paper, share=False, block_id=block_id, nominate=True, verdict=verdict)
 
 
-def daily_buttons(paper, *, block_id: str) -> ActionsBlock:
-    """Summary / More like this / Save / Nominate for a paper in the digest."""
-    return save_buttons(paper, block_id=block_id)
+def daily_buttons(paper, *, block_id: str, verdict: bool = False) -> ActionsBlock:
+    """Summary / More like this / Save / Nominate for a paper in the digest; a runner-up also takes
+    For me / Not for me (the day's paper takes reactions instead)."""
+    return save_buttons(paper, block_id=block_id, verdict=verdict)
 
 
 def explanation(pick_or_choice, *, main: bool = True) -> str:
@@ -494,7 +521,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
             blocks.append(section(
                 f"{icon}*{esc(cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
                 f"_({explanation(choice, main=False)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
-            blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
+            blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255], verdict=True))
     if previous:
         blocks.append(DividerBlock())
         blocks.append(context(previous))
@@ -541,7 +568,7 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
         blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
-                                    nominate=True, save=False))  # on the list already
+                                    nominate=True, save=False, verdict=False))  # on the list already
     return blocks
 
 

@@ -68,6 +68,58 @@ def register(app: App, deps: Deps) -> None:
         deps.later(lambda: handle_reaction_removed(deps, body, client=client, bot_user_id=context.bot_user_id,
                                                    paperless=paperless))
 
+    def verdict_button(action_id: str, verdict: str | None) -> None:
+        @app.action(action_id)
+        def handle_verdict_button(ack, action, body, respond):
+            ack()
+            deps.later(lambda: handle_verdict(deps, body, action, verdict, respond), respond)
+
+    verdict_button(bk.ACTION_MORE, "more")
+    verdict_button(bk.ACTION_LESS, "less")
+    verdict_button(bk.ACTION_UNDO_VERDICT, None)
+
+
+# -- verdict buttons -> the same log --------------------------------------------------------------
+_NOTED = {"more": "👍 Noted: more papers like *{name}* for you.",
+          "less": "👎 Noted: fewer papers like *{name}* for you."}
+
+
+def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, respond=None, *,
+                   sleep: Callable[[float], None] = time.sleep) -> fb.Recorded:
+    """A "For me" / "Not for me" / Undo press: the clicker's verdict on the card's paper, logged like a
+    reaction (store.feedback.record_verdict), then said privately with an Undo."""
+    paper = deps.store.get_paper((action.get("value") or "").strip())
+    user = (body.get("user") or {}).get("id") or ""
+    if paper is None or not user:
+        if respond is not None:
+            respond(text="That paper is no longer in the library.", response_type="ephemeral",
+                    replace_original=False)
+        return fb.Recorded("ignored")
+    container = body.get("container") or {}
+    channel = (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
+    message_ts = container.get("message_ts") or ""
+    now = deps.clock().timestamp()
+    # Slack stamps each press; a redelivered payload carries the same stamp and is logged once.
+    press = action.get("action_ts") or f"{now:.6f}"
+    event_id = f"verdict:{user}:{paper.id}:{verdict or 'undo'}:{press}"[:255]
+    result = _with_retries(
+        lambda: fb.record_verdict(deps.store, user=user, paper_id=paper.id, verdict=verdict, channel=channel,
+                                  message_ts=message_ts, event_id=event_id, now=now),
+        sleep, what=f"{event_id} (verdict by {member_tag(user)})")
+    log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper.id, result.status)
+    if respond is not None:
+        name = bk.esc(bk.cut_chars(paper.short_name, 120))
+        if verdict is None:
+            text = (f"Taken back: your verdict on *{name}* no longer counts." if result.status == "recorded"
+                    else f"You have no verdict on *{name}* to take back.")
+        else:
+            text = _NOTED[verdict].format(name=name)
+            if result.status == "duplicate":
+                text += " (You had said so already: it counts once.)"
+        respond(text=text, blocks=bk.verdict_blocks(text, paper, undo=verdict is not None),
+                response_type="ephemeral", replace_original=False)
+    return result
+
 
 # -- reaction events -> the log -----------------------------------------------------------------
 def handle_reaction_added(deps: Deps, body: dict, *, client=None, bot_user_id: str | None = None,

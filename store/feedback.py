@@ -122,6 +122,46 @@ def record_reaction(store: Store, *, event_id: str, channel: str, message_ts: st
     return Recorded("recorded", paper_id, saved)
 
 
+# -- verdict buttons: "for me" / "not for me" on any paper card ------------------------------------
+# A press is logged as the reaction it stands for (👍 / 👎, so the team's weights, the decay and the
+# learner read it like one), for the paper on the card: on a runner-up inside the daily message it
+# is that runner-up's, while a reaction on the message itself stays the day's paper's.
+VERDICTS = {"more": "+1", "less": "-1"}
+VERDICT_PREFIX = "verdict_"  # the logged emoji name: verdict_more / verdict_less (no real emoji has it)
+
+
+def standing_verdicts(store: Store, user: str, paper_id: str) -> list[dict]:
+    """The member's verdict rows on a paper that still stand (at most one, the latest)."""
+    rows = store.reactions(user=user, paper_ids=[paper_id])
+    return [r for r in current_reactions(rows) if r["emoji"].startswith(VERDICT_PREFIX)]
+
+
+def record_verdict(store: Store, *, user: str, paper_id: str, verdict: str | None, channel: str,
+                   message_ts: str, event_id: str, now: float) -> Recorded:
+    """Set a member's verdict on a paper ("more", "less"; None takes it back), through the reaction log.
+
+    Idempotent: the verdict already standing is "duplicate"; the other one is taken back first, so a
+    member has at most one verdict per paper. `event_id` names the press (a redelivery is "duplicate").
+    """
+    if verdict is not None and verdict not in VERDICTS:
+        raise ValueError(f"unknown verdict {verdict!r}")
+    standing = standing_verdicts(store, user, paper_id)
+    if verdict is not None and any(r["emoji"] == VERDICT_PREFIX + verdict for r in standing):
+        return Recorded("duplicate", paper_id)
+    changed = False
+    for n, r in enumerate(standing):  # the earlier verdict, taken back where it was given
+        changed |= store.add_reaction({
+            "event_id": f"{event_id}:undo{n}", "channel": r["channel"], "message_ts": r["message_ts"],
+            "paper_id": paper_id, "user": user, "emoji": r["emoji"], "base": r["base"], "action": "removed",
+            "event_ts": float(now), "event_time": None, "recorded_at": now})
+    if verdict is not None:
+        changed |= store.add_reaction({
+            "event_id": event_id, "channel": channel, "message_ts": message_ts, "paper_id": paper_id,
+            "user": user, "emoji": VERDICT_PREFIX + verdict, "base": VERDICTS[verdict], "action": "added",
+            "event_ts": float(now), "event_time": None, "recorded_at": now})
+    return Recorded("recorded" if changed else "duplicate", paper_id)
+
+
 def sync_saved(store: Store, user: str, paper_id: str, *, now: float) -> bool:
     """Make the reading list match the log: saved while any of the member's 👀 on the paper stands."""
     rows = store.reactions(user=user, paper_ids=[paper_id])
@@ -140,12 +180,12 @@ def current_reactions(rows: Iterable[dict]) -> list[dict]:
     emoji by one person on one message count once.
     """
     latest: dict[tuple, dict] = {}
-    for r in rows:
-        latest[(r["channel"], r["message_ts"], r["user"], r["emoji"])] = r
+    for r in rows:  # the paper too: a verdict button on a runner-up shares the daily message's ts
+        latest[(r["channel"], r["message_ts"], r["paper_id"], r["user"], r["emoji"])] = r
     standing: dict[tuple, dict] = {}
     for r in latest.values():
         if r["action"] == "added":
-            standing.setdefault((r["channel"], r["message_ts"], r["user"], r["base"]), r)
+            standing.setdefault((r["channel"], r["message_ts"], r["paper_id"], r["user"], r["base"]), r)
     return sorted(standing.values(), key=lambda r: (r["event_ts"], r["id"] if "id" in r else 0))
 
 

@@ -125,8 +125,10 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
     assert "Paper of the day" in text_of(post) and "video understanding" in text_of(post)
     assert "(added by <@UALICE>)" in text_of(post)
     rows = [[e["action_id"] for e in b["elements"]] for b in post["blocks"] if b["type"] == "actions"]
-    # The paper of the day and two runners-up, each with Summary, More like this, Save and Nominate.
-    assert rows == [["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE]] * 3
+    # The paper of the day and two runners-up, each with Summary, More like this, Save and Nominate;
+    # the runners-up also For me / Not for me (the day's paper takes reactions).
+    assert rows == [["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE]] + [
+        ["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE, "paper_more", "paper_less"]] * 2
     replies = thread_replies(fake, post["ts"])
     assert len(replies) == 1 and "Abstract" in text_of(replies[0])
 

@@ -66,7 +66,8 @@ def test_a_pasted_arxiv_link_gets_one_unfurl_with_the_card(parts, fake_slack, fa
     blocks = unfurl["unfurls"][url]["blocks"]
     text = json.dumps(blocks)
     buttons = [e["text"]["text"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
-    assert buttons == ["Summary", "More like this", "Save", "Nominate"]  # Nominate: for the reading group
+    # Nominate: for the reading group; For me / Not for me: the member's verdict on this paper
+    assert buttons == ["Summary", "More like this", "Save", "Nominate", "👍 For me", "👎 Not for me"]
     paper = deps.store.get_paper(blocks[-1]["elements"][0]["value"])
     assert paper.title == p.title and paper.short_name in text
 
