@@ -45,7 +45,9 @@ def register(app: App, deps: Deps) -> None:
         line = (action.get("value") or "").strip()
         user = (body.get("user") or {}).get("id") or ""
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
-        if split_confirm(line)[1] is False:  # only ever a confirmed line: never run a stray value
+        if not split_confirm(line)[1]:  # only ever a confirmed line: never run a stray value
+            respond(text="That button no longer holds a command to confirm; nothing was changed. "
+                         "Type the command again to see what it would do.", replace_original=False)
             return
         # The outcome takes the question's place: it cannot be clicked twice.
         deps.later(lambda: respond(**run_command(deps, user, line, channel_id=channel).to_message(),

@@ -288,9 +288,10 @@ def test_share_posts_in_the_channel_crediting_the_sharer(app, slack, module_stor
     assert len(posted) == 1
     assert "shared by <@U7>" in all_text(posted[0])
     assert bk.esc(gene.short_name) in all_text(posted[0])
-    # teammates can open the summary or save it from the shared post; sharing again is not offered,
-    # nor nominating (C5 has no reading group)
-    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_SAVE]
+    # teammates can open the summary, save it or give their verdict from the shared post; sharing
+    # again is not offered, nor nominating (C5 has no reading group)
+    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_SAVE,
+                                                  bk.ACTION_MORE, bk.ACTION_LESS]
     assert confirm["response_type"] == "ephemeral" and "Shared" in confirm["text"]
 
 

@@ -112,3 +112,15 @@ def test_club_off_asks_and_refuses_extra_words(world):
     assert "takes nothing after it" in text_of(ask(app, fake, "club off now", ADMIN))
     assert "is off" in text_of(click(app, fake, danger_button(question), ADMIN))
     assert not store.get_club(CH)["active"]
+
+
+def test_a_confirm_button_without_a_confirmed_command_says_so_and_changes_nothing(world):
+    app, fake, store = world
+    paper = store.list_papers(limit=1)[0]
+    store.save_paper("UANN", paper.id, now=MONDAY.timestamp())
+    url = fake.new_response_url(channel=CH, user="UANN")
+    body = block_action_body(bk.ACTION_CONFIRM, "forget-me", url, user="UANN", channel=CH)
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    [answer] = fake.responses(url)
+    assert "nothing was changed" in text_of(answer)
+    assert len(store.saved_papers("UANN")) == 1

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.commands_interests import MAX_INTERESTS
 from botproc import start_bot
 from fake_sources import FakeSources, make_papers, on_openreview
 from figures import record, scale
@@ -119,8 +120,9 @@ class Traffic:
             n += 1
             channel = self.rng.choice(CHANNELS)
             url = self.fake.new_response_url(channel=channel, user=f"U{n % 7}")
-            if n % 4 == 0:
-                topic = f"chaos topic {n}"
+            # interests add, while the channel is below the bot's per-channel cap (a refusal is no loss)
+            if n % 4 == 0 and sum(t.endswith(f" in {channel}") for t in self.interests) < MAX_INTERESTS:
+                topic = f"chaos topic {n} in {channel}"
                 self.interests.append(topic)
                 text = f"interests add {topic}"
             else:
