@@ -262,6 +262,7 @@ def test_button_click_can_replace_the_original_message(fake, bolt, client):
     fake.wait_for(lambda: fake.messages("C1")[0]["text"] == "saved arxiv:1706.03762")
 
 
+@pytest.mark.slow  # waits out a reconnect: `make test` only
 def test_disconnect_makes_the_client_reconnect(fake, bolt):
     fake.send_disconnect("refresh_requested")
     fake.wait_connected(total=2)
@@ -285,6 +286,7 @@ def test_killed_socket_is_recovered(fake, bolt):
     assert latency < 3.0
 
 
+@pytest.mark.slow  # waits out a reconnect: `make test` only
 def test_silent_server_makes_the_client_reconnect(fake, bolt):
     fake.answer_pings = False  # TCP stays up but nothing answers: only the ping check can notice
     fake.wait_connected(total=2, timeout=6 * PING_INTERVAL + 2)
