@@ -1,8 +1,10 @@
 """The Bolt app: the /paper command and paper buttons here, each feature's listeners by its register().
 
-`create_app(deps)` registers, in order: the paper command and buttons, then
-each feature module's `register(app, deps)` (bot/reading.py: the Save button,
-bot/reactions.py: reaction events, bot/home.py: App Home), then a no-op
+`create_app(deps)` registers, in order: the paper command, a paper card's
+buttons and its overflow menu (Summary, More like this, Share, Save, Nominate:
+each one handler, whichever way it is clicked), then each feature module's
+`register(app, deps)` (bot/reactions.py: reaction events and the verdict
+buttons, bot/home.py: App Home), then a no-op
 listener for the one other subscribed event. Listeners run on the Socket Mode thread: they call `ack()` and
 hand the slow part (search, summaries, Web API calls) to `deps.later`, a
 work pool (bot/later.py), so Slack hears back within milliseconds even when
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 
 # The feature modules' listeners, registered before the fallbacks below (Bolt runs only the
 # first listener that matches). A new feature adds its register function here.
-FEATURES: tuple[Register, ...] = (reading.register, reactions.register, home.register, unfurl.register,
+FEATURES: tuple[Register, ...] = (reactions.register, home.register, unfurl.register,
                                   club.register, hello.register, confirm.register)
 
 
@@ -112,31 +114,53 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
         later(lambda: send(respond, run_command(deps, command.get("user_id", ""), command.get("text"),
                                                 channel_id=command.get("channel_id", ""))), respond)
 
-    # -- buttons ----------------------------------------------------------------------------
-    def paper_from(action: dict):
-        return store.get_paper((action.get("value") or "").strip())
+    # -- a paper card's buttons and menu ---------------------------------------------------------
+    def answer_with(make_reply):
+        """Summary, More like this: the reply its command gives."""
+        def answer(paper_id: str, body: dict, respond, client) -> None:
+            paper = store.get_paper(paper_id)
+            if paper is None:
+                return _gone(respond)
+            send(respond, for_channel(deps, make_reply(deps, paper), _channel_of(body)))
+        return answer
 
-    def paper_button(action_id: str, make_reply) -> None:
-        """A button that answers exactly as its command does (Summary, More like this)."""
+    # What each paper action does with (paper id, body, respond, client): a button and its menu
+    # entry (bk.menu_value) run the same one.
+    paper_actions = {
+        bk.ACTION_SUMMARY: answer_with(summary_reply),
+        bk.ACTION_SIMILAR: answer_with(similar_reply),
+        bk.ACTION_SHARE: lambda paper_id, body, respond, client: share_paper(
+            deps, client, respond, store.get_paper(paper_id), _user_of(body), _channel_of(body)),
+        bk.ACTION_SAVE: lambda paper_id, body, respond, client: reading.save_paper(
+            deps, respond, paper_id, _user_of(body)),
+        bk.ACTION_NOMINATE: lambda paper_id, body, respond, client: club.nominate_paper(
+            deps, respond, paper_id, body),
+    }
+
+    def paper_button(action_id: str) -> None:
         @app.action(action_id)
-        def handle_paper_button(ack, action, body, respond):
-            ack()
+        def handle_paper_button(ack, action, body, respond, client):
+            ack()  # the ack goes out when this returns: reads and writes wait for the work pool
+            answer = paper_actions[action_id]
+            later(lambda: answer((action.get("value") or "").strip(), body, respond, client), respond)
 
-            def job():
-                paper = paper_from(action)
-                if paper is None:
-                    return _gone(respond)
-                send(respond, for_channel(deps, make_reply(deps, paper), _channel_of(body)))
-            later(job, respond)
+    for action_id in paper_actions:
+        paper_button(action_id)
 
-    paper_button(bk.ACTION_SUMMARY, summary_reply)
-    paper_button(bk.ACTION_SIMILAR, similar_reply)
-
-    @app.action(bk.ACTION_SHARE)
-    def handle_share_button(ack, action, body, respond, client):
+    @app.action(bk.ACTION_MENU)
+    def handle_paper_menu(ack, action, body, respond, client):
         ack()
-        later(lambda: share_paper(deps, client, respond, paper_from(action), _user_of(body),
-                                  _channel_of(body)), respond)
+        # The chosen option's value names the button it stands for: "paper_summary|<paper id>".
+        value = (action.get("selected_option") or {}).get("value") or action.get("value")
+        chosen, paper_id = bk.menu_choice(value)
+        answer = paper_actions.get(chosen or "")
+        if answer is None:
+            log.info("paper menu: unknown option %r", (value or "")[:80])
+            later(lambda: respond(text="That menu entry is out of date: use the buttons on a newer card, "
+                                       f"or type {bk.code(deps.command + ' help')}.",
+                                  response_type="ephemeral", replace_original=False), respond)
+            return
+        later(lambda: answer(paper_id, body, respond, client), respond)
 
     for register in features:
         register(app, deps)

@@ -18,8 +18,9 @@ from slack_sdk.models.blocks import (
     DividerBlock,
     HeaderBlock,
     MarkdownTextObject,
-    PlainTextObject,
     Option,
+    OverflowMenuElement,
+    PlainTextObject,
     SectionBlock,
     StaticSelectElement,
 )
@@ -42,6 +43,12 @@ ACTION_CONFIRM = "paper_confirm"  # a destructive command's button: its value is
 ACTION_MORE = "paper_more"  # "For me": more papers like this one
 ACTION_LESS = "paper_less"  # "Not for me": fewer like it
 ACTION_UNDO_VERDICT = "paper_verdict_undo"  # in the private confirmation: takes the verdict back
+# The overflow menu (⋯) on every paper card. Each option's value is "<a button's action id>|<paper id>"
+# (menu_value), and bot/app.py answers it with that button's own handler; the buttons' action ids
+# stay registered for messages already in Slack.
+ACTION_MENU = "paper_menu"
+MENU_TEXT = 75  # Slack's limit on an option's text and (for overflow menus) its value
+MENU_OPTIONS = (2, 5)  # an overflow menu holds 2 to 5 options
 
 # Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
 # SHARED_BLOCK and DAILY_BLOCK back to learn which paper a message shows.
@@ -269,28 +276,59 @@ def verdict_buttons(paper) -> list[ButtonElement]:
             ButtonElement(text="👎 Not for me", action_id=ACTION_LESS, value=paper.id)]
 
 
-def paper_buttons(paper, *, block_id: str | None = None, share: bool = True,
-                  summary: bool = True, nominate: bool = False, save: bool = True,
-                  verdict: bool = True) -> ActionsBlock:
-    """Summary / More like this / Save / Share to channel (/ Nominate) / For me / Not for me, each
-    carrying the paper id.
+def menu_value(action_id: str, paper_id: str) -> str:
+    """An overflow option's value: the button it stands for and the paper ("paper_summary|abc123")."""
+    return f"{action_id}|{paper_id}"
 
-    No button is `primary`: Slack keeps green for a message's one main action, and a card repeated
-    five times in search results would otherwise show five of them.
+
+def menu_choice(value: str | None) -> tuple[str | None, str]:
+    """(action id, paper id) from an overflow option's value; (None, value) when it names no action."""
+    action, sep, paper_id = (value or "").strip().partition("|")
+    return (action, paper_id.strip()) if sep else (None, action)
+
+
+def _labels() -> dict[str, str]:
+    """What each paper action says, on a button or in the menu."""
+    return {ACTION_SAVE: "Save", ACTION_SUMMARY: "Summary", ACTION_SIMILAR: "More like this",
+            ACTION_SHARE: "Share to channel", ACTION_NOMINATE: "Nominate"}
+
+
+def _menu(actions: Sequence[str], paper_id: str) -> list:
+    """Paper actions behind one overflow menu; a single one (or an id too long for a menu value)
+    stays a plain button, as Slack wants at least two options of at most 75 characters."""
+    labels = _labels()
+    too_long = any(len(menu_value(a, paper_id)) > MENU_TEXT for a in actions)
+    if len(actions) < MENU_OPTIONS[0] or too_long or len(actions) > MENU_OPTIONS[1]:
+        return [ButtonElement(text=labels[a], action_id=a, value=paper_id) for a in actions]
+    return [OverflowMenuElement(action_id=ACTION_MENU, options=[
+        Option(text=PlainTextObject(text=labels[a]), value=menu_value(a, paper_id)) for a in actions])]
+
+
+def card_actions(paper, *, block_id: str | None = None, main: bool = False, save: bool = True,
+                 save_in_menu: bool = False, verdict: bool = True, summary: bool = True,
+                 share: bool = True, nominate: bool = True) -> ActionsBlock:
+    """A paper card's actions, the same on every card: [Save] [👍 For me] [👎 Not for me] [⋯ Summary,
+    More like this, Share to channel, Nominate]; each carries the paper id.
+
+    main: the one paper a message is about (the day's paper): its Save is `primary`, the single
+    green button; repeated cards (search results, runners-up) have none. save_in_menu: Save goes
+    into the menu (a runner-up, whose buttons are its verdicts). A card without buttons shows its
+    first menu entry as one. Nominate is dropped again where no club meets (without_nominate).
     """
-    buttons = []
-    if summary:
-        buttons.append(ButtonElement(text="Summary", action_id=ACTION_SUMMARY, value=paper.id))
-    buttons.append(ButtonElement(text="More like this", action_id=ACTION_SIMILAR, value=paper.id))
-    if save:
-        buttons.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id))
-    if share:
-        buttons.append(ButtonElement(text="Share to channel", action_id=ACTION_SHARE, value=paper.id))
-    if nominate:
-        buttons.append(nominate_button(paper))
+    buttons: list = []
+    menu = [a for a, on in ((ACTION_SUMMARY, summary), (ACTION_SIMILAR, True), (ACTION_SHARE, share),
+                            (ACTION_NOMINATE, nominate)) if on]
+    if save and save_in_menu:
+        menu.insert(0, ACTION_SAVE)
+    elif save:
+        buttons.append(ButtonElement(text="Save", action_id=ACTION_SAVE, value=paper.id,
+                                     style="primary" if main else None))
     if verdict:
         buttons.extend(verdict_buttons(paper))
-    return ActionsBlock(elements=buttons[:MAX_ACTION_ELEMENTS], block_id=block_id)
+    if not buttons and menu:
+        first = menu.pop(0)
+        buttons.append(ButtonElement(text=_labels()[first], action_id=first, value=paper.id))
+    return ActionsBlock(elements=[*buttons, *_menu(menu, paper.id)][:MAX_ACTION_ELEMENTS], block_id=block_id)
 
 
 def after_name(paper) -> str:
@@ -306,8 +344,9 @@ def after_name(paper) -> str:
 
 
 def _name_line(paper, *, number: int | None = None) -> str:
+    """'*1. <url|Name>*  ·  ICLR 2026': the name links to the paper when it has a URL."""
     prefix = f"{number}. " if number else ""
-    line = f"*{prefix}{esc(cut_chars(paper.short_name, 120))}*"
+    line = f"*{prefix}{link(paper.url, cut_chars(paper.short_name, 120))}*"
     where = venue(paper)
     if where:
         line += f"  ·  {esc(where)}"
@@ -315,14 +354,15 @@ def _name_line(paper, *, number: int | None = None) -> str:
 
 
 def hit_blocks(hit, number: int, *, tldr: str | None = None) -> list[Block]:
-    """One search result: bold name and venue, headline (or TL;DR), why it matched, buttons."""
+    """One search result: linked name and venue, the TL;DR (else the headline), why it matched, its card's
+    actions."""
     paper = hit.paper
     lines = [_name_line(paper, number=number), esc(cut_sentences(tldr or after_name(paper), 600))]
     why = f"_why:_ {esc(cut_chars(hit.why, 200))}" if getattr(hit, "why", "") else ""
     return [
         section("\n".join(lines), block_id=f"{HIT_BLOCK}{number}-{paper.id}"[:255]),
         context(why, f"id `{esc(paper.id)}`"),
-        paper_buttons(paper, block_id=f"{ACT_BLOCK}{number}-{paper.id}"[:255], nominate=True),
+        card_actions(paper, block_id=f"{ACT_BLOCK}{number}-{paper.id}"[:255]),
     ]
 
 
@@ -363,10 +403,11 @@ def _points_fields(points: dict | None) -> list[MarkdownTextObject]:
     return fields
 
 
-def paper_links(paper) -> str:
-    """'paper · code' links for the context line ('' when the paper has none)."""
+def paper_links(paper, *, own: bool = True) -> str:
+    """'paper · code' links for the context line ('' when the paper has none); own=False leaves out
+    the paper's own link (a card whose name is the link already)."""
     parts = []
-    if paper.url:
+    if paper.url and own:
         parts.append(link(paper.url, "paper"))
     for i, url in enumerate(paper.code_urls[:2]):
         parts.append(link(url, "code" if i == 0 else f"code {i + 1}"))
@@ -390,7 +431,7 @@ def summary_blocks(paper, *, tldr: str | None = None, points: dict | None = None
     if paper.title and paper.title != paper.headline:
         blocks.append(context(f"_{esc(cut_chars(paper.title, 300))}_"))
     blocks.append(context(esc(venue(paper)), f"id `{esc(paper.id)}`", paper_links(paper)))
-    blocks.append(paper_buttons(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True))
+    blocks.append(card_actions(paper, summary=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]))
     return blocks
 
 
@@ -401,7 +442,7 @@ def shared_blocks(paper, user_id: str, *, tldr: str | None = None) -> list[Block
         context(f":pushpin: shared by <@{esc(user_id)}>"),
         section(text, block_id=f"{SHARED_BLOCK}{paper.id}"[:255]),
         context(f"id `{esc(paper.id)}`", paper_links(paper)),
-        paper_buttons(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255], nominate=True),
+        card_actions(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255]),
     ]
 
 
@@ -462,18 +503,6 @@ def fallback_text(text: str) -> str:
 
 
 # -- the paper of the day ----------------------------------------------------------------------
-def save_buttons(paper, *, block_id: str, verdict: bool = True) -> ActionsBlock:
-    """Summary / More like this / Save / Nominate (/ For me / Not for me): a paper card outside search
-    (digest, unfurl)."""
-    return paper_buttons(paper, share=False, block_id=block_id, nominate=True, verdict=verdict)
-
-
-def daily_buttons(paper, *, block_id: str, verdict: bool = False) -> ActionsBlock:
-    """Summary / More like this / Save / Nominate for a paper in the digest; a runner-up also takes
-    For me / Not for me (the day's paper takes reactions instead)."""
-    return save_buttons(paper, block_id=block_id, verdict=verdict)
-
-
 def explanation(pick_or_choice, *, main: bool = True) -> str:
     """The team-terms reason in mrkdwn (interest text escaped, members as mentions)."""
     choice = getattr(pick_or_choice, "choice", pick_or_choice)
@@ -489,24 +518,23 @@ def explanation(pick_or_choice, *, main: bool = True) -> str:
 
 def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str = "/paper",
                   previous: str | None = None, preview: str | None = None) -> list[Block]:
-    """The channel's daily digest: the paper in full, two runners-up, how the last one went."""
+    """The channel's daily post, a compact card: the linked name, the TL;DR (else the headline: never
+    both), why in words, [Save] and a menu; then the runners-up, each with its verdict buttons, and
+    how the last pick went. The key points and the abstract go in the thread (abstract_blocks)."""
     paper = papers[pick.paper_id]
     title = "Exploration day" if pick.exploration else "Paper of the day"
     blocks: list[Block] = [header(f"{title} · {pick.day:%a %-d %b}")]
     if preview:
         blocks.append(context(preview))
-    blocks.append(section(
-        f"*{esc(cut_chars(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
-        f"{esc(cut_sentences(after_name(paper), 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
     tldr = getattr(summary, "tldr", None)
-    if tldr:
-        blocks.append(section(f"*TL;DR* {esc(cut_sentences(tldr, SECTION_TEXT - 20))}"))
-    fields = _points_fields(getattr(summary, "points", None))
-    if fields:
-        blocks.append(SectionBlock(fields=fields))
+    blocks.append(section(
+        f"*{link(paper.url, cut_chars(paper.short_name, 120))}*  ·  {esc(venue(paper)) or 'paper'}\n"
+        f"{esc(cut_sentences(tldr or after_name(paper), 600))}", block_id=f"{DAILY_BLOCK}{paper.id}"[:255]))
     icon = ":compass:" if pick.exploration else ":dart:"
-    blocks.append(context(f"{icon} _Why:_ {explanation(pick)}", f"id `{esc(paper.id)}`", paper_links(paper)))
-    blocks.append(daily_buttons(paper, block_id=f"{DAILY_ACT_BLOCK}{paper.id}"[:255]))
+    blocks.append(context(f"{icon} _Why:_ {explanation(pick)}", f"id `{esc(paper.id)}`",
+                          paper_links(paper, own=False)))
+    blocks.append(card_actions(paper, main=True, share=False, verdict=False,  # its reactions are its verdict
+                               block_id=f"{DAILY_ACT_BLOCK}{paper.id}"[:255]))
     if pick.no_interests:
         blocks.append(context(
             f"No interests yet, so I picked for breadth. Tell me what this team reads: "
@@ -519,9 +547,10 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         for i, (choice, p) in enumerate(runners, start=1):
             icon = ":compass: " if choice is pick.also else ""
             blocks.append(section(
-                f"{icon}*{esc(cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
+                f"{icon}*{link(p.url, cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
                 f"_({explanation(choice, main=False)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
-            blocks.append(daily_buttons(p, block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255], verdict=True))
+            blocks.append(card_actions(p, save_in_menu=True, share=False,
+                                       block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))
     if previous:
         blocks.append(DividerBlock())
         blocks.append(context(previous))
@@ -534,9 +563,14 @@ def digest_text(pick: DailyPick, paper) -> str:
     return esc(f"{kind}: {paper.short_name}: {after_name(paper)}")
 
 
-def abstract_blocks(paper) -> list[Block]:
-    """The thread reply under the digest: the abstract, the full title, links."""
-    blocks: list[Block] = [section("*Abstract*\n" + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT)))]
+def abstract_blocks(paper, *, points: dict | None = None) -> list[Block]:
+    """The thread reply under the daily post: the key points when known, the abstract, the full
+    title, links."""
+    blocks: list[Block] = []
+    fields = _points_fields(points)
+    if fields:
+        blocks.append(SectionBlock(fields=fields))
+    blocks.append(section("*Abstract*\n" + esc(cut_sentences(paper.abstract, ABSTRACT_TEXT))))
     extra = []
     if paper.title and paper.title != paper.headline:
         extra.append(f"_{esc(cut_chars(paper.title, 300))}_")
@@ -567,8 +601,8 @@ def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], s
             f"{esc(cut_chars(after_name(paper), 240))}", block_id=f"{SAVED_BLOCK}{n}-{paper.id}"[:255]))
         blocks.append(context(f"saved {day(row['saved_at'])} ({how})", f"id `{esc(paper.id)}`",
                               paper_links(paper)))
-        blocks.append(paper_buttons(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
-                                    nominate=True, save=False, verdict=False))  # on the list already
+        blocks.append(card_actions(paper, share=False, block_id=f"{SAVED_BLOCK}act-{n}-{paper.id}"[:255],
+                                   save=False, verdict=False))  # on the list already
     return blocks
 
 
@@ -597,11 +631,11 @@ def overview_blocks(ov) -> list[Block]:
 
 # -- link unfurls (bot/unfurl.py) ------------------------------------------------------------------
 def unfurl_blocks(paper, *, tldr: str | None = None) -> list[Block]:
-    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, Summary / More like this /
-    Save / Nominate."""
+    """The compact card under a pasted arXiv/OpenReview link: name, TL;DR, the card's actions (no Share:
+    the link is in the channel already)."""
     text = "\n".join([_name_line(paper), esc(cut_sentences(tldr or paper.headline, 600))])
-    buttons = save_buttons(paper, block_id=f"{ACT_BLOCK}{paper.id}"[:255])
-    return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)), buttons]
+    return [section(text), context(f"id `{esc(paper.id)}`", paper_links(paper)),
+            card_actions(paper, share=False, block_id=f"{ACT_BLOCK}{paper.id}"[:255])]
 
 
 # -- the reading group (bot/club/) ------------------------------------------------------------
@@ -618,16 +652,24 @@ AGENDA_BLOCK = "club-agenda-"  # club-agenda-<n>-<paper id>: a candidate on the 
 
 
 def without_nominate(blocks: list[Block]) -> list[Block]:
-    """The same blocks minus their Nominate buttons: a card in a channel without a reading group."""
+    """The same blocks minus Nominate (a button or a menu option): a card in a channel without a
+    reading group. A menu left with one option becomes that option's button."""
     for block in blocks:
-        if isinstance(block, ActionsBlock):
-            block.elements = [e for e in block.elements if getattr(e, "action_id", None) != ACTION_NOMINATE]
+        if not isinstance(block, ActionsBlock):
+            continue
+        elements = []
+        for e in block.elements:
+            if isinstance(e, OverflowMenuElement) and e.action_id == ACTION_MENU:
+                chosen = [menu_choice(o.value) for o in e.options]
+                kept = [a for a, _ in chosen if a and a != ACTION_NOMINATE]
+                if len(kept) == len(chosen) or not chosen:
+                    elements.append(e)
+                elif kept:
+                    elements.extend(_menu(kept, chosen[0][1]))
+            elif getattr(e, "action_id", None) != ACTION_NOMINATE:
+                elements.append(e)
+        block.elements = elements
     return [b for b in blocks if not (isinstance(b, ActionsBlock) and not b.elements)]
-
-
-def nominate_button(paper) -> ButtonElement:
-    """The Nominate button a paper card carries."""
-    return ButtonElement(text="Nominate", action_id=ACTION_NOMINATE, value=paper.id)
 
 
 def club_status_blocks(lines: Sequence[str], *, setup_channel: str | None, footer: str) -> list[Block]:

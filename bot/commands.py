@@ -118,10 +118,15 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
     return reply
 
 
+def club_meets(store: Store, channel: str | None) -> bool:
+    """Whether a reading group meets in the channel (its cards offer Nominate)."""
+    club = store.get_club(channel) if channel else None
+    return bool(club and club.get("active"))
+
+
 def for_channel(deps: Deps, reply: Reply, channel: str | None) -> Reply:
     """A reply as this channel shows it: Nominate only where a reading group meets."""
-    club = deps.store.get_club(channel) if channel else None
-    if not (club and club.get("active")):
+    if not club_meets(deps.store, channel):
         reply.blocks = bk.without_nominate(reply.blocks)
     return reply
 

@@ -112,10 +112,17 @@ def render_block(block: dict) -> Iterator:
         line = Text()
         hints = []
         for el in block.get("elements") or []:
-            line.append(f"[{_text_of(el.get('text'))}] ", style="bold green")
-            cmd = BUTTON_COMMANDS.get(el.get("action_id"))
-            if cmd is not None and el.get("value"):
-                hints.append(f"{cmd} {el['value']}".strip())
+            if el.get("type") == "overflow":  # a card's menu (⋯): its entries, each a typed command here
+                options = el.get("options") or []
+                line.append(f"[⋯ {' · '.join(_text_of(o.get('text')) for o in options)}] ", style="green")
+                clicks = [bk.menu_choice(o.get("value")) for o in options]
+            else:
+                line.append(f"[{_text_of(el.get('text'))}] ", style="bold green")
+                clicks = [(el.get("action_id"), el.get("value"))]
+            for action_id, value in clicks:
+                cmd = BUTTON_COMMANDS.get(action_id)
+                if cmd is not None and value:
+                    hints.append(f"{cmd} {value}".strip())
         if hints:
             line.append("→ type: " + " | ".join(hints), style="dim")
         yield line

@@ -40,7 +40,7 @@ from store.schedule import channel_tz, local_today
 from store.text import member_tag
 
 from . import blocks as bk
-from .commands import paper_summary
+from .commands import club_meets, paper_summary
 from .outgoing import gated
 from .replica import holder_alive, replica_id
 
@@ -338,21 +338,26 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
     if result.status == "busy" and store.get_post(channel, key) is None:
         return PostResult("busy", day, detail="could not claim the day")
     if result.status in ("posted", "recovered"):
-        _abstract_reply(client, store, channel, day, result, budget=budget, sleep=sleep)
+        _abstract_reply(client, store, channel, day, result, budget=budget, sleep=sleep, llm=llm,
+                        now=now.timestamp())
         log.info("paper of the day %s for %s: %s (ts %s)", key, channel, result.paper_id, result.ts)
     return result
 
 
 def _abstract_reply(client: WebClient, store: Store, channel: str, day: date, result: PostResult, *,
-                    budget: float, sleep: Callable[[float], None]) -> None:
-    """The paper's abstract in the digest's thread; a missing one is not worth a retry storm."""
+                    budget: float, sleep: Callable[[float], None], llm=None, now: float) -> None:
+    """The paper's key points and abstract in the digest's thread; a missing one is not worth a retry storm."""
     paper = store.get_paper(result.paper_id) if result.paper_id else None
     if paper is None or not paper.abstract:
         return
     try:
+        summary = paper_summary(store, paper, llm, now=now)  # cached by the post itself
+    except StoreError:
+        summary = None
+    try:
         reply = send_with_retries(_posting_client(client), {
             "channel": channel, "thread_ts": result.ts, "text": bk.esc(f"Abstract of {paper.short_name}"),
-            "blocks": [b.to_dict() for b in bk.abstract_blocks(paper)],
+            "blocks": [b.to_dict() for b in bk.abstract_blocks(paper, points=getattr(summary, "points", None))],
             "unfurl_links": False, "unfurl_media": False}, budget=min(budget, 60.0), sleep=sleep)
         store.set_post_abstract(channel, day.isoformat(), reply)
     except Exception as exc:
@@ -397,6 +402,8 @@ def build_digest(store: Store, pick: DailyPick, channel: str, day: date, *, feed
         summary = None
     blocks = bk.digest_blocks(pick, papers, summary=summary, command=command,
                               previous=reaction_line(store, channel, day, feedback))
+    if not club_meets(store, channel):
+        blocks = bk.without_nominate(blocks)
     return {
         "channel": channel,
         "text": bk.fallback_text(bk.digest_text(pick, paper)),

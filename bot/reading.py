@@ -1,4 +1,4 @@
-"""Reading and recaps: the Save button and /paper save, /paper saved, /paper digest and /paper forget-me.
+"""Reading and recaps: Save on a paper card and /paper save, /paper saved, /paper digest and /paper forget-me.
 
 A member's reading list fills from the digest's Save button and from 👀
 reactions (bot/reactions.py); `digest` tallies a channel's recent posts with
@@ -22,25 +22,15 @@ from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, prob
 from .confirm import ask_first, split_confirm
 
 if TYPE_CHECKING:
-    from slack_bolt import App
-
     from .deps import Deps
 
 DIGEST_DAYS, MAX_DIGEST_DAYS = 7, 90
 MAX_LISTED = 15  # papers per reply (3 blocks each, under Slack's 50)
 
 
-def register(app: App, deps: Deps) -> None:
-    """The Save button on every paper card."""
-    @app.action(bk.ACTION_SAVE)
-    def handle_save_button(ack, action, body, respond):
-        ack()  # the ack goes out when this returns: the read and the write wait for the work pool
-        deps.later(lambda: save_paper(deps, respond, (action.get("value") or "").strip(),
-                                      (body.get("user") or {}).get("id") or ""), respond)
-
-
 def save_paper(deps: Deps, respond, paper_id: str, user: str) -> None:
-    """The Save button: put a paper on the member's reading list and say so privately."""
+    """Save on a paper card (bot/app.py routes the button and the menu entry here): put the paper on
+    the member's reading list and say so privately."""
     paper = deps.store.get_paper(paper_id)
     if paper is None:
         respond(text="That paper is no longer in the library.", response_type="ephemeral",

@@ -21,7 +21,7 @@ from store.sources import Added, add_papers, parse_ref
 
 from . import blocks as bk
 from .batches import BatchQueue
-from .commands import paper_summary
+from .commands import club_meets, paper_summary
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -56,16 +56,20 @@ def unfurls_for(deps: Deps, events: list[dict]) -> list[dict[str, dict]]:
         log.warning("no unfurls for %d messages: %s", len(events), e)
         return [{} for _ in events]
     out = []
-    for ls in links:
+    for event, ls in zip(events, links, strict=True):
         unfurls = {}
+        try:  # Nominate only where a club meets
+            nominate = bool(ls) and club_meets(deps.store, event.get("channel"))
+        except StoreError:
+            nominate = False
         for url, ref in ls:
             answer = answers.get(ref)
             if not isinstance(answer, Added):
                 log.info("no unfurl for %s: %s", url, answer or f"{ref[0]} does not know {ref[1]}")
                 continue
             summary = paper_summary(deps.store, answer.paper, deps.llm, now=deps.clock().timestamp())
-            unfurls[url] = {"blocks": [b.to_dict() for b in bk.unfurl_blocks(
-                answer.paper, tldr=getattr(summary, "tldr", None))]}
+            blocks = bk.unfurl_blocks(answer.paper, tldr=getattr(summary, "tldr", None))
+            unfurls[url] = {"blocks": [b.to_dict() for b in (blocks if nominate else bk.without_nominate(blocks))]}
         out.append(unfurls)
     return out
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from .base import Store
 from .embed import Embedder
+from .search import closeness
 
 INTEREST = "interest"
 EXPLORATION = "exploration"
@@ -167,15 +168,16 @@ class Choice:
 
     def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*",
                 main: bool = True) -> str:
-        """Why this paper, in team terms: 'matches *video understanding* (added by @alice), 0.71'.
+        """Why this paper, in team terms: 'matches *video understanding* (added by @alice), very close
+        in meaning'. The similarity is said in words (store.search.closeness), never as a number.
 
         main: it is the paper of the day (an exploration paper in the extra slot says less)."""
         e = emphasis
         if self.kind == INTEREST and self.interest is not None:
             who = f" (added by {mention(self.interest.added_by)})" if self.interest.added_by else ""
-            why = f"matches {e}{self.interest.text}{e}{who}, {self.similarity:.2f}"
+            why = f"matches {e}{self.interest.text}{e}{who}, {closeness(self.similarity)}"
         elif self.kind == EXPLORATION:
-            near = (f", next to {e}{self.interest.text}{e} ({self.similarity:.2f})"
+            near = (f", next to {e}{self.interest.text}{e} ({closeness(self.similarity)})"
                     if self.interest is not None else "")
             why = f"{'exploration day' if main else 'exploration'}: a paper just outside your interests{near}"
         else:

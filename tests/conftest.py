@@ -304,6 +304,34 @@ def dispatch_command(app, fake, text: str, *, user: str, channel: str) -> dict:
     return replies[0]
 
 
+def card_choices(blocks: list[dict]) -> list[list[str]]:
+    """What a member can do on each card of a message, as action ids in the order Slack shows them:
+    each button, then each entry of an overflow menu (⋯), whose value names the button it stands for."""
+    from bot.blocks import menu_choice
+
+    rows = []
+    for b in blocks:
+        if b["type"] != "actions":
+            continue
+        row = []
+        for e in b["elements"]:
+            if e["type"] == "overflow":
+                row += [menu_choice(o["value"])[0] for o in e["options"]]
+            else:
+                row.append(e["action_id"])
+        rows.append(row)
+    return rows
+
+
+def menu_action_body(option_value: str, url: str, *, user: str, channel: str) -> dict:
+    """An entry chosen in a paper card's overflow menu, as Slack sends the block_actions payload."""
+    body = block_action_body("paper_menu", "", url, user=user, channel=channel)
+    body["actions"] = [{"action_id": "paper_menu", "block_id": "b", "type": "overflow",
+                        "selected_option": {"text": {"type": "plain_text", "text": "x"}, "value": option_value},
+                        "action_ts": "1.5"}]
+    return body
+
+
 def block_action_body(action_id: str, value: str, url: str, *, user: str, channel: str) -> dict:
     """A button click on an ephemeral reply, as Slack sends the block_actions payload."""
     return {"type": "block_actions", "user": {"id": user, "name": user.lower()}, "api_app_id": "A1",

@@ -11,7 +11,7 @@ import pytest
 from bot.app import create_app
 from bot.commands import run_command
 from bot.console import run_console
-from conftest import Clock, dispatch_command, make_deps, make_settings, text_of
+from conftest import Clock, card_choices, dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 
 CH = "C1"
@@ -81,8 +81,7 @@ def test_nominate_shows_only_in_a_channel_with_a_club(world):
 
     def nominate_buttons(text):
         reply = dispatch_command(app, fake, text, user="UANN", channel=CH)
-        return [e for b in reply["blocks"] if b["type"] == "actions" for e in b["elements"]
-                if e["action_id"] == bk.ACTION_NOMINATE]
+        return [a for row in card_choices(reply["blocks"]) for a in row if a == bk.ACTION_NOMINATE]
     paper = store.list_papers(limit=1)[0]
     assert nominate_buttons("search video") == [] and nominate_buttons(f"summary {paper.id}") == []
     dispatch_command(app, fake, "club setup thursday 17:00 UTC", user=ADMIN, channel=CH)

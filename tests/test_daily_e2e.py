@@ -26,11 +26,11 @@ from click.testing import CliRunner
 from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 
-from bot.blocks import ACTION_NOMINATE, ACTION_SAVE
+from bot.blocks import ACTION_SAVE
 from bot.deps import Feedback
 from bot.posting import EVENT_TYPE, Poster, post_daily
 from bot.scheduler import DailyService
-from conftest import dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
+from conftest import card_choices, dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
 from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
 
 # Every test on a seeded store runs on each backend: a SQLite file, then PostgreSQL.
@@ -124,11 +124,11 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
     assert post["metadata"]["event_payload"]["date"] == local.date().isoformat()
     assert "Paper of the day" in text_of(post) and "video understanding" in text_of(post)
     assert "(added by <@UALICE>)" in text_of(post)
-    rows = [[e["action_id"] for e in b["elements"]] for b in post["blocks"] if b["type"] == "actions"]
-    # The paper of the day and two runners-up, each with Summary, More like this, Save and Nominate;
-    # the runners-up also For me / Not for me (the day's paper takes reactions).
-    assert rows == [["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE]] + [
-        ["paper_summary", "paper_similar", ACTION_SAVE, ACTION_NOMINATE, "paper_more", "paper_less"]] * 2
+    # The paper of the day: Save, then Summary and More like this in its menu (no club here: no
+    # Nominate). The two runners-up: For me / Not for me (the day's paper takes reactions), the rest
+    # in the menu.
+    assert card_choices(post["blocks"]) == [[ACTION_SAVE, "paper_summary", "paper_similar"]] + [
+        ["paper_more", "paper_less", ACTION_SAVE, "paper_summary", "paper_similar"]] * 2
     replies = thread_replies(fake, post["ts"])
     assert len(replies) == 1 and "Abstract" in text_of(replies[0])
 

@@ -4,6 +4,7 @@ Most tests use a synthetic corpus of topic clusters (vectors we control, so
 "relevant" is known exactly); one uses the real model on the bundled abstracts.
 The date is always passed in.
 """
+import re
 import time
 from collections import Counter
 from datetime import date, timedelta
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from store import Searcher, pick_for_day
+from store.search import closeness
 from store.pick import (
     BREADTH,
     DailyPick,
@@ -199,15 +201,25 @@ def test_history_from_that_day_or_later_is_ignored_so_a_day_can_be_replayed():
     assert pick_daily("C1", day, ids, matrix, interests, future).paper_id == before.paper_id
 
 
-def test_explanation_names_the_interest_who_added_it_and_the_score():
+def test_explanation_names_the_interest_who_added_it_and_how_close_in_words():
     ids, matrix, centres = corpus()
     interests = [Interest(1, "video understanding", "U123", centres[0])]
     day = next(START + timedelta(days=k) for k in range(30)
                if not is_exploration_day("C1", START + timedelta(days=k)))
     pick = pick_daily("C1", day, ids, matrix, interests, [])
     text = pick.explain(lambda u: f"<@{u}>")
-    assert text.startswith("matches *video understanding* (added by <@U123>), 0.")
-    assert f"{pick.choice.similarity:.2f}" in text
+    assert text == f"matches *video understanding* (added by <@U123>), {closeness(pick.choice.similarity)}"
+    assert not re.search(r"\d\.\d", text)  # no raw cosine: people read words
+
+
+def test_an_exploration_paper_says_how_far_it_is_in_words():
+    ids, matrix, centres = corpus()
+    interests = [Interest(1, "video understanding", "U123", centres[0])]
+    day = next(START + timedelta(days=k) for k in range(400) if is_exploration_day("C1", START + timedelta(days=k)))
+    also = pick_daily("C1", day, ids, matrix, interests, []).also
+    text = also.explain(main=False)
+    assert f"next to *video understanding* ({closeness(also.similarity)})" in text
+    assert not re.search(r"\d\.\d", text)
 
 
 def test_no_interests_picks_for_breadth():

@@ -303,8 +303,25 @@ class MessageUpdates:
                     again = self._state.pop(key) == "again"
 
 
+def nominate_paper(deps: Deps, respond, paper_id: str, body: dict) -> None:
+    """Nominate on a paper card (bot/app.py routes the button and the menu entry here): put the paper
+    on the next session's list in the clicker's channel, and say so privately."""
+    def ephemeral(text: str) -> None:
+        respond(text=text, response_type="ephemeral", replace_original=False)
+
+    paper = deps.store.get_paper(paper_id)
+    if paper is None:
+        return ephemeral("That paper is no longer in the library.")
+    channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
+    try:
+        reply = nominate_reply(deps, channel, paper, (body.get("user") or {}).get("id") or "")
+    except cl.ClubError as exc:
+        return ephemeral(bk.esc(str(exc)))
+    respond(**reply.to_message(), replace_original=False)
+
+
 def register(app: App, deps: Deps) -> None:
-    """The club's buttons and the setup modal."""
+    """The club's buttons (but Nominate, a paper card's: bot/app.py) and the setup modal."""
     store = deps.store
 
     def ephemeral(respond, text: str) -> None:
@@ -356,21 +373,6 @@ def register(app: App, deps: Deps) -> None:
             cl.set_club(store, channel, spec, by=user, now=deps.clock())
             log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
         deps.later(job)
-
-    @app.action(bk.ACTION_NOMINATE)
-    def handle_nominate_button(ack, action, body, respond):
-        ack()
-
-        def job():
-            paper = store.get_paper((action.get("value") or "").strip())
-            if paper is None:
-                return ephemeral(respond, "That paper is no longer in the library.")
-            try:
-                reply = nominate_reply(deps, channel_of_body(body), paper, user_of(body))
-            except cl.ClubError as exc:
-                return ephemeral(respond, bk.esc(str(exc)))
-            respond(**reply.to_message(), replace_original=False)
-        deps.later(job, respond)
 
     @app.action(bk.ACTION_VOTE)
     def handle_vote(ack, action, body, respond, client):
