@@ -21,7 +21,7 @@ from bot.app import FEATURES, create_app
 from bot.commands import Reply, Subcommand, clean_input
 from bot.console import run_console
 from bot.deps.build import command_table
-from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings
+from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings, menu_action_body
 from store import Paper
 
 # The real model decides which paper a query finds; the store is a SQLite file, then PostgreSQL.
@@ -113,8 +113,23 @@ def all_text(message: dict) -> str:
 
 
 def buttons(message: dict) -> list[tuple[str, str]]:
-    return [(e["action_id"], e.get("value")) for b in message.get("blocks") or [] if b["type"] == "actions"
-            for e in b["elements"]]
+    """(action id, paper id) of everything a member can click on the message's cards, in the order
+    Slack shows them: each button, then each entry of a card's overflow menu (⋯)."""
+    out = []
+    for b in message.get("blocks") or []:
+        for e in b["elements"] if b["type"] == "actions" else []:
+            if e["type"] == "overflow":
+                out += [bk.menu_choice(o["value"]) for o in e["options"]]
+            else:
+                out.append((e["action_id"], e.get("value")))
+    return out
+
+
+def choose(app, slack, option_value: str, *, user: str = "U1", channel: str = "C1") -> list[dict]:
+    """Pick an entry of a paper card's overflow menu; return what went to its response_url."""
+    url = slack.new_response_url(channel=channel, user=user)
+    assert dispatch(app, menu_action_body(option_value, url, user=user, channel=channel)).status == 200
+    return slack.responses(url)
 
 
 def one(responses: list[dict]) -> dict:
@@ -132,10 +147,22 @@ def test_search_names_the_right_paper_first_with_buttons(app, slack, module_stor
     assert f"*1. {bk.esc(gene.short_name)}" in first_hit["text"]["text"]
     hits = [b for b in reply["blocks"] if b.get("block_id", "").startswith("hit-")]
     assert len(hits) == 5
-    # every result says why it matched and carries the buttons for its own paper
+    # every result says why it matched and carries the actions for its own paper: Save, For me,
+    # Not for me, and a menu with Summary, More like this, Share (C1 has no club: no Nominate)
     assert sum("_why:_" in json.dumps(b) for b in reply["blocks"] if b["type"] == "context") == 5
-    assert buttons(reply)[:4] == [(bk.ACTION_SUMMARY, gene.id), (bk.ACTION_SIMILAR, gene.id),
-                                  (bk.ACTION_SAVE, gene.id), (bk.ACTION_SHARE, gene.id)]
+    assert buttons(reply)[:6] == [(bk.ACTION_SAVE, gene.id), (bk.ACTION_MORE, gene.id), (bk.ACTION_LESS, gene.id),
+                                  (bk.ACTION_SUMMARY, gene.id), (bk.ACTION_SIMILAR, gene.id),
+                                  (bk.ACTION_SHARE, gene.id)]
+
+
+def test_search_results_are_compact_cards_without_a_green_button(app, slack):
+    reply = one(command(app, slack, "search video grounding"))
+    cards = [b for b in reply["blocks"] if b["type"] == "actions"]
+    assert len(cards) == 5
+    # four things to click per result (Save, For me, Not for me, the menu), none of them `primary`:
+    # Slack keeps green for a message's one main action, and five results have none
+    assert all(len(b["elements"]) == 4 and b["elements"][-1]["type"] == "overflow" for b in cards)
+    assert "primary" not in json.dumps(reply["blocks"])
 
 
 def test_search_understands_meaning_not_just_words(app, slack, module_store):
@@ -183,6 +210,7 @@ def test_summary_by_id_shows_that_paper_without_a_guess_note(app, slack, module_
     assert reply["blocks"][0]["type"] == "header" and gene.short_name[:40] in reply["blocks"][0]["text"]["text"]
     assert "Best match" not in body
     assert (bk.ACTION_SIMILAR, gene.id) in buttons(reply) and (bk.ACTION_SHARE, gene.id) in buttons(reply)
+    assert (bk.ACTION_SAVE, gene.id) in buttons(reply) and (bk.ACTION_SUMMARY, gene.id) not in buttons(reply)
 
 
 def test_summary_by_words_says_which_paper_it_picked(app, slack, module_store):
@@ -288,11 +316,37 @@ def test_share_posts_in_the_channel_crediting_the_sharer(app, slack, module_stor
     assert len(posted) == 1
     assert "shared by <@U7>" in all_text(posted[0])
     assert bk.esc(gene.short_name) in all_text(posted[0])
-    # teammates can open the summary, save it or give their verdict from the shared post; sharing
+    # teammates can save it, give their verdict or open the summary from the shared post; sharing
     # again is not offered, nor nominating (C5 has no reading group)
-    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SUMMARY, bk.ACTION_SIMILAR, bk.ACTION_SAVE,
-                                                  bk.ACTION_MORE, bk.ACTION_LESS]
+    assert [a for a, _ in buttons(posted[0])] == [bk.ACTION_SAVE, bk.ACTION_MORE, bk.ACTION_LESS,
+                                                  bk.ACTION_SUMMARY, bk.ACTION_SIMILAR]
     assert confirm["response_type"] == "ephemeral" and "Shared" in confirm["text"]
+
+
+def test_the_menus_entries_answer_exactly_as_their_buttons(app, slack, module_store):
+    gene = paper_with(module_store, GENE)
+    search = one(command(app, slack, "search predicting mRNA levels from DNA sequence"))
+    menu = next(e for b in search["blocks"] if b["type"] == "actions" for e in b["elements"] if e["type"] == "overflow")
+    summary = next(o["value"] for o in menu["options"] if o["text"]["text"] == "Summary")
+    assert bk.menu_choice(summary) == (bk.ACTION_SUMMARY, gene.id)
+    chosen = one(choose(app, slack, summary))
+    assert chosen["response_type"] == "ephemeral" and chosen["replace_original"] is False
+    assert chosen["blocks"] == one(click(app, slack, bk.ACTION_SUMMARY, gene.id))["blocks"]
+    similar = one(choose(app, slack, bk.menu_value(bk.ACTION_SIMILAR, gene.id)))
+    assert similar["blocks"] == one(command(app, slack, f"similar {gene.id}"))["blocks"]
+    saved = one(choose(app, slack, bk.menu_value(bk.ACTION_SAVE, gene.id), user="UMENU"))
+    assert "Saved" in saved["text"] and [r["paper_id"] for r in module_store.saved_papers("UMENU")] == [gene.id]
+    shared = one(choose(app, slack, bk.menu_value(bk.ACTION_SHARE, gene.id), user="U7", channel="C9"))
+    assert "Shared" in shared["text"] and len(slack.messages("C9")) == 1
+
+
+def test_a_menu_entry_that_names_nothing_gets_a_friendly_answer(app, slack, module_store):
+    gene = paper_with(module_store, GENE)
+    for value in (gene.id, "paper_explode|" + gene.id, ""):  # no action; an unknown one; nothing
+        reply = one(choose(app, slack, value))
+        assert reply["response_type"] == "ephemeral" and "out of date" in reply["text"]
+    gone = one(choose(app, slack, bk.menu_value(bk.ACTION_SUMMARY, "nosuchid")))
+    assert "no longer in the library" in gone["text"]
 
 
 def test_share_is_retried_after_a_rate_limit(app, slack, module_store):

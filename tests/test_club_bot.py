@@ -42,17 +42,26 @@ def dispatch(app, body):
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
 
 
-def click(app, fake, action_id, value, *, user, message_ts=None, ephemeral=False):
-    """A click as Slack sends it, on the channel message message_ts (or an ephemeral reply)."""
+def click(app, fake, action_id, value, *, user, message_ts=None, ephemeral=False, menu=False):
+    """A click as Slack sends it, on the channel message message_ts (or an ephemeral reply); menu=True:
+    `value` is the entry chosen in a paper card's overflow menu."""
     url = fake.new_response_url(channel=CH, user=user)
+    action = ({"action_id": action_id, "block_id": "b", "type": "overflow",
+               "selected_option": {"text": {"type": "plain_text", "text": "x"}, "value": value}} if menu else
+              {"action_id": action_id, "block_id": "b", "value": value, "type": "button"})
     body = {"type": "block_actions", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},
             "channel": {"id": CH}, "trigger_id": "13345224609.738474920.8088930838d88f008e0",
             "container": {"type": "message", "channel_id": CH, "message_ts": message_ts or "1.000001",
                           "is_ephemeral": ephemeral},
-            "response_url": url,
-            "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+            "response_url": url, "actions": [action]}
     dispatch(app, body)
     return fake.responses(url)
+
+
+def nominate_entries(blocks) -> list[str]:
+    """The Nominate entries of a message's card menus (their option values), in order."""
+    return [o["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]
+            if e["type"] == "overflow" for o in e["options"] if bk.menu_choice(o["value"])[0] == bk.ACTION_NOMINATE]
 
 
 def submit_setup(app, view, *, user, **values):
@@ -111,11 +120,10 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
     papers = list(store.iter_papers())[:3]
     first = dispatch_command(app, fake, f"nominate {papers[0].id}", user="UANN", channel=CH)
     assert "Nominated" in text_of(first) and "2026-12-03" in text_of(first)
-    # The Nominate button on a search result does the same.
+    # Nominate in a search result's menu does the same.
     hit = dispatch_command(app, fake, "search video", user="UBOB", channel=CH)
-    nominate = next(e for b in hit["blocks"] if b["type"] == "actions" for e in b["elements"]
-                    if e["action_id"] == bk.ACTION_NOMINATE)
-    answer = click(app, fake, bk.ACTION_NOMINATE, nominate["value"], user="UBOB", ephemeral=True)
+    nominate = nominate_entries(hit["blocks"])[0]
+    answer = click(app, fake, bk.ACTION_MENU, nominate, user="UBOB", ephemeral=True, menu=True)
     assert "Nominated" in text_of(answer[0]) or "already nominated" in text_of(answer[0])
     dispatch_command(app, fake, f"nominate {papers[1].id}", user="UCY", channel=CH)
 
@@ -335,29 +343,35 @@ def test_nominate_on_the_paper_of_the_day_and_an_unfurl_card(world):
     from bot.posting import post_daily
 
     app, fake, store, clock, deps = world
+
+    def daily_post():
+        return [m for m in fake.messages(CH) if m.get("blocks") and not m.get("thread_ts")][-1]
+    # No reading group meets here yet: the paper of the day offers no Nominate.
     post_daily(deps.slack, store, deps.searcher, CH, MONDAY, feedback=deps.feedback, sleep=lambda s: None)
-    [daily] = [m for m in fake.messages(CH) if m.get("blocks") and not m.get("thread_ts")]
-    buttons = [e for b in daily["blocks"] if b["type"] == "actions" for e in b["elements"]
-               if e["action_id"] == bk.ACTION_NOMINATE]
-    assert len(buttons) == 3  # the paper of the day and both runners-up
-    # A channel with no reading group says so, and how to get one.
-    nope = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    assert nominate_entries(daily_post()["blocks"]) == []
+    # An older card's Nominate (the club since switched off) says so, and how to get one.
+    paper_id = daily_post()["metadata"]["event_payload"]["paper_id"]
+    nope = click(app, fake, bk.ACTION_MENU, bk.menu_value(bk.ACTION_NOMINATE, paper_id), user="UANN", menu=True)
     assert "no reading group" in text_of(nope[0]) and nope[0]["response_type"] == "ephemeral"
     assert "set one up" in text_of(nope[0])
     _club(store)
-    first = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UANN", message_ts=daily["ts"])
+    post_daily(deps.slack, store, deps.searcher, CH, MONDAY + timedelta(days=1), feedback=deps.feedback,
+               sleep=lambda s: None)
+    daily = daily_post()
+    entries = nominate_entries(daily["blocks"])
+    assert len(entries) == 3  # in the menus of the paper of the day and both runners-up
+    first = click(app, fake, bk.ACTION_MENU, entries[0], user="UANN", message_ts=daily["ts"], menu=True)
     assert "Nominated" in text_of(first[0]) and "2026-12-03" in text_of(first[0])
     assert first[0]["response_type"] == "ephemeral" and first[0].get("replace_original") is False
-    again = click(app, fake, bk.ACTION_NOMINATE, buttons[0]["value"], user="UBOB", message_ts=daily["ts"])
+    again = click(app, fake, bk.ACTION_MENU, entries[0], user="UBOB", message_ts=daily["ts"], menu=True)
     assert "already nominated" in text_of(again[0])
     noms = store.nominations(CH, DAY.isoformat())
-    assert [(n["paper_id"], n["user"]) for n in noms] == [(buttons[0]["value"], "UANN")]  # the first nominator
-    # The card under a pasted link carries the button too, and it does the same.
-    paper = store.get_paper(buttons[1]["value"])
-    card = [b.to_dict() for b in bk.unfurl_blocks(paper)]
-    [value] = [e["value"] for b in card if b["type"] == "actions" for e in b["elements"]
-               if e["action_id"] == bk.ACTION_NOMINATE]
-    assert "Nominated" in text_of(click(app, fake, bk.ACTION_NOMINATE, value, user="UCY")[0])
+    nominated = bk.menu_choice(entries[0])[1]
+    assert [(n["paper_id"], n["user"]) for n in noms] == [(nominated, "UANN")]  # the first nominator
+    # The card under a pasted link carries it too, and the old Nominate button still works.
+    paper = store.get_paper(bk.menu_choice(entries[1])[1])
+    [value] = nominate_entries([b.to_dict() for b in bk.unfurl_blocks(paper)])
+    assert "Nominated" in text_of(click(app, fake, bk.ACTION_NOMINATE, bk.menu_choice(value)[1], user="UCY")[0])
     assert len(store.nominations(CH, DAY.isoformat())) == 2
     assert all(len(b["elements"]) <= bk.MAX_ACTION_ELEMENTS
                for m in fake.messages(CH) for b in m.get("blocks") or [] if b["type"] == "actions")

@@ -156,7 +156,11 @@ def check_message(msg: dict) -> None:
             action_ids = [e["action_id"] for e in b["elements"]]
             assert len(action_ids) == len(set(action_ids))
             for e in b["elements"]:
-                assert len(e["text"]["text"]) <= 75 and len(e.get("value") or "") <= 2000
+                if e["type"] == "overflow":  # a card's menu: 2 to 5 options, text and value within 75
+                    assert 2 <= len(e["options"]) <= 5
+                    assert all(len(o["text"]["text"]) <= 75 and len(o["value"]) <= 75 for o in e["options"])
+                else:
+                    assert len(e["text"]["text"]) <= 75 and len(e.get("value") or "") <= 2000
     # User text must never become a channel-wide ping: the bot writes no <!...> itself.
     everything = msg["text"] + json.dumps(blocks, ensure_ascii=False)
     assert "<!" not in everything, everything[:500]
