@@ -343,6 +343,15 @@ def after_name(paper) -> str:
     return headline
 
 
+def _runner_line(paper) -> str:
+    """*Name*: headline, or *Name* and the rest when the headline opens with the name itself
+    ("*Motion-centric alignment framework* that learns ...", not the name twice)."""
+    name, rest = cut_chars(paper.short_name, 80), after_name(paper)
+    if name and rest.lower().startswith(name.lower() + " "):
+        return f"*{link(paper.url, name)}* {esc(cut_chars(rest[len(name):].strip(), 160))}"
+    return f"*{link(paper.url, name)}*: {esc(cut_chars(rest, 160))}"
+
+
 def _name_line(paper, *, number: int | None = None) -> str:
     """'*1. <url|Name>*  ·  ICLR 2026': the name links to the paper when it has a URL."""
     prefix = f"{number}. " if number else ""
@@ -547,7 +556,7 @@ def digest_blocks(pick: DailyPick, papers: dict, *, summary=None, command: str =
         for i, (choice, p) in enumerate(runners, start=1):
             icon = ":compass: " if choice is pick.also else ""
             blocks.append(section(
-                f"{icon}*{link(p.url, cut_chars(p.short_name, 80))}*: {esc(cut_chars(after_name(p), 160))}  "
+                f"{icon}{_runner_line(p)}  "
                 f"_({explanation(choice, main=False)})_", block_id=f"{RUNNER_BLOCK}{i}-{p.id}"[:255]))
             blocks.append(card_actions(p, save_in_menu=True, share=False,
                                        block_id=f"{RUNNER_BLOCK}{i}-act-{p.id}"[:255]))

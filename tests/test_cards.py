@@ -110,6 +110,22 @@ def test_the_day_without_a_tldr_shows_the_headline_once(world):
     assert "TL;DR" not in json.dumps(blocks)
 
 
+def test_a_runner_up_whose_headline_opens_with_its_name_says_the_name_once(world):
+    app, fake, store, deps = world
+    post_the_day(world)
+    from store.pick import DailyPick
+
+    pick = DailyPick.from_dict(store.get_post(CH, "2026-11-30")["pick"])
+    papers = {p.id: p for p in store.get_papers([pick.paper_id, *[c.paper_id for c in pick.shown]])}
+    runner = papers[pick.shown[0].paper_id]
+    papers[runner.id] = replace(runner, short_name="Motion-centric alignment framework",
+                                headline="Motion-centric alignment framework that learns a motion subspace")
+    blocks = [b.to_dict() for b in bk.digest_blocks(pick, papers, summary=None)]
+    [line] = [b["text"]["text"] for b in blocks if b.get("block_id", "").startswith(f"{bk.RUNNER_BLOCK}1-{runner.id}")]
+    assert line.startswith(f"*<{runner.url}|Motion-centric alignment framework>* that learns a motion subspace")
+    assert line.count("Motion-centric") == 1
+
+
 def test_the_menu_summary_on_the_daily_post_answers_like_the_summary_button(world):
     app, fake, store, deps = world
     post, _ = post_the_day(world)
