@@ -26,6 +26,7 @@ _LAZY = {
                      "read_file", "bundled_sample_paths"],
     "store.search": ["Searcher", "Hit", "hits_json"],
     "store.daily": ["pick_for_day"],
+    "store.calibrate": ["calibration_round", "CalibrationRound"],
     "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost",
                    "Reacted", "interests_for", "like_text"],
     "store.summary": ["paper_summary", "paper_summaries", "Summary", "summarize", "summarize_jsonl"],
@@ -72,6 +73,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
         DailyPick, Interest, PastPost, PickSettings, Reacted, interests_for, like_text, pick_daily,
     )
     from .daily import pick_for_day  # noqa: F401
+    from .calibrate import CalibrationRound, calibration_round  # noqa: F401
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,
     )

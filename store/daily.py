@@ -19,6 +19,8 @@ from .pick import DailyPick, PastPost, PickSettings, history_for, interests_for,
 from .sources import fresh_label, fresh_papers
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from .search import Searcher
 
 log = logging.getLogger("paperclub.daily")
@@ -31,10 +33,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     feedback: how reactions count (None: pick as if nobody had reacted).
     """
     settings = settings or PickSettings()
-    index = searcher.index()
-    # The index's own float32 matrix; above its exact limit it keeps a graph instead, so read the store's.
-    ids, matrix = ((index.ids, index.matrix) if not index.approximate
-                   else store.load_vectors(searcher.embedder.name))
+    ids, matrix = library_vectors(store, searcher)
     if len(ids) == 0:
         return None
     adjust = _reactions(store, channel, day, feedback) if feedback is not None else None
@@ -59,6 +58,15 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
         if chosen is not None:
             return chosen
     return pick()
+
+
+def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.ndarray]:
+    """Every paper's id and L2-normalised vector (rows align), as the pick and the calibration round read them."""
+    index = searcher.index()
+    # The index's own float32 matrix; above its exact limit it keeps a graph instead, so read the store's.
+    if not index.approximate:
+        return index.ids, index.matrix
+    return store.load_vectors(searcher.embedder.name)
 
 
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:
