@@ -24,7 +24,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from . import blocks as bk
-from . import club, confirm, hello, home, reactions, reading, unfurl
+from . import calibrate, club, confirm, hello, home, reactions, reading, unfurl
 from .claims import EventClaims
 from .commands import (
     Reply,
@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 # The feature modules' listeners, registered before the fallbacks below (Bolt runs only the
 # first listener that matches). A new feature adds its register function here.
 FEATURES: tuple[Register, ...] = (reactions.register, home.register, unfurl.register,
-                                  club.register, hello.register, confirm.register)
+                                  club.register, hello.register, confirm.register, calibrate.register)
 
 
 # -- helpers ----------------------------------------------------------------------------

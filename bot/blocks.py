@@ -49,6 +49,7 @@ ACTION_UNDO_VERDICT = "paper_verdict_undo"  # in the private confirmation: takes
 ACTION_MENU = "paper_menu"
 MENU_TEXT = 75  # Slack's limit on an option's text and (for overflow menus) its value
 MENU_OPTIONS = (2, 5)  # an overflow menu holds 2 to 5 options
+ACTION_CALIBRATE = "paper_calibrate"  # "Rate a few papers": a calibration round (value: the interest's text)
 
 # Block-id prefixes. A block id carries the paper id after its prefix: bot/reactions.py reads
 # SHARED_BLOCK and DAILY_BLOCK back to learn which paper a message shows.
@@ -58,6 +59,7 @@ SHARED_BLOCK = "shared-"  # shared-<id>: a paper shared in the channel
 DAILY_BLOCK = "daily-"  # daily-<id>: the paper of the day in its digest
 DAILY_ACT_BLOCK = "daily-act-"  # daily-act-<id>: its buttons
 RUNNER_BLOCK = "daily-ru"  # daily-ru<n>-<id> and daily-ru<n>-act-<id>: a runner-up and its buttons
+CALIB_BLOCK = "calib-"  # calib-<n>-<id> and calib-act-<n>-<id>: a paper of a calibration round
 SAVED_BLOCK = "saved-"  # saved-<n>-<id> and saved-act-<n>-<id>: a reading-list entry
 HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App Home
 
@@ -461,6 +463,31 @@ def verdict_blocks(text: str, paper, *, undo: bool) -> list[Block]:
     if undo:
         blocks.append(ActionsBlock(elements=[ButtonElement(text="Undo", action_id=ACTION_UNDO_VERDICT,
                                                            value=paper.id)]))
+    return blocks
+
+
+# -- the calibration round (bot/calibrate.py) ------------------------------------------------------
+def calibrate_offer(text: str, topic: str, *, typed: str) -> list[Block]:
+    """The offer after an interest is added: a line (mrkdwn, escaped) with a button that opens the round
+    for `topic`, and how to type it (the console has no buttons)."""
+    button = ButtonElement(text="Rate a few papers", action_id=ACTION_CALIBRATE, value=topic[:2000])
+    return [SectionBlock(text=MarkdownTextObject(text=cut_mrkdwn(text, SECTION_TEXT)), accessory=button),
+            context(f"Or type {code(typed)}.")]
+
+
+def calibration_blocks(papers: Sequence, *, title: str, note: str, footer: str,
+                       tldrs: dict | None = None) -> list[Block]:
+    """A calibration round: a header, what it is for (mrkdwn, escaped), then each paper as a compact
+    card (name, venue, TL;DR or headline) with the verdict buttons every card carries."""
+    blocks: list[Block] = [header(title), context(note)]
+    for n, paper in enumerate(papers, start=1):
+        gist = (tldrs or {}).get(paper.id) or after_name(paper)
+        blocks.append(section(f"{_name_line(paper, number=n)}\n{esc(cut_sentences(gist, 300))}",
+                              block_id=f"{CALIB_BLOCK}{n}-{paper.id}"[:255]))
+        blocks.append(ActionsBlock(elements=verdict_buttons(paper), block_id=f"{CALIB_BLOCK}act-{n}-{paper.id}"[:255]))
+        if len(blocks) + 3 > MAX_MESSAGE_BLOCKS:
+            break
+    blocks.append(context(footer))
     return blocks
 
 

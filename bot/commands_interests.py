@@ -9,6 +9,7 @@ from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
+from .calibrate import offer_blocks
 from .commands import (
     Call,
     Reply,
@@ -114,7 +115,10 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
                             paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
     closest = _closest(deps, vector, exclude=paper_id)
-    return _interests_reply(deps, channel, note=f"{said} {closest}".strip())
+    reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip())
+    # A new interest tells the pick little yet: offer a calibration round, right under the note.
+    reply.blocks[2:2] = offer_blocks(deps, label)
+    return reply
 
 
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 CONSOLE_USER = "you"
 # Buttons become the command a person types here instead of clicking.
 BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share",
-                   bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate",
+                   bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate", bk.ACTION_CALIBRATE: "calibrate",
                    bk.ACTION_CONFIRM: ""}  # a confirmation's value is the whole command line
 QUIT = {"quit", "exit", ":q", "q"}
 

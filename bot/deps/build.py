@@ -20,6 +20,7 @@ from slack_sdk.http_retry.builtin_handlers import (
 )
 
 from .. import (
+    calibrate,
     club,
     commands,
     commands_feeds,
@@ -49,7 +50,8 @@ log = logging.getLogger(__name__)
 
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
-    return Commands([*commands.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *commands_schedule.SUBCOMMANDS,
+    return Commands([*commands.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *calibrate.SUBCOMMANDS,
+                     *commands_schedule.SUBCOMMANDS,
                      *reading.SUBCOMMANDS, *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
 
 

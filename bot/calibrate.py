@@ -1,0 +1,87 @@
+"""/paper calibrate and the "Rate a few papers" button: a calibration round, so a new interest learns fast.
+
+After `/paper interests add <topic>` the private reply offers a round; the button (or the typed
+command) answers, privately, in the channel it was asked in, with a few papers near the interest
+and spread across it (store.calibrate). Each card carries the verdict buttons every paper card
+has (bot/reactions.py records a press as the member's 👍 / 👎 on that paper, in that channel), so
+the answers steer the member's own turns of that channel's paper of the day.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from store.calibrate import calibration_round
+
+from . import blocks as bk
+from .blocks import code
+from .commands import Call, Reply, Subcommand, channel_of, has_words, paper_summaries, problem_reply
+
+if TYPE_CHECKING:
+    from slack_bolt import App
+
+    from .deps import Deps
+
+log = logging.getLogger(__name__)
+
+
+def offer_blocks(deps: Deps, topic: str) -> list:
+    """The offer under an added interest: one line and a button that opens the round."""
+    return bk.calibrate_offer(f"Want better picks for *{bk.esc(topic)}*? Say which of a few papers near it "
+                              "you would read.", topic, typed=f"{deps.command} calibrate {topic}")
+
+
+def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = None) -> Reply:
+    """The round for `user` in `channel`: near `topic`, or near every interest they added here."""
+    cmd = deps.command
+    now = deps.clock().timestamp()
+    found = calibration_round(deps.store, deps.searcher, channel, user, now=now, topic=topic or None)
+    if not found.interests:
+        return problem_reply(deps, "You have no interests in this channel yet, so there is nothing to "
+                                   "calibrate against. Add a topic you read about, then rate a few papers near it.",
+                             hint=f"{code(cmd + ' interests add <topic>')} · or {code(cmd + ' calibrate <topic>')}")
+    about = bk.esc(bk.cut_chars(found.topic, 200))
+    if not found.papers:
+        return problem_reply(deps, f"You have already rated the papers nearest *{about}*: nothing left to ask.",
+                             hint=f"{code(cmd + ' today')} shows today's pick.")
+    summaries = paper_summaries(deps.store, found.papers, deps.llm, now=now)
+    tldrs = {pid: getattr(s, "tldr", None) for pid, s in summaries.items()}
+    note = (f"{len(found.papers)} papers near *{about}*, spread across it. Press *👍 For me* on the ones "
+            "you would read and *👎 Not for me* on the rest you can judge: each answer steers your turns of "
+            "this channel's paper of the day. Only you see this.")
+    if found.judged:
+        note += f" ({found.judged} you rated before are left out.)"
+    footer = (f"{code(cmd + ' calibrate')} asks again with papers you have not rated · "
+              f"{code(cmd + ' calibrate <topic>')} for one topic")
+    names = ", ".join(p.short_name for p in found.papers)
+    return Reply(bk.esc(f"Which would you read? {names}"),
+                 bk.calibration_blocks(found.papers, title="Which would you read?", note=note, footer=footer,
+                                       tldrs=tldrs))
+
+
+def handle_calibrate(deps: Deps, call: Call) -> Reply:
+    topic = call.args.strip()
+    return calibrate_reply(deps, channel_of(call), call.user_id, topic if has_words(topic) else None)
+
+
+def register(app: App, deps: Deps) -> None:
+    """The offer's button: the round, privately, where it was pressed."""
+    @app.action(bk.ACTION_CALIBRATE)
+    def handle_calibrate_button(ack, action, body, respond):
+        ack()
+        user = (body.get("user") or {}).get("id") or ""
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
+        topic = (action.get("value") or "").strip()
+
+        def job():
+            reply = calibrate_reply(deps, channel, user, topic or None)
+            respond(**reply.to_message(), replace_original=False)
+        deps.later(job, respond)
+
+
+SUBCOMMANDS = (
+    Subcommand("calibrate", handle_calibrate, usage="calibrate [topic]", example="calibrate machine learning",
+               help="A few papers near your interests here (or a topic), spread across them: say which you "
+                    "would read, and your turns of the paper of the day learn it.",
+               aliases=("rate",)),
+)
