@@ -1,0 +1,173 @@
+"""A cold start that asks (issue 30.5): after `/paper interests add <topic>` the member is offered a
+calibration round, a few papers near the interest and spread across it, each with the For me /
+Not for me buttons every card carries; `/paper calibrate [topic]` asks for one by typing.
+
+The real Bolt app answers commands and clicks as Slack sends them (the local fake Slack takes the
+replies), on a real store; the round's choice itself is checked on plain vectors too.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from slack_bolt import BoltRequest
+
+from bot import blocks as bk
+from bot.app import create_app
+from conftest import Clock, block_action_body, dispatch_command, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher
+from store import feedback as fb
+from store.calibrate import ROUND_SIZE, round_rows, spread_choice
+from store.daily import library_vectors
+from store.pick import Interest, PickSettings, interest_scores, interests_for, lexical_for
+
+CH = "C1"
+MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
+
+
+# -- the choice, on plain vectors ----------------------------------------------------------------
+def unit(*rows) -> np.ndarray:
+    m = np.asarray(rows, dtype=np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def test_the_round_covers_each_corner_of_an_interest_instead_of_its_densest_one():
+    # Three sub-areas around one topic: six near-copies in the first (slightly the closest), two each
+    # in the others. The eight closest would be six near-copies; the round takes from all three.
+    rng = np.random.default_rng(1)
+    areas = unit([1, 0.3, 0, 0], [1, 0, 0.5, 0], [1, 0, 0, 0.5])
+    counts, lift = (6, 3, 3), (0.05, 0.0, 0.0)
+    rows, area = [], []
+    for a, (n, up) in enumerate(zip(counts, lift)):
+        for _ in range(n):
+            rows.append(areas[a] * (1 + up) + rng.normal(0, 0.01, 4))
+            area.append(a)
+    matrix = unit(*rows)
+    relevance = matrix @ unit([1, 0, 0, 0])[0] + np.asarray([lift[a] for a in area])
+    closest = list(np.argsort(-relevance)[:4])
+    chosen = spread_choice(matrix, relevance, range(len(rows)), 4)
+    assert {area[i] for i in closest} == {0}
+    assert {area[i] for i in chosen} == {0, 1, 2}
+    assert chosen[0] == closest[0]  # the most relevant paper still leads
+    assert len(set(chosen)) == 4
+
+
+def test_round_rows_leave_out_judged_papers_and_stay_near_the_interest():
+    rng = np.random.default_rng(2)
+    matrix = unit(*rng.normal(size=(300, 16)))
+    ids = [f"p{i}" for i in range(300)]
+    interest = Interest(1, "topic", "UANN", matrix[0] * 0.9 + matrix[1] * 0.1)
+    settings = PickSettings(prf_docs=0)
+    relevance = interest_scores(matrix, ids, [interest], None, settings)[0][:, 0]
+    ranked = [ids[i] for i in np.argsort(-relevance)]
+    judged = set(ranked[:3])
+    rows, dropped = round_rows(ids, matrix, [interest], exclude=judged, settings=settings, pool=30)
+    chosen = [ids[i] for i in rows]
+    assert len(chosen) == ROUND_SIZE == len(set(chosen)) and dropped == 3
+    assert not judged & set(chosen)
+    assert set(chosen) <= set(ranked[3:33])  # from the 30 closest it may still show
+    assert round_rows(ids, matrix, [], exclude=set())[0] == []
+
+
+# -- in Slack --------------------------------------------------------------------------------------
+@pytest.fixture
+def world(fake_slack, hashing_store):
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=Clock(MONDAY))
+    app = create_app(deps, process_before_response=True)
+    return app, fake_slack, hashing_store, deps
+
+
+def ask(app, fake, text: str, user: str = "UANN") -> dict:
+    return dispatch_command(app, fake, text, user=user, channel=CH)
+
+
+def click(app, fake, action_id: str, value: str, user: str = "UANN") -> list[dict]:
+    url = fake.new_response_url(channel=CH, user=user)
+    body = block_action_body(action_id, value, url, user=user, channel=CH)
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    return fake.responses(url)
+
+
+def buttons(message: dict) -> list[dict]:
+    return [e for b in message.get("blocks") or [] if b["type"] in ("actions", "section")
+            for e in (b.get("elements") or [b.get("accessory")]) if e and e.get("type") == "button"]
+
+
+def round_papers(message: dict) -> list[str]:
+    """The paper ids of a round, in order, from its cards' block ids; each card's buttons checked."""
+    blocks = message["blocks"]
+    ids = [b["block_id"].split("-", 2)[2] for b in blocks
+           if b["type"] == "section" and b.get("block_id", "").startswith(bk.CALIB_BLOCK)]
+    verdicts = [(e["action_id"], e["value"]) for b in blocks if b["type"] == "actions" for e in b["elements"]]
+    assert verdicts == [x for pid in ids for x in ((bk.ACTION_MORE, pid), (bk.ACTION_LESS, pid))]
+    return ids
+
+
+def mean_pairwise(matrix: np.ndarray, rows: list[int]) -> float:
+    sims = matrix[rows] @ matrix[rows].T
+    return float(sims[np.triu_indices(len(rows), 1)].mean())
+
+
+def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_opens(world):
+    app, fake, store, deps = world
+    added = ask(app, fake, "interests add machine learning")
+    [offer] = [b for b in buttons(added) if b["action_id"] == bk.ACTION_CALIBRATE]
+    assert offer["value"] == "machine learning" and "Rate a few papers" in offer["text"]["text"]
+    assert "/paper calibrate machine learning" in text_of(added)  # the typed form, for the console
+    assert "Added *machine learning*" in text_of(added)
+
+    [answer] = click(app, fake, bk.ACTION_CALIBRATE, offer["value"])
+    assert answer["response_type"] == "ephemeral" and answer["replace_original"] is False
+    assert "Which would you read?" in text_of(answer) and "near *machine learning*" in text_of(answer)
+    shown = round_papers(answer)
+    assert 6 <= len(shown) <= 8 and len(set(shown)) == len(shown)
+
+    # Spread: the round's papers are less alike than the eight the interest's relevance ranks first,
+    # and every one is among the closest the round may choose from.
+    ids, matrix = library_vectors(store, deps.searcher)
+    interests = interests_for(store, CH, deps.embedder)
+    settings = PickSettings()
+    hybrid, _ = interest_scores(matrix, ids, interests, lexical_for(deps.searcher, interests), settings)
+    order = list(np.argsort(-hybrid[:, 0], kind="stable"))
+    row = {pid: i for i, pid in enumerate(ids)}
+    assert mean_pairwise(matrix, [row[p] for p in shown]) < mean_pairwise(matrix, order[:len(shown)])
+    assert {row[p] for p in shown} <= set(order[:max(2 * ROUND_SIZE, len(ids) // 10)])
+
+
+def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_it(world):
+    app, fake, store, deps = world
+    ask(app, fake, "interests add machine learning")
+    first = round_papers(ask(app, fake, "calibrate"))
+    liked, disliked = first[-1], first[0]
+
+    [noted] = click(app, fake, bk.ACTION_MORE, liked)
+    assert "more papers like" in text_of(noted) and noted["response_type"] == "ephemeral"
+    click(app, fake, bk.ACTION_LESS, disliked)
+    standing = fb.current_reactions(store.reactions(channel=CH))
+    assert sorted((r["user"], r["paper_id"], r["base"]) for r in standing) == sorted(
+        [("UANN", liked, "+1"), ("UANN", disliked, "-1")])
+    # Tomorrow's pick in this channel learns it, for this member only.
+    deps.clock.now = MONDAY + timedelta(days=1)
+    feedback = fb.feedback_for_day(store, CH, (MONDAY + timedelta(days=1)).date())
+    assert feedback[liked].by_member == {"UANN": pytest.approx(1.0, abs=0.05)}
+    assert feedback[disliked].by_member == {"UANN": pytest.approx(-1.0, abs=0.05)}
+
+    again = ask(app, fake, "calibrate machine learning")
+    second = round_papers(again)
+    assert 6 <= len(second) <= 8 and not {liked, disliked} & set(second)
+    assert "2 you rated before are left out" in text_of(again)
+    # Another member's round is theirs: Ann's verdicts leave it whole.
+    assert liked in round_papers(ask(app, fake, "calibrate machine learning", user="UBOB"))
+
+
+def test_calibrate_without_interests_says_what_to_do_and_a_topic_still_works(world):
+    app, fake, store, _ = world
+    bare = ask(app, fake, "calibrate")
+    shown = text_of(bare)
+    assert "no interests in this channel yet" in shown and "/paper interests add" in shown
+    assert not buttons(bare) and bare["response_type"] == "ephemeral"
+    assert 6 <= len(round_papers(ask(app, fake, "calibrate graph neural networks"))) <= 8
+    assert store.interests(CH) == []  # a typed topic is asked about, not added
+    assert "calibrate" in text_of(ask(app, fake, "help calibrate"))
