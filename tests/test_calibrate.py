@@ -21,6 +21,8 @@ from store import feedback as fb
 from store.calibrate import ROUND_SIZE, round_rows, spread_choice
 from store.daily import library_vectors
 from store.pick import Interest, PickSettings, interest_scores, interests_for, lexical_for
+from test_reactions_e2e import THU, bot, searcher  # noqa: F401 (the real-model app on Socket Mode)
+from test_verdicts_e2e import next_pick, press
 
 CH = "C1"
 MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
@@ -171,3 +173,31 @@ def test_calibrate_without_interests_says_what_to_do_and_a_topic_still_works(wor
     assert 6 <= len(round_papers(ask(app, fake, "calibrate graph neural networks"))) <= 8
     assert store.interests(CH) == []  # a typed topic is asked about, not added
     assert "calibrate" in text_of(ask(app, fake, "help calibrate"))
+
+
+# -- with the real model: the answers change the member's next pick ---------------------------------
+@pytest.mark.slow
+def test_a_calibration_answer_changes_that_members_next_pick(bot):  # noqa: F811 (the fixture)
+    """Alice rates a round for her vague interest: one For me, Not for me on the rest. Her next paper of
+    the day moves towards the one she would read, and its explanation names her answers."""
+    app, fake, store = bot.app, bot.fake, bot.store
+    dispatch_command(app, fake, "interests add machine learning", user="UALICE", channel=CH)
+    bot.service.clock.now = THU - timedelta(hours=12)
+    before = next_pick(bot)
+    assert before.choice.member == "UALICE"
+    shown = round_papers(dispatch_command(app, fake, "calibrate", user="UALICE", channel=CH))
+    ids, matrix = store.load_vectors(bot.deps.searcher.embedder.name)
+    row = {pid: i for i, pid in enumerate(ids)}
+    # The one she would read: the round's paper least like the pick she would have had.
+    liked = min((p for p in shown if p != before.paper_id),
+                key=lambda p: float(matrix[row[p]] @ matrix[row[before.paper_id]]))
+    for pid in shown:
+        press(bot, bk.ACTION_MORE if pid == liked else bk.ACTION_LESS, pid, user="UALICE", ephemeral=True)
+
+    after = next_pick(bot)
+    assert after.choice.member == "UALICE" and after.paper_id != before.paper_id
+    assert after.paper_id not in shown  # a paper she judged is never her paper of the day
+    closeness = lambda pid: float(matrix[row[pid]] @ matrix[row[liked]])  # noqa: E731
+    assert closeness(after.paper_id) > closeness(before.paper_id)
+    why = after.choice.feedback_why or ""  # names the answer that moved it, and whose it was
+    assert "@UALICE" in why and any(f"*{p.short_name}*" in why for p in store.get_papers(shown))
