@@ -31,6 +31,23 @@ def offer_blocks(deps: Deps, topic: str) -> list:
                               "you would read.", topic, typed=f"{deps.command} calibrate {topic}")
 
 
+def welcome_member(deps: Deps, client, channel: str, user: str) -> bool:
+    """A person joined `channel`: where a paper of the day posts, tell them privately how to get turns
+    (add a topic; the reply then offers a calibration round). True when the welcome went out."""
+    if not deps.store.get_schedule(channel):
+        return False  # no paper of the day here: nothing to calibrate, nothing to say
+    cmd = deps.command
+    topics = [r["text"] for r in deps.store.interests(channel)]
+    follows = (f" It follows {bk.fit_items([f'*{bk.esc(t)}*' for t in dict.fromkeys(topics)], 300)}."
+               if topics else "")
+    text = (f"Welcome! This channel gets a paper of the day, picked for each member's interests in turn.{follows} "
+            f"Add what you read to get turns too: {code(cmd + ' interests add <topic>')}; then rate a few "
+            "papers near it, so your first picks fit. Only you see this.")
+    client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=bk.message_blocks(text))
+    log.info("welcomed a member in %s", channel)
+    return True
+
+
 def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = None) -> Reply:
     """The round for `user` in `channel`: near `topic`, or near every interest they added here."""
     cmd = deps.command

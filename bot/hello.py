@@ -1,5 +1,6 @@
 """A short hello when the bot is invited into a channel (member_joined_channel for the bot itself):
-what it does there and the two commands that start the paper of the day."""
+what it does there and the two commands that start the paper of the day. A person joining a channel
+with a paper of the day gets a private welcome instead (bot/calibrate.py: add a topic, rate a few papers)."""
 from __future__ import annotations
 
 import logging
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from . import blocks as bk
 from .blocks import code
+from .calibrate import welcome_member
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -34,8 +36,11 @@ def register(app: App, deps: Deps) -> None:
     @app.event("member_joined_channel")
     def handle_member_joined_channel(event, context, client):
         channel, user = event.get("channel"), event.get("user")
-        if not channel or not user or user != context.get("bot_user_id"):
-            return  # someone else joined: nothing to say
+        if not channel or not user:
+            return
+        if user != context.get("bot_user_id"):  # a person joined: a private welcome, where it is worth one
+            deps.later(lambda: welcome_member(deps, client, channel, user), None)
+            return
 
         def job():
             text = hello_text(deps, channel)

@@ -175,6 +175,27 @@ def test_calibrate_without_interests_says_what_to_do_and_a_topic_still_works(wor
     assert "calibrate" in text_of(ask(app, fake, "help calibrate"))
 
 
+def joined(app, user: str, channel: str = CH) -> None:
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": f"EvJoin{user}{channel}",
+            "event_time": 1, "event": {"type": "member_joined_channel", "user": user, "channel": channel,
+                                       "channel_type": "C", "team": "T1"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+
+def test_a_member_joining_a_channel_with_a_paper_of_the_day_is_told_privately_how_to_get_turns(world):
+    app, fake, store, _ = world
+    joined(app, "UCAT")  # no paper of the day here yet: nothing to say
+    assert fake.ephemeral_messages(CH) == []
+    ask(app, fake, "interests add machine learning")
+    ask(app, fake, "schedule 09:00 UTC")
+    before = len(fake.messages(CH))
+    joined(app, "UBOB")
+    [welcome] = [m for m in fake.ephemeral_messages(CH) if m.get("user") == "UBOB"]
+    shown = text_of(welcome)
+    assert "Welcome!" in shown and "*machine learning*" in shown and "/paper interests add" in shown
+    assert len(fake.messages(CH)) == before  # nothing in the channel for everyone
+
+
 # -- with the real model: the answers change the member's next pick ---------------------------------
 @pytest.mark.slow
 def test_a_calibration_answer_changes_that_members_next_pick(bot):  # noqa: F811 (the fixture)
