@@ -54,7 +54,8 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
     now = deps.clock().timestamp()
     found = calibration_round(deps.store, deps.searcher, channel, user, now=now, topic=topic or None)
     if not found.interests:
-        return problem_reply(deps, "You have no interests in this channel yet, so there is nothing to "
+        others = "" if not deps.store.interests(channel) else " of your own"
+        return problem_reply(deps, f"You have no interests{others} in this channel yet, so there is nothing to "
                                    "calibrate against. Add a topic you read about, then rate a few papers near it.",
                              hint=f"{code(cmd + ' interests add <topic>')} · or {code(cmd + ' calibrate <topic>')}")
     about = bk.esc(bk.cut_chars(found.topic, 200))

@@ -172,6 +172,8 @@ def test_calibrate_without_interests_says_what_to_do_and_a_topic_still_works(wor
     assert not buttons(bare) and bare["response_type"] == "ephemeral"
     assert 6 <= len(round_papers(ask(app, fake, "calibrate graph neural networks"))) <= 8
     assert store.interests(CH) == []  # a typed topic is asked about, not added
+    ask(app, fake, "interests add graph neural networks", user="UBOB")
+    assert "no interests of your own in this channel yet" in text_of(ask(app, fake, "calibrate"))
     assert "calibrate" in text_of(ask(app, fake, "help calibrate"))
 
 
