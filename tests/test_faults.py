@@ -316,12 +316,24 @@ def files_upload(env, kind):
     assert sorted(u["filename"] for u in done) == ["reading-group.bib", "reading-group.csv"]
 
 
+def post_ephemeral(env, kind):
+    """A member joining a channel with a paper of the day: the private welcome arrives once."""
+    env.command("interests add video grounding")
+    env.command("schedule 09:00 UTC")
+    inject(env.fake, "chat.postEphemeral", kind)
+    joined = {"type": "member_joined_channel", "user": "U7", "channel": CH, "channel_type": "C", "team": "T1"}
+    assert env.event(joined, "EvJOIN1") == 200
+    welcomes = [m for m in env.fake.ephemeral_messages(CH) if m.get("user") == "U7"]
+    assert len(welcomes) == 1 and "Welcome!" in welcomes[0]["text"]
+
+
 SCENARIOS = {"response_url": response_url, "auth.test": auth_test, "chat.postMessage (share)": share_post,
              "chat.postMessage (daily)": daily_post, "conversations.history": history_lookup,
              "chat.getPermalink": permalink, "reactions.get": reactions_get, "views.publish": views_publish,
              "chat.unfurl": unfurl,
              "views.open": views_open, "chat.update": chat_update, "conversations.replies": conversations_replies,
-             "files.upload_v2": files_upload, "conversations.open": conversations_open}
+             "files.upload_v2": files_upload, "conversations.open": conversations_open,
+             "chat.postEphemeral": post_ephemeral}
 
 
 def test_every_web_api_method_the_bot_uses_is_covered_here():
