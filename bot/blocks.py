@@ -59,7 +59,10 @@ SHARED_BLOCK = "shared-"  # shared-<id>: a paper shared in the channel
 DAILY_BLOCK = "daily-"  # daily-<id>: the paper of the day in its digest
 DAILY_ACT_BLOCK = "daily-act-"  # daily-act-<id>: its buttons
 RUNNER_BLOCK = "daily-ru"  # daily-ru<n>-<id> and daily-ru<n>-act-<id>: a runner-up and its buttons
-CALIB_BLOCK = "calib-"  # calib-<n>-<id> and calib-act-<n>-<id>: a paper of a calibration round
+# calib-<n>-<id>: a paper of a calibration round; calib-act-<n>:<id>,<id>,...: its buttons, naming every
+# paper of the round, so a press can redraw the round in place (an ephemeral message's payload has no blocks)
+CALIB_BLOCK = "calib-"
+CALIB_ACT_BLOCK = "calib-act-"
 SAVED_BLOCK = "saved-"  # saved-<n>-<id> and saved-act-<n>-<id>: a reading-list entry
 HOME_SAVED_BLOCK = "home-saved-"  # home-saved-<id>: a reading-list entry in App Home
 
@@ -475,20 +478,37 @@ def calibrate_offer(text: str, topic: str, *, typed: str) -> list[Block]:
             context(f"Or type {code(typed)}.")]
 
 
+_VERDICT_SAID = {"more": "👍 _For me: noted_", "less": "👎 _Not for me: noted_"}
+
+
 def calibration_blocks(papers: Sequence, *, title: str, note: str, footer: str,
-                       tldrs: dict | None = None) -> list[Block]:
+                       tldrs: dict | None = None, verdicts: dict | None = None) -> list[Block]:
     """A calibration round: a header, what it is for (mrkdwn, escaped), then each paper as a compact
-    card (name, venue, TL;DR or headline) with the verdict buttons every card carries."""
+    card (name, venue, TL;DR or headline) with the verdict buttons every card carries; a card the
+    member answered (`verdicts`: paper id -> "more" / "less") says so and offers Undo instead."""
     blocks: list[Block] = [header(title), context(note)]
+    papers = list(papers)[:(MAX_MESSAGE_BLOCKS - 3) // 2]
+    ids = ",".join(p.id for p in papers)
     for n, paper in enumerate(papers, start=1):
         gist = (tldrs or {}).get(paper.id) or after_name(paper)
-        blocks.append(section(f"{_name_line(paper, number=n)}\n{esc(cut_sentences(gist, 300))}",
-                              block_id=f"{CALIB_BLOCK}{n}-{paper.id}"[:255]))
-        blocks.append(ActionsBlock(elements=verdict_buttons(paper), block_id=f"{CALIB_BLOCK}act-{n}-{paper.id}"[:255]))
-        if len(blocks) + 3 > MAX_MESSAGE_BLOCKS:
-            break
+        said = _VERDICT_SAID.get((verdicts or {}).get(paper.id, ""), "")
+        blocks.append(section(f"{_name_line(paper, number=n)}\n{esc(cut_sentences(gist, 300))}"
+                              + (f"\n{said}" if said else ""), block_id=f"{CALIB_BLOCK}{n}-{paper.id}"[:255]))
+        # Too many long ids for a block id: the card still works, its press answers on its own.
+        act = f"{CALIB_ACT_BLOCK}{n}:{ids}" if len(ids) < 240 else f"{CALIB_ACT_BLOCK}{n}-{paper.id}"[:255]
+        buttons = ([ButtonElement(text="Undo", action_id=ACTION_UNDO_VERDICT, value=paper.id)] if said
+                   else verdict_buttons(paper))
+        blocks.append(ActionsBlock(elements=buttons, block_id=act))
     blocks.append(context(footer))
     return blocks
+
+
+def calibration_ids(block_id: str | None) -> list[str]:
+    """The papers of the round a calibration card's buttons belong to ([] for any other block)."""
+    block_id = block_id or ""
+    if not block_id.startswith(CALIB_ACT_BLOCK) or ":" not in block_id:
+        return []
+    return [pid for pid in block_id.split(":", 1)[1].split(",") if pid]
 
 
 def message_blocks(text: str, *, title: str | None = None, footer: str | None = None) -> list[Block]:

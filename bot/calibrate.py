@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from store import feedback as fb
 from store.calibrate import calibration_round
 
 from . import blocks as bk
@@ -62,19 +63,36 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
     if not found.papers:
         return problem_reply(deps, f"You have already rated the papers nearest *{about}*: nothing left to ask.",
                              hint=f"{code(cmd + ' today')} shows today's pick.")
-    summaries = paper_summaries(deps.store, found.papers, deps.llm, now=now)
-    tldrs = {pid: getattr(s, "tldr", None) for pid, s in summaries.items()}
     note = (f"{len(found.papers)} papers near *{about}*, spread across it. Press *👍 For me* on the ones "
             "you would read and *👎 Not for me* on the rest you can judge: each answer steers your turns of "
             "this channel's paper of the day. Only you see this.")
     if found.judged:
         note += f" ({found.judged} you rated before are left out.)"
+    return _round_reply(deps, found.papers, note, now=now)
+
+
+def redraw_round(deps: Deps, user: str, paper_ids: list[str]) -> Reply:
+    """The round again after a press on one of its cards: each card the member answered says so (with
+    Undo), so the answers land in the round itself rather than as a message each."""
+    papers = {p.id: p for p in deps.store.get_papers(paper_ids)}
+    shown = [papers[pid] for pid in paper_ids if pid in papers]
+    verdicts = fb.verdicts_of(deps.store, user, [p.id for p in shown])
+    answered = sum(1 for p in shown if p.id in verdicts)
+    note = (f"{answered} of {len(shown)} answered. Each answer steers your turns of this channel's paper of "
+            "the day; Undo takes one back. Only you see this.")
+    return _round_reply(deps, shown, note, now=deps.clock().timestamp(), verdicts=verdicts)
+
+
+def _round_reply(deps: Deps, papers: list, note: str, *, now: float, verdicts: dict | None = None) -> Reply:
+    cmd = deps.command
+    summaries = paper_summaries(deps.store, papers, deps.llm, now=now)
+    tldrs = {pid: getattr(s, "tldr", None) for pid, s in summaries.items()}
     footer = (f"{code(cmd + ' calibrate')} asks again with papers you have not rated · "
               f"{code(cmd + ' calibrate <topic>')} for one topic")
-    names = ", ".join(p.short_name for p in found.papers)
+    names = ", ".join(p.short_name for p in papers)
     return Reply(bk.esc(f"Which would you read? {names}"),
-                 bk.calibration_blocks(found.papers, title="Which would you read?", note=note, footer=footer,
-                                       tldrs=tldrs))
+                 bk.calibration_blocks(papers, title="Which would you read?", note=note, footer=footer,
+                                       tldrs=tldrs, verdicts=verdicts))
 
 
 def handle_calibrate(deps: Deps, call: Call) -> Reply:

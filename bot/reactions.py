@@ -21,6 +21,7 @@ from store.errors import StoreBusy
 from store.text import member_tag
 
 from . import blocks as bk
+from .calibrate import redraw_round
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -107,7 +108,10 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
                                   message_ts=message_ts, event_id=event_id, now=now),
         sleep, what=f"{event_id} (verdict by {member_tag(user)})")
     log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper.id, result.status)
-    if respond is not None:
+    round_ids = bk.calibration_ids(action.get("block_id"))
+    if respond is not None and round_ids:  # a calibration round's card: the round shows the answer
+        respond(**redraw_round(deps, user, round_ids).to_message(), replace_original=True)
+    elif respond is not None:
         name = bk.esc(bk.cut_chars(paper.short_name, 120))
         if verdict is None:
             text = (f"Taken back: your verdict on *{name}* no longer counts." if result.status == "recorded"

@@ -136,6 +136,13 @@ def standing_verdicts(store: Store, user: str, paper_id: str) -> list[dict]:
     return [r for r in current_reactions(rows) if r["emoji"].startswith(VERDICT_PREFIX)]
 
 
+def verdicts_of(store: Store, user: str, paper_ids: Sequence[str]) -> dict[str, str]:
+    """paper id -> the member's standing verdict on it ("more" / "less"), for papers they judged."""
+    rows = store.reactions(user=user, paper_ids=list(paper_ids))
+    return {r["paper_id"]: r["emoji"][len(VERDICT_PREFIX):] for r in current_reactions(rows)
+            if r["emoji"].startswith(VERDICT_PREFIX)}
+
+
 def record_verdict(store: Store, *, user: str, paper_id: str, verdict: str | None, channel: str,
                    message_ts: str, event_id: str, now: float) -> Recorded:
     """Set a member's verdict on a paper ("more", "less"; None takes it back), through the reaction log.

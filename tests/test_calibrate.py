@@ -85,9 +85,14 @@ def ask(app, fake, text: str, user: str = "UANN") -> dict:
     return dispatch_command(app, fake, text, user=user, channel=CH)
 
 
-def click(app, fake, action_id: str, value: str, user: str = "UANN") -> list[dict]:
+def click(app, fake, action_id: str, value: str, user: str = "UANN", *, card: dict | None = None) -> list[dict]:
+    """Press a button; `card`: the message it is on (its block id goes with the press, as Slack sends it)."""
     url = fake.new_response_url(channel=CH, user=user)
     body = block_action_body(action_id, value, url, user=user, channel=CH)
+    if card is not None:
+        [block_id] = [b["block_id"] for b in card["blocks"] if b["type"] == "actions"
+                      and any(e["action_id"] == action_id and e["value"] == value for e in b["elements"])]
+        body["actions"][0]["block_id"] = block_id
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
     return fake.responses(url)
 
@@ -103,7 +108,9 @@ def round_papers(message: dict) -> list[str]:
     ids = [b["block_id"].split("-", 2)[2] for b in blocks
            if b["type"] == "section" and b.get("block_id", "").startswith(bk.CALIB_BLOCK)]
     verdicts = [(e["action_id"], e["value"]) for b in blocks if b["type"] == "actions" for e in b["elements"]]
-    assert verdicts == [x for pid in ids for x in ((bk.ACTION_MORE, pid), (bk.ACTION_LESS, pid))]
+    answered = [pid for pid in ids if (bk.ACTION_UNDO_VERDICT, pid) in verdicts]  # these show Undo instead
+    assert verdicts == [x for pid in ids for x in (((bk.ACTION_UNDO_VERDICT, pid),) if pid in answered else
+                                                   ((bk.ACTION_MORE, pid), (bk.ACTION_LESS, pid)))]
     return ids
 
 
@@ -141,12 +148,24 @@ def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_open
 def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_it(world):
     app, fake, store, deps = world
     ask(app, fake, "interests add machine learning")
-    first = round_papers(ask(app, fake, "calibrate"))
+    card = ask(app, fake, "calibrate")
+    first = round_papers(card)
     liked, disliked = first[-1], first[0]
 
-    [noted] = click(app, fake, bk.ACTION_MORE, liked)
-    assert "more papers like" in text_of(noted) and noted["response_type"] == "ephemeral"
-    click(app, fake, bk.ACTION_LESS, disliked)
+    # Each answer redraws the round in place (not a new message per press): the card says so, with Undo.
+    [card] = click(app, fake, bk.ACTION_MORE, liked, card=card)
+    assert card["replace_original"] is True and card["response_type"] == "ephemeral"
+    assert round_papers(card) == first and "1 of 8 answered" in text_of(card)
+    assert "For me: noted" in text_of(card)
+    [card] = click(app, fake, bk.ACTION_LESS, first[1], card=card)
+    [card] = click(app, fake, bk.ACTION_UNDO_VERDICT, first[1], card=card)  # taken back: its buttons return
+    assert "1 of 8 answered" in text_of(card) and (bk.ACTION_LESS, first[1]) in [
+        (e["action_id"], e["value"]) for b in card["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    [card] = click(app, fake, bk.ACTION_LESS, disliked, card=card)
+    assert "2 of 8 answered" in text_of(card) and "Not for me: noted" in text_of(card)
+    [noted] = click(app, fake, bk.ACTION_MORE, first[2])  # the same button on any other card: its own answer
+    assert "more papers like" in text_of(noted) and noted["replace_original"] is False
+    click(app, fake, bk.ACTION_UNDO_VERDICT, first[2])
     standing = fb.current_reactions(store.reactions(channel=CH))
     assert sorted((r["user"], r["paper_id"], r["base"]) for r in standing) == sorted(
         [("UANN", liked, "+1"), ("UANN", disliked, "-1")])
