@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from store import closeness
 from store.pick import like_text
 from store.text import parse_number
 
@@ -74,7 +75,7 @@ def _closest(deps: Deps, vector, exclude: str | None = None) -> str:
     except Exception:
         return ""
     papers = {p.id: p for p in deps.store.get_papers([pid for pid, _ in hits])}
-    names = [f"*{bk.esc(papers[pid].short_name)}* ({score:.2f})" for pid, score in hits[:3] if pid in papers]
+    names = [f"*{bk.esc(papers[pid].short_name)}* ({closeness(score)})" for pid, score in hits[:3] if pid in papers]
     return f"Closest papers right now: {', '.join(names)}." if names else ""
 
 

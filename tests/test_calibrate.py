@@ -7,6 +7,8 @@ replies), on a real store; the round's choice itself is checked on plain vectors
 """
 from __future__ import annotations
 
+import re
+
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
@@ -126,6 +128,10 @@ def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_open
     assert offer["value"] == "machine learning" and "Rate a few papers" in offer["text"]["text"]
     assert "/paper calibrate machine learning" in text_of(added)  # the typed form, for the console
     assert "Added *machine learning*" in text_of(added)
+    # the closest papers come with how close, in words, never a raw cosine
+    closest = text_of(added).split("Closest papers right now:")[1].split(".\n")[0]
+    assert "in meaning)" in closest or "loosely related)" in closest
+    assert not re.search(r"\(\d\.\d+\)", closest), closest
 
     [answer] = click(app, fake, bk.ACTION_CALIBRATE, offer["value"])
     assert answer["response_type"] == "ephemeral" and answer["replace_original"] is False
