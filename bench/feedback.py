@@ -30,8 +30,8 @@ must not cost those teams precision.
 
 Measured (24 teams, seed 7, iclr2024): vague, off 16.1% / on 24.7% (blocks on
 21% / 25% / 28%); specific, off 74.9% / on 76.0% (blocks off 80% / 73% / 72%,
-on 84% / 75% / 69%). Before the taste's share was capped (feedback_max_share)
-feedback cost specific teams precision: on 72.4%, last block 63%.
+on 84% / 75% / 69%), with the taste model before issue 30 (a blend capped at
+0.7); not rerun since reactions move the query as Rocchio does.
 
 bench/picks.py is the main measure since issue 14 (the naive pick, Rocchio and
 paperclub side by side, clear and vague interests, reactions on runners-up too);
@@ -203,8 +203,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--half-life", type=float, default=fb.HALF_LIFE_DAYS)
     ap.add_argument("--strength", type=float, default=None, help="PickSettings.feedback_strength")
-    ap.add_argument("--shrink", type=float, default=None, help="PickSettings.feedback_shrink")
-    ap.add_argument("--floor", type=float, default=None, help="PickSettings.feedback_floor")
+    ap.add_argument("--contrast", type=float, default=None, help="PickSettings.feedback_contrast")
     ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
     ap.add_argument("--specific", action="store_true", help="members state their topic instead of a vague one")
     ap.add_argument("--json", action="store_true")
@@ -220,8 +219,8 @@ def main() -> None:
         rows = [i for i, pid in enumerate(ids) if relevant(rec_of.get(pid, {}), label)]
         c = matrix[rows].mean(axis=0)
         centroids[label] = c / np.linalg.norm(c)
-    knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_shrink", args.shrink),
-                               ("feedback_floor", args.floor)) if v is not None}
+    knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_contrast", args.contrast))
+             if v is not None}
     settings = PickSettings(**knobs)
     print(f"{len(ids)} papers, {args.teams} teams x {args.days} days, "
           f"{'specific' if args.specific else 'vague'} interests, half-life "
@@ -269,7 +268,7 @@ def main() -> None:
                              "ndcg": replays[(name, "ndcg")] / max(1, replays[(name, "points")])}
                       for name in ("as posted", "feedback")},
            "seconds": elapsed, "teams": args.teams, "specific": args.specific, "days": args.days, "half_life_days": args.half_life,
-           "feedback_strength": settings.feedback_strength, "feedback_shrink": settings.feedback_shrink}
+           "feedback_strength": settings.feedback_strength, "feedback_contrast": settings.feedback_contrast}
     off, on = out["off"], out["on"]
     print(f"reactions as feedback: {args.teams} teams x {args.days} days, "
           f"{'specific interests' if args.specific else 'vague interests only'}")

@@ -22,10 +22,10 @@ the naive pick: members in turn, best unposted paper by cosine):
 `feedback` adjusts relevance. It maps paper ids either to a direct score
 adjustment (with an optional reason), or to a `Reacted`: how the team reacted
 to a paper (store/feedback.py builds these from the reaction log, decayed by
-age). See FeedbackModel: each member's likes become a learned taste blended
-with their stated interests by evidence; their dislikes lower the region
-around each disliked paper. A member's reactions shape their own turns; the
-whole team's shape exploration and breadth days. When feedback changed a
+age). See FeedbackModel: each member's reactions move their query as
+Rocchio does (plus the mean of their likes, minus half the mean of their
+dislikes). A member's reactions shape their own turns; the whole team's
+shape exploration and breadth days. When feedback changed a
 choice, the explanation names the reactions that did it.
 """
 from __future__ import annotations
@@ -83,16 +83,17 @@ class PickSettings:
     # bench/picks.py, clear interests: using reacted runners-up up cost 0.22 of precision (0.81 -> 0.59),
     # the same collapse as spending every runner-up shown.
     spend_reacted_runners_up: bool = False
-    feedback_strength: float = 1.0  # scales the learned taste's share against the stated interest
-    feedback_shrink: float = 3.0  # taste share = W / (W + shrink), W the member's summed like weights
-    # The most the taste's share can reach: however many likes, the stated interest keeps the rest of
-    # the say (Rocchio keeps the query too). bench/picks.py, days 21-60 with reactions, cap
-    # 0.5 / 0.7 / 0.8 / 1.0 (none): seed 1 clear 0.812 / 0.845 / 0.831 / 0.832, vague 0.362 / 0.453
-    # / - / 0.448; seed 2 clear - / 0.831 / - / 0.827. bench/feedback.py (noisy reactions, 24 teams):
-    # specific interests with feedback 76.0% (was 72.4%, below 74.9% without feedback), vague 24.7% (24.6%).
-    feedback_max_share: float = 0.7
-    feedback_dislike: float = 0.3  # the most a dislike can take off a paper's relevance
-    feedback_floor: float = 0.5  # papers less similar than this to a disliked one lose nothing
+    # Reactions move each member's query the textbook way (Rocchio): relevance + strength x (cosine to
+    # the weighted mean of their likes - contrast x cosine to the mean of their dislikes). contrast 0.5
+    # is Rocchio's gamma/beta. bench/picks.py, iclr2024 seed 2, 30 teams, gain from reactions days
+    # 21-60, clear 0.6 / clear 0.3 / vague 0.6 / vague 0.3 (Rocchio +0.164 / +0.132 / +0.242 / +0.130):
+    # strength 1 +0.132 / +0.098 / +0.170 / +0.089, 1.5 +0.172 / +0.118 / +0.214 / +0.148, 2 +0.175 /
+    # +0.075 / +0.306 / +0.129; 1.5 is furthest from losing anywhere (neurips2023 not looked at). Also
+    # tried there and dropped, no gain: sinking the region right around a disliked paper (0.3: +0.162
+    # / +0.099 / +0.217 / +0.151 at 1.5), no novelty term (mmr_lambda 1: +0.130 / +0.110 / +0.255 /
+    # +0.139). The old blend (taste share W / (W + 3), capped at 0.7): see the issue 30 notes.
+    feedback_strength: float = 1.5
+    feedback_contrast: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -294,25 +295,17 @@ class FeedbackModel:
     """What `feedback` does to each paper's relevance on a member's turn (None: the team's day).
 
     Direct adjustments (number or (number, reason) values) are added as given.
-    Reactions (`Reacted` values) are learned per member, Rocchio style:
-    - taste: the weighted centroid of the papers a member liked (🔥 counts
-      double through its weight); relevance moves from the stated interest
-      towards the cosine to that centroid by share W / (W + shrink), W the
-      member's summed like weights, never above `feedback_max_share`. One 👍
-      is a hint; a consistent record outweighs a vague interest ("machine
-      learning", whose scores hardly differ between papers), and a clear
-      interest the likes agree with moves little, since the taste lies close
-      to it. The cap keeps a clear interest's say once the record is long:
-      without it the taste replaced the interest, and a profile of a few
-      dozen likes ranked worse than the two together;
-    - dislikes lower the region around each disliked paper (up to
-      `feedback_dislike`, only for papers more similar than `feedback_floor` to
-      it), not the whole interest: the papers near what was disliked sink,
-      the rest of the interest keeps its place;
-    - a member's reactions shape their own turns; exploration and breadth
-      days (member None) use the whole team's: the centroid of every like.
+    Reactions (`Reacted` values) are learned per member as Rocchio moves a
+    query: a paper's relevance to the member's stated interest gains
+    `feedback_strength` x its cosine to the weighted mean of the papers they
+    liked (🔥 counts double through its weight) and loses `feedback_strength` x
+    `feedback_contrast` x its cosine to the mean of those they disliked. The
+    stated interest keeps its whole say however long the record (Rocchio keeps
+    the query), and a member's dislikes teach on their own: for a vague
+    interest ("machine learning") a few 👎 are most of what there is to learn.
+    A member's reactions shape their own turns; exploration and breadth days
+    (member None) use the whole team's.
     """
-
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings):
         n = len(ids)
         self.settings = settings
@@ -349,39 +342,33 @@ class FeedbackModel:
             return sum(self.weights.values()) if self.weights else None
         return self.weights.get(member)
 
-    def _parts(self, member: str | None) -> tuple[np.ndarray | None, float, np.ndarray | None]:
-        """(cosine to the learned taste or None, its share, dislike closeness in [0, 1] or None)."""
+    def _parts(self, member: str | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(what the likes add to each paper or None, what the dislikes take off or None)."""
         if member in self._cache:
             return self._cache[member]
         w = self._voice(member)
-        taste, share, dislike = None, 0.0, None
+        lift, sink = None, None
         if w is not None:
+            st = self.settings
             pos, neg = np.maximum(w, 0), np.minimum(np.maximum(-w, 0), 1.0)
             src = self.matrix[self.src_rows]
             if pos.sum() > 0:
-                centre = pos @ src
-                taste = self.matrix @ (centre / np.linalg.norm(centre))
-                st = self.settings
-                share = float(min(st.feedback_max_share,
-                                  st.feedback_strength * pos.sum() / (pos.sum() + st.feedback_shrink)))
+                lift = st.feedback_strength * (self.matrix @ (pos @ src / pos.sum()))
             if neg.sum() > 0:
-                floor = self.settings.feedback_floor
-                near = np.clip((self.matrix @ src[neg > 0].T - floor) / (1.0 - floor), 0.0, 1.0)
-                dislike = (near * neg[neg > 0]).max(axis=1)
-        self._cache[member] = (taste, share, dislike)
+                sink = st.feedback_strength * st.feedback_contrast * (self.matrix @ (neg @ src / neg.sum()))
+        self._cache[member] = (lift, sink)
         return self._cache[member]
 
     def for_member(self, member: str | None, relevance: np.ndarray | None = None) -> np.ndarray:
-        """The adjustment to `relevance` (the member's stated-interest score; none: 0) on their turn."""
+        """The adjustment to the member's stated-interest relevance on their turn (None: the team's)."""
         adjust = self.direct.copy()
         if not self.sources:
             return adjust
-        taste, share, dislike = self._parts(member)
-        base = relevance if relevance is not None else np.zeros(len(adjust), dtype=np.float32)
-        if taste is not None:
-            adjust += share * (taste - base)
-        if dislike is not None:
-            adjust -= self.settings.feedback_dislike * dislike
+        lift, sink = self._parts(member)
+        if lift is not None:
+            adjust += lift
+        if sink is not None:
+            adjust -= sink
         return adjust.astype(np.float32)
 
     def taste_vectors(self, member: str | None = None) -> list[np.ndarray]:
@@ -399,12 +386,9 @@ class FeedbackModel:
         """Which reactions made `chosen` beat `instead` (the pick without feedback), in team terms."""
         if not self.sources or instead is None or instead == chosen:
             return self.notes.get(chosen)
-        taste, share, dislike = self._parts(member)
-        base = relevance if relevance is not None else np.zeros(len(self.direct), dtype=np.float32)
-        lift = share * float((taste[chosen] - base[chosen]) - (taste[instead] - base[instead])) \
-            if taste is not None else 0.0
-        sink = self.settings.feedback_dislike * float(dislike[instead] - dislike[chosen]) \
-            if dislike is not None else 0.0
+        likes, dislikes = self._parts(member)
+        lift = float(likes[chosen] - likes[instead]) if likes is not None else 0.0
+        sink = float(dislikes[instead] - dislikes[chosen]) if dislikes is not None else 0.0
         if lift <= 0 and sink <= 0:
             return self.notes.get(chosen)
         w = self._voice(member)
