@@ -107,18 +107,24 @@ def _install_signal_handlers(stop: threading.Event) -> None:
         signal.signal(sig, on_signal)
 
 
-def limit_torch_threads() -> None:
-    """One intra-op thread per query encode (unless OMP_NUM_THREADS says otherwise).
+def limit_threads() -> None:
+    """One thread per query encode and per numpy product (unless OMP_NUM_THREADS says otherwise).
 
     Queries are short, so a second thread buys little, while on a shared 2-core
     box spinning OpenMP threads turned a 25 ms encode into 1-1.5 s (measured).
-    Concurrency comes from the work pool instead.
+    numpy's BLAS spins the same way: with the other core busy, the paper of
+    the day at 2,000 papers took 190 ms with BLAS's two threads and 24 ms with
+    one (bench/pick_speed.py). Concurrency comes from the work pool instead.
     """
     if os.environ.get("OMP_NUM_THREADS"):
         return
-    import torch
+    from threadpoolctl import threadpool_limits
 
-    torch.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")
+    if "torch" in sys.modules:  # the model runs on torch (no ONNX graph yet, or none to be had)
+        import torch
+
+        torch.set_num_threads(1)
 
 
 class _Coalescer:
@@ -261,8 +267,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
 
     started = time.perf_counter()
     searcher.warm()  # before connecting, so the first command is as fast as the rest
-    if "torch" in sys.modules:  # the model runs on torch (no ONNX graph yet, or none to be had)
-        limit_torch_threads()
+    limit_threads()
     log.info("model and %d papers ready in %.1f s", store.count_papers(), time.perf_counter() - started)
 
     handler = socket_mode_handler(app, settings.slack_app_token.get_secret_value(),

@@ -1,0 +1,127 @@
+"""How long the paper of the day takes at 10k papers: `store.pick_for_day`, the bot's own call.
+
+    .venv/bin/python bench/pick_speed.py [--papers 10000] [--days 60] [--runs 20]
+
+A library of `--papers` abstracts (the eval datasets' records, repeated with a
+variant mark until there are enough) is ingested into a SQLite file with the
+weightless `hashing-384` embedder (the real model's 384 dimensions; the pick's
+cost is matrix work on the vectors, not the model). One team of three adds its
+interests through `/paper interests add`, then `--days` days are posted, each
+member reacting to each day's post (a `reaction_added` payload through the
+bot's handler), so the pick has a history and a reaction log to read. Then the
+next `--runs` days' picks are timed: the whole call, vectors, interests, BM25
+for each interest, history, reactions and the pick itself. The aim (issue 30)
+is a pick in <= 50 ms at 10k papers.
+
+Each timed day is picked twice, in alternating order: with numpy's BLAS on one
+thread, as the bot runs it (bot/runner.py limit_threads), and with BLAS's own
+default (a thread per core), which is what the bot did before.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from picks import BOT, Clock, bot_deps, reaction_payload  # noqa: E402
+
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
+
+EVAL = ROOT.parent / "shared" / "eval"
+INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",
+             "reinforcement learning from human feedback")
+
+
+def library_file(sources: list[Path], n: int, into: Path) -> Path:
+    """`n` records from the eval files, repeated with a variant mark (new id and title) past their end."""
+    records = [json.loads(line) for path in sources for line in path.open() if line.strip()]
+    out = into / "library.jsonl"
+    with out.open("w") as f:
+        for k in range(n):
+            r = dict(records[k % len(records)])
+            if k >= len(records):
+                r["id"] = f"{r['id']}-v{k // len(records)}"
+                r["title"] = f"{r['title']} (variant {k // len(records)})"
+            f.write(json.dumps(r) + "\n")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, action="append", default=None,
+                    help="eval JSONL (repeatable; default: iclr2024 and neurips2023)")
+    ap.add_argument("--papers", type=int, default=10_000)
+    ap.add_argument("--days", type=int, default=60, help="days posted (and reacted to) before the timing")
+    ap.add_argument("--runs", type=int, default=20, help="picks timed, one per day after those")
+    args = ap.parse_args()
+    from bot.commands import run_command
+    from bot.reactions import handle_reaction_added
+
+    sources = args.data or [EVAL / "iclr2024.jsonl", EVAL / "neurips2023.jsonl"]
+    with tempfile.TemporaryDirectory(prefix="paperclub-pick-speed-") as tmp:
+        tmp = Path(tmp)
+        store = open_store(tmp / "library.db")
+        embedder = make_embedder("hashing-384")
+        t = time.perf_counter()
+        ingest_paths(store, [library_file(sources, args.papers, tmp)], embedder, now=time.time())
+        print(f"{store.count_papers()} papers ingested in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        searcher = Searcher(store, embedder)
+        clock = Clock()
+        deps = bot_deps(store, searcher, clock)
+        channel, members = "C0SPEED", ("U0ANN", "U0BOB", "U0CY")
+        start = date(2024, 1, 8)
+        clock.now = datetime.combine(start - timedelta(days=1), datetime.min.time(), timezone.utc)
+        for member, text in zip(members, INTERESTS):
+            run_command(deps, member, f"interests add {text}", channel_id=channel)
+        reactions = 0
+        times: dict[str, list[float]] = {"one BLAS thread (the bot)": [], "BLAS default threads": []}
+
+        def timed(day: date, limit: int | None):
+            with threadpool_limits(limit, user_api="blas"):
+                t = time.perf_counter()
+                pick = pick_for_day(store, searcher, channel, day, feedback=deps.feedback)
+                return pick, time.perf_counter() - t
+
+        for d in range(args.days + args.runs):
+            day = start + timedelta(days=d)
+            clock.now = datetime(day.year, day.month, day.day, 9, tzinfo=timezone.utc)
+            if d >= args.days:
+                pairs = list(zip(times, (1, None)))
+                for name, limit in (pairs[::-1] if d % 2 else pairs):  # alternate which goes first
+                    pick, elapsed = timed(day, limit)
+                    times[name].append(elapsed)
+                continue
+            pick, _ = timed(day, 1)
+            if pick is None:
+                break
+            at = clock.now.timestamp()
+            store.claim_post(channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
+                             pick=pick.to_dict(), now=at)
+            store.finish_post(channel, day.isoformat(), claimer="bench", ts=f"{at:.6f}", now=at, claimed_at=at)
+            for n, member in enumerate(members):
+                emoji = "+1" if (d + n) % 3 else "-1"
+                when = at + 600 * (n + 1)
+                handle_reaction_added(deps, reaction_payload(channel, f"{at:.6f}", member, emoji, when,
+                                                             f"Ev{d:03d}{n}"), bot_user_id=BOT)
+                reactions += 1
+        store.close()
+    print(f"pick_for_day at {args.papers} papers, {args.days} days of history, {reactions} reactions "
+          f"(aim <= 50 ms):")
+    for name, xs in times.items():
+        ms = sorted(1000 * x for x in xs)
+        print(f"  {name:<28} {len(ms)} picks: median {statistics.median(ms):6.1f} ms, max {ms[-1]:6.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
