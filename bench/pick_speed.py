@@ -50,9 +50,11 @@ def library_file(sources: list[Path], n: int, into: Path) -> Path:
     with out.open("w") as f:
         for k in range(n):
             r = dict(records[k % len(records)])
-            if k >= len(records):
-                r["id"] = f"{r['id']}-v{k // len(records)}"
-                r["title"] = f"{r['title']} (variant {k // len(records)})"
+            if k >= len(records):  # a new paper: its id, title and abstract differ
+                v = k // len(records)
+                r["id"], r["title"] = f"{r['id']}-v{v}", f"{r['title']} (variant {v})"
+                r["url"] = f"{r['url']}-v{v}" if r.get("url") else None
+                r["abstract"] = f"{r['abstract']} This is variant {v} of the study."
             f.write(json.dumps(r) + "\n")
     return out
 
@@ -115,8 +117,9 @@ def main() -> None:
                 handle_reaction_added(deps, reaction_payload(channel, f"{at:.6f}", member, emoji, when,
                                                              f"Ev{d:03d}{n}"), bot_user_id=BOT)
                 reactions += 1
+        papers = store.count_papers()
         store.close()
-    print(f"pick_for_day at {args.papers} papers, {args.days} days of history, {reactions} reactions "
+    print(f"pick_for_day at {papers} papers, {args.days} days of history, {reactions} reactions "
           f"(aim <= 50 ms):")
     for name, xs in times.items():
         ms = sorted(1000 * x for x in xs)

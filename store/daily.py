@@ -43,7 +43,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
             if r["paper_id"] and r["state"] != "skipped"]
     history = history_for(store, channel) + read
-    signals = store.paper_signals()
+    signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])

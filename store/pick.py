@@ -544,9 +544,6 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     row = {pid: i for i, pid in enumerate(ids)}
     fb = FeedbackModel(ids, matrix, feedback, settings)
     team_fb = fb.for_member(None)  # breadth days: the whole team's taste
-    sig = None
-    if signals:
-        sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
     ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
     recent = [p.paper_id for p in ordered[-settings.recent_days:]]
     # Novelty against the last week only matters with MMR on, or on breadth days (no interests).
@@ -572,6 +569,9 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
 
     open_rows = np.flatnonzero(open_mask)
     if not interests:
+        sig = None  # the per-paper prior only breadth days read
+        if signals:
+            sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
         return _breadth_pick(matrix, open_rows, team_fb, sig, redundancy, seed, settings, choice,
                              channel, day)
 
