@@ -447,7 +447,7 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
                     sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
                     model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
                                           spec.get("settings", PickSettings()))
-                    total = total + model.for_member(None, relevance_of(sub))[: len(window)]
+                    total = total + model.for_member(None)[: len(window)]
             # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
             ranked = gains[np.argsort(-total, kind="stable")]
             score.points += 1

@@ -306,6 +306,7 @@ class FeedbackModel:
     A member's reactions shape their own turns; exploration and breadth days
     (member None) use the whole team's.
     """
+
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings):
         n = len(ids)
         self.settings = settings
@@ -359,8 +360,8 @@ class FeedbackModel:
         self._cache[member] = (lift, sink)
         return self._cache[member]
 
-    def for_member(self, member: str | None, relevance: np.ndarray | None = None) -> np.ndarray:
-        """The adjustment to the member's stated-interest relevance on their turn (None: the team's)."""
+    def for_member(self, member: str | None) -> np.ndarray:
+        """What to add to each paper's stated-interest relevance on the member's turn (None: the team's)."""
         adjust = self.direct.copy()
         if not self.sources:
             return adjust
@@ -381,8 +382,7 @@ class FeedbackModel:
                 out.append(centre / np.linalg.norm(centre))
         return out
 
-    def why(self, chosen: int, instead: int | None, member: str | None,
-            relevance: np.ndarray | None = None) -> str | None:
+    def why(self, chosen: int, instead: int | None, member: str | None) -> str | None:
         """Which reactions made `chosen` beat `instead` (the pick without feedback), in team terms."""
         if not self.sources or instead is None or instead == chosen:
             return self.notes.get(chosen)
@@ -554,12 +554,11 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     lam = settings.mmr_lambda
 
     def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None,
-               instead: int | None = None, adjust: np.ndarray = team_fb,
-               rel: np.ndarray | None = None) -> Choice:
-        """A Choice; `instead`: the pick without feedback; `adjust`/`rel`: feedback and relevance used."""
+               instead: int | None = None, adjust: np.ndarray = team_fb) -> Choice:
+        """A Choice; `instead`: the pick without feedback; `adjust`: the feedback used."""
         why = fb.notes.get(i) if fb.direct[i] else None
         if instead is not None and instead != i:
-            why = fb.why(i, instead, member, rel) or why
+            why = fb.why(i, instead, member) or why
         return Choice(ids[i], kind, float(score), float(sim), interest, member, float(adjust[i]),
                       _with_label(why, ids[i]))
 
@@ -585,7 +584,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         """(stated relevance, feedback adjustment, score) of every paper on the member's turn."""
         if member not in scored:
             rel = hybrid[:, cols_of[member]].max(axis=1)
-            adjust = fb.for_member(member or None, rel) if fb.active else np.zeros_like(rel)
+            adjust = fb.for_member(member or None) if fb.active else np.zeros_like(rel)
             scored[member] = (rel, adjust, rel + adjust)
         return scored[member]
 
@@ -607,7 +606,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         cols = cols_of[member]
         j = cols[int(hybrid[i, cols].argmax())]
         return choice(i, INTEREST, float(score[i]), float(cos[i, j]), interests[j], member or None,
-                      instead=int(np.argmax(base)), adjust=adjust, rel=rel)
+                      instead=int(np.argmax(base)), adjust=adjust)
 
     picked: list[Choice] = []
     also = None
