@@ -48,8 +48,13 @@ over days 21-60 and >= 0.25 served precision over days 1-20), at the default eng
   of its own per member and card: For me on their topic, Not for me from the member a runner-up
   was chosen for when it is off theirs (the exploration card is chosen for nobody: likes only).
   A runner-up shown again can be pressed again; the bot logs it once (counted apart as repeats).
-Its figures: served precision days 1-20 and 21-60, the gain over days 21-60 against paperclub
-without reactions, the reactions, calibration answers and card verdicts delivered, and the aim.
+Beside it, naive + Rocchio and naive + SVM fed the same: each member's answers to the same round
+(the papers the bot's round showed them, logged as 👍 / 👎 before day 1 and never the paper of
+the day), and each day For me / Not for me on two runners-up of their own (the next two members'
+best papers in turn, as the bot's runners-up are), by the same rule and the same draws, a member's
+verdict on a paper counted once. Its figures: served precision days 1-20 and 21-60, the gain over
+days 21-60 against each method's own start without reactions, the reactions, calibration answers
+and card verdicts delivered, and the aim.
 
 Baselines, in the same run, fed the same reaction rule on their own daily post:
 - naive: members in turn, the best unposted paper by cosine to that member's
@@ -313,6 +318,7 @@ class Run:
     cards: int = 0  # verdict presses on the post's other cards delivered (cards variant)
     card_likes: int = 0  # of both, the "For me" ones
     card_repeats: int = 0  # card presses that repeated a verdict the member had given (logged once)
+    rounds: dict = field(default_factory=dict)  # (channel, member) -> [(paper id, verdict)] of their round
 
 
 def engaged(seed: int, t: int, d: int, member: str, engagement: float, card: str = "") -> bool:
@@ -374,6 +380,7 @@ class Naive:
         return m @ q
 
     def pick(self, member: str, q: np.ndarray, posted: set[str], log: list[dict], cutoff: float) -> str | None:
+        """The member's best paper not in `posted` (by their learned scores when learning)."""
         likes, dislikes = [], []
         if self.learn and log:
             for pid, r in fb.reacted_from_rows(log, cutoff=cutoff).items():
@@ -387,7 +394,20 @@ class Naive:
         return None
 
 
-def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement: float, run: Run) -> None:
+def note(log: list[dict], pid: str, who: str, emoji: str, at: float, card: bool = False) -> None:
+    """A baseline's log row as store/feedback.py reads it; a card verdict counts as 👍 / 👎."""
+    base = ("-1" if emoji == "-1" else "+1") if card else emoji
+    log.append({"id": len(log), "channel": "C", "message_ts": ("card:" if card else "") + pid, "paper_id": pid,
+                "user": who, "emoji": ("verdict_" if card else "") + base, "base": base, "action": "added",
+                "event_ts": at})
+
+
+def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement: float, run: Run,
+              rounds: dict | None = None) -> None:
+    """The baselines' days. With `rounds` (the cards variant's calibration answers, (channel, member) ->
+    [(paper id, verdict)]), the learner is fed what paperclub + cards & calibration was: those answers
+    on day 0, and each day For me / Not for me on two runners-up (the next two members' best papers,
+    by the same rule and draws as paperclub's cards), logged once per member and paper."""
     picker = Naive(world, learn, args.seed)
     for t, team in enumerate(teams):
         texts = texts_of(team)
@@ -395,12 +415,22 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
         posted: list[str] = []
         log: list[dict] = []
         served_count = Counter()
+        judged: set[str] = set()  # calibration papers: shown and judged, never the paper of the day
+
+        if rounds is not None:
+            at = datetime.combine(START - timedelta(days=1), datetime.min.time(), timezone.utc).timestamp()
+            for member, _, _ in team:
+                for pid, verdict in rounds.get((f"C{t:03d}", member), []):
+                    at += 20
+                    note(log, pid, member, "+1" if verdict == "more" else "-1", at, card=True)
+                    judged.add(pid)
+                    run.calibration += 1
         for d in range(args.days):
             day = START + timedelta(days=d)
             cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
             k = d % len(team)
             member = team[k][0]
-            pid = picker.pick(member, world.vector(texts[k]), set(posted), log, cutoff)
+            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff)
             if pid is None:
                 break
             posted.append(pid)
@@ -409,11 +439,28 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             run.days.append((t, d, relevant(rec, label_of[member]), None))
             if learn:
                 for n, (who, emoji) in enumerate(verdicts(rec, label_of, member, args.seed, t, d, engagement)):
-                    log.append({"id": len(log), "channel": "C", "message_ts": pid, "paper_id": pid, "user": who,
-                                "emoji": emoji, "base": emoji, "action": "added",
-                                "event_ts": cutoff + 9 * 3600 + 600 * (n + 1)})
+                    note(log, pid, who, emoji, cutoff + 9 * 3600 + 600 * (n + 1))
                     run.reactions += 1
                     run.likes += emoji != "-1"
+            if rounds is not None:
+                at, today = cutoff + 10 * 3600, {pid}
+                for j in (1, 2):  # the runners-up: the next members' best, in turn
+                    kj = (k + j) % len(team)
+                    other = picker.pick(team[kj][0], world.vector(texts[kj]), set(posted) | judged | today,
+                                        log, cutoff)
+                    if other is None:
+                        continue
+                    today.add(other)
+                    orec = world.rec_of.get(other, {})
+                    seen = {(r["user"], r["paper_id"]) for r in log if r["emoji"].startswith("verdict_")}
+                    for who, emoji in verdicts(orec, label_of, team[kj][0], args.seed, t, d, engagement, card=other):
+                        at += 60
+                        if (who, other) in seen:
+                            run.card_repeats += 1
+                            continue
+                        note(log, other, who, emoji, at, card=True)
+                        run.cards += 1
+                        run.card_likes += emoji != "-1"
         run.repeats += len(posted) - len(set(posted))
         run.teams.append((served_count, list(label_of)))
 
@@ -523,6 +570,7 @@ def calibrate(deps, clock: Clock, channel: str, member: str, label: str, world: 
         assert status == "recorded" and redrawn.get("replace_original"), (status, redrawn)
         message = redrawn
         answered.add(pid)
+        run.rounds.setdefault((channel, member), []).append((pid, verdict))
         run.calibration += 1
         run.card_likes += verdict == "more"
 
@@ -667,6 +715,10 @@ def run_dataset(data: Path, args, settings: PickSettings, scratch: Path) -> dict
             run_paperclub(world, teams, texts_of, True, args, e, settings, run,
                           scratch / f"{data.stem}-{mode}-{e}-cards.db", cards=True)
             out[(mode, CARDS, e)] = figures(run) | {"cpu": time.process_time() - cpu}
+            for name in ("rocchio", "svm"):  # the textbook learners fed the same answers and verdicts
+                base, cpu = Run(), time.process_time()
+                run_naive(world, teams, texts_of, name, args, e, base, rounds=run.rounds)
+                out[(mode, f"{name}+cards", e)] = figures(base) | {"cpu": time.process_time() - cpu}
     return out
 
 
@@ -706,11 +758,16 @@ def print_table(name: str, out: dict, args) -> None:
             if cards is None:
                 continue
             gain = cards["late"] - base["paperclub"]["late"]
-            row(f"  + cards & calibration (engagement {e:g}), days 1-20",
-                ["-", "-", "-", fmt(cards["early"])])
-            row(f"  + cards & calibration (engagement {e:g}), days 21-60",
-                ["-", "-", "-", fmt(cards["late"])])
-            row("    gain over no reactions, days 21-60", ["-", "-", "-", fmt(gain, True)])
+            fed = {c: out[(mode, f"{c}+cards", e)] for c in ("rocchio", "svm")}
+            row(f"  cards & calibration ({e:g}), days 1-20",
+                [fmt(base["naive"]["early"])] + [fmt(fed[c]["early"]) for c in fed] + [fmt(cards["early"])])
+            row(f"  cards & calibration ({e:g}), days 21-60",
+                [fmt(base["naive"]["late"])] + [fmt(fed[c]["late"]) for c in fed] + [fmt(cards["late"])])
+            row("    gain over no reactions, days 21-60",
+                ["-"] + [fmt(fed[c]["late"] - base["naive"]["late"], True) for c in fed] + [fmt(gain, True)])
+            print(f"{'':<6}Rocchio and SVM fed the same: {fed['rocchio']['calibration']} calibration answers, "
+                  f"{fed['rocchio']['cards']} / {fed['svm']['cards']} card verdicts on their own runners-up, "
+                  f"{fed['rocchio']['reactions']} / {fed['svm']['reactions']} reactions")
             print(f"{'':<6}paperclub + cards & calibration: all days {fmt(cards['precision'])}; "
                   f"days 1-20 without reactions {fmt(base['paperclub']['early'])}, reactions only "
                   f"{fmt(out[(mode, 'paperclub', e)]['early'])}; delivered {cards['reactions']} reactions "
