@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from .base import Store
 from .feedback import Feedback, feedback_for_day
-from .pick import DailyPick, PastPost, PickSettings, history_for, interests_for, lexical_for, pick_daily
+from .pick import (
+    DailyPick, PastPost, PickSettings, TasteSpace, history_for, interests_for, lexical_for, pick_daily,
+)
 from .sources import fresh_label, fresh_papers
 
 if TYPE_CHECKING:
@@ -45,10 +47,13 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     history = history_for(store, channel) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
+    space = taste_space(searcher, matrix, settings) if adjust else None  # where the taste is measured
+
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
-                          feedback=adjust or None, settings=settings, lexical=lexical, labels=labels)
+                          feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
+                          space=space)
 
     fresh = fresh_papers(store, channel, day)
     rows = [i for i, pid in enumerate(ids) if pid in fresh]
@@ -67,6 +72,15 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     if not index.approximate:
         return index.ids, index.matrix
     return store.load_vectors(searcher.embedder.name)
+
+
+def taste_space(searcher: Searcher, matrix: np.ndarray, settings: PickSettings) -> TasteSpace:
+    """The library's TasteSpace, kept by the searcher's index until its vectors change."""
+    index = searcher.index()
+    make = lambda: TasteSpace.of(matrix, settings.feedback_shrinkage)  # noqa: E731
+    if index.approximate:  # `matrix` was read from the store for this pick alone
+        return make()
+    return index.derived(("taste_space", settings.feedback_shrinkage), make)
 
 
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:

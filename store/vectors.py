@@ -160,6 +160,7 @@ class DenseIndex:
         self.unsaved = 0  # vectors added, changed or dropped since the graph was last saved (or loaded)
         self.saving: threading.Thread | None = None  # a re-save in the background (maybe_resave)
         self._picks_cache: tuple | None = None
+        self._derived: dict = {}  # what derived() computed from the current vectors
 
     # -- size ------------------------------------------------------------------
     def __len__(self) -> int:
@@ -191,6 +192,7 @@ class DenseIndex:
     def _apply(self, rows: Sequence[tuple], expected: int) -> None:
         self.rows_loaded += len(rows)
         self._picks_cache = None
+        self._derived = {}
         self._reserve(self._size + len(rows))
         new_rows, new_vecs, dropped = [], [], []
         for pid, collection, year, name, updated, blob in rows:
@@ -346,6 +348,17 @@ class DenseIndex:
         """Ids of the papers with a vector, in `matrix` order."""
         return self._picks()[0]
 
+    def derived(self, key, make: Callable[[], object]):
+        """`make()`, kept under `key` until the vectors change (what a pick derives from the whole
+        library, such as its TasteSpace). Two threads may both make it once; either result is right."""
+        kept = self._derived  # a change of the vectors replaces it with a new, empty one
+        if key not in kept:
+            value = make()
+            if kept is self._derived:
+                kept[key] = value
+            return value
+        return kept[key]
+
     @_reading
     def _picks(self):
         if self._ann is not None:
@@ -457,6 +470,8 @@ class DenseIndex:
     def _drop_unseen(self, seen: set[str]) -> int:
         gone = [i for i, pid in enumerate(self._pids) if self._valid[i] and pid not in seen]
         if gone:
+            self._picks_cache = None
+            self._derived = {}
             self._valid[gone] = False
             self._count -= len(gone)
             if self._ann is not None:

@@ -52,6 +52,28 @@ def test_a_replica_finds_another_replicas_new_paper_loading_only_the_change(stor
         reader.close()
 
 
+def test_the_picks_taste_space_is_kept_until_a_new_paper_arrives(store):
+    """The library's shape the pick measures likes in is computed once per library, not per pick,
+    and a new paper counts in it at the next pick."""
+    from store import PickSettings
+    from store.daily import library_vectors, taste_space
+
+    embedder = HashingEmbedder()
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+    searcher = Searcher(store, embedder)
+    _, matrix = library_vectors(store, searcher)
+    space = taste_space(searcher, matrix, PickSettings())
+    assert taste_space(searcher, library_vectors(store, searcher)[1], PickSettings()) is space
+    assert np.allclose(space.centre, matrix.mean(axis=0), atol=1e-6) and space.whiten is not None
+
+    ingest_records(store, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test", line=1)],
+                   embedder, now=time.time())
+    _, grown = library_vectors(store, searcher)
+    again = taste_space(searcher, grown, PickSettings())
+    assert len(grown) == len(matrix) + 1 and again is not space
+    assert np.allclose(again.centre, grown.mean(axis=0), atol=1e-6)
+
+
 def test_a_paper_whose_text_changed_leaves_dense_search_until_re_embedded(store):
     embedder = HashingEmbedder()
     ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
