@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from .base import Store
-from .pick import FeedbackModel, Interest, PickSettings, Reacted, TasteSpace
+from .pick import FeedbackModel, Interest, PickSettings, Reacted
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "fire": 2.0,
@@ -420,7 +420,6 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
     order = [(p, t) for p, t in order if p in row]
     log_rows = store.reactions(channel=channel)
     scores = [ReplayScore(name) for name in pickers]
-    spaces: dict = {}  # the whole library's TasteSpace per shrinkage (the window is only part of it)
     for k, (_, at) in enumerate(order):
         window = [p for p, _ in order[k:k + horizon]]
         gains = np.array([gain.get(p, 0.0) for p in window])
@@ -446,11 +445,8 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
                 if fb:
                     # The window first, then the reacted papers the taste is learned from.
                     sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
-                    settings = spec.get("settings", PickSettings())
-                    if settings.feedback_shrinkage not in spaces:
-                        spaces[settings.feedback_shrinkage] = TasteSpace.of(matrix, settings.feedback_shrinkage)
-                    model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb, settings,
-                                          spaces[settings.feedback_shrinkage])
+                    model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
+                                          spec.get("settings", PickSettings()))
                     total = total + model.for_member(None)[: len(window)]
             # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
             ranked = gains[np.argsort(-total, kind="stable")]

@@ -415,7 +415,13 @@ class FeedbackModel:
             pos, neg = np.maximum(w, 0), np.minimum(np.maximum(-w, 0), 1.0)
             src = self.matrix[self.src_rows]
             if pos.sum() > 0:
-                lift = st.feedback_strength * self.space.along(self.matrix, pos @ src / pos.sum())
+                liked = pos @ src / pos.sum()
+                # One member's likes are one taste: what sets it apart from the library is the signal.
+                # The team's (None) mix its members' topics, which centring would cancel against each
+                # other: what they share is the signal there (bench/feedback.py's replay: P@1 0.72
+                # uncentred, 0.40 whitened, 0.47 as posted).
+                lift = st.feedback_strength * (self.matrix @ liked if member is None
+                                               else self.space.along(self.matrix, liked))
             if neg.sum() > 0:
                 sink = st.feedback_strength * st.feedback_contrast * (self.matrix @ (neg @ src / neg.sum()))
         self._cache[member] = (lift, sink)
