@@ -6,8 +6,9 @@ Teams of 3-5 members; each member has a hidden topic (a topic class of the
 data, as in bench/picks.py) but only told the bot something vague ("machine
 learning", "deep learning", ...). Every day the one pick function the bot calls,
 `store.pick_for_day`, picks a paper (on a private copy of the embedded library
-holding each team's interests, posts and reactions as the bot stores them); each member reacts to it according to their hidden interest,
-with noise:
+holding each team's interests, posts and reactions as the bot stores them); each
+member reacts to that daily message according to their hidden interest, with
+noise:
 
 - a like (🔥, 👍 or ❤️, sometimes with a 👀) with a probability that rises with
   the paper's closeness to the member's topic (cosine to the centroid of the
@@ -15,9 +16,13 @@ with noise:
 - 😴/👎 up to 30% for papers far from the topic;
 - 5% of reactions are taken back an hour later (reaction_removed).
 
-The reactions go through the real log logic (store.feedback: current state,
-weights, half-life decay, per-member caps) and, with feedback on, steer the
-next day's pick. Each team is run twice on identical noise, feedback off and
+As in bench/picks.py, the interests are `/paper interests add` through the
+command grammar, the post is recorded as bot/posting.py records a delivered one
+(claim, then finish with its ts), and each reaction is a `reaction_added` (or
+`reaction_removed`) Events API payload on that message through the bot's own
+handlers (bot.reactions), so they reach the log as Slack delivers them
+(store.feedback: current state, weights, half-life decay, per-member caps) and,
+with feedback on, steer the next day's pick. Each team is run twice on identical noise, feedback off and
 on. Reported, over non-exploration days:
 - precision: the paper is relevant to at least one member (as bench/picks.py),
   overall and per 20-day block (feedback needs a few days to learn);
@@ -28,10 +33,13 @@ on. Reported, over non-exploration days:
 `--specific` gives members their topic in their own words instead: feedback
 must not cost those teams precision.
 
-Measured (24 teams, seed 7, iclr2024): vague, off 16.1% / on 24.7% (blocks on
-21% / 25% / 28%); specific, off 74.9% / on 76.0% (blocks off 80% / 73% / 72%,
-on 84% / 75% / 69%), with the taste model before issue 30 (a blend capped at
-0.7); not rerun since reactions move the query as Rocchio does.
+Measured (24 teams, seed 7, iclr2024, reactions through the bot's handlers):
+vague, off 15.3% / on 20.0% (blocks on 12% / 22% / 26%), replay P@1 0.72 against
+0.47 as posted; specific, off 75.1% / on 80.0% (blocks off 78% / 74% / 74%, on
+80% / 79% / 81%), replay 0.80 against 0.67. Vague with the likes centred but not
+whitened (`--shrinkage none`): on 24.0%; with the model before (likes uncentred,
+d5febe5): on 21.0%. Here the default is behind centring alone, while bench/picks.py
+chose it (see PickSettings.feedback_shrinkage).
 
 bench/picks.py is the main measure since issue 14 (the naive pick, Rocchio and
 paperclub side by side, clear and vague interests, reactions on runners-up too);
@@ -55,7 +63,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from picks import DEFAULT_DATA, TOPICS, load_world, relevant  # noqa: E402
+from picks import BOT, DEFAULT_DATA, TOPICS, Clock, bot_deps, load_world, reaction_payload, relevant  # noqa: E402
 
 from store import feedback as fb  # noqa: E402
 from store import PickSettings, pick_for_day  # noqa: E402
@@ -107,16 +115,18 @@ def reactions_for(rng: np.random.Generator, affinity: float) -> list[str]:
 class Sim:
     """One team's 60 days with feedback on or off; reaction noise is fixed by (team, day, member)."""
 
-    def __init__(self, team, t, world, library, vec, args, settings, use_feedback: bool, centroids):
+    def __init__(self, team, t, world, library, args, settings, use_feedback: bool, centroids):
+        from bot.commands import run_command
+
         self.team, self.t, self.ids, self.matrix, self.rec_of = team, t, world.ids, world.matrix, world.rec_of
-        self.store, self.searcher = library
+        self.store, self.searcher, self.deps, self.clock = library
         self.row = {pid: i for i, pid in enumerate(self.ids)}
         self.centroids = centroids
         self.args, self.settings, self.use_feedback = args, settings, use_feedback
         self.channel = f"C{t:03d}"
+        self.clock.now = datetime.combine(START - timedelta(days=1), datetime.min.time(), timezone.utc)
         for member, _, text in team:
-            self.store.add_interest(self.channel, text, member, model=world.embedder.name, vector=vec[text],
-                                    now=0.0)
+            run_command(self.deps, member, f"interests add {text}", channel_id=self.channel)
         self.label_of = {member: label for member, label, _ in team}
         self.log: list[dict] = []
         self.posts: list[tuple[str, float]] = []  # (paper, posted_at) for replay
@@ -133,13 +143,16 @@ class Sim:
                                 settings=self.settings)
             if pick is None:
                 break
-            self.store.claim_post(self.channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
-                                  pick=pick.to_dict(), now=midnight)
             posted_at = midnight + 9 * 3600
+            self.store.claim_post(self.channel, day.isoformat(), claimer="bench", paper_id=pick.paper_id,
+                                  pick=pick.to_dict(), now=posted_at)
+            ts = f"{posted_at:.6f}"
+            self.store.finish_post(self.channel, day.isoformat(), claimer="bench", ts=ts, now=posted_at,
+                                   claimed_at=posted_at)
             self.posts.append((pick.paper_id, posted_at))
             rec = self.rec_of.get(pick.paper_id, {})
             hits = [m for m, label in self.label_of.items() if relevant(rec, label)]
-            self._react(pick.paper_id, d, posted_at)
+            self._react(pick.paper_id, d, posted_at, ts)
             if pick.exploration:
                 counts["explore_days"] += 1
                 continue
@@ -160,23 +173,32 @@ class Sim:
             "pick_min": min(picked_for[m] / n for m in members), "pick_max": max(picked_for[m] / n for m in members),
         }
 
-    def _react(self, paper_id: str, d: int, posted_at: float) -> None:
+    def _react(self, paper_id: str, d: int, posted_at: float, ts: str) -> None:
         vector = self.matrix[self.row[paper_id]]
         for member, label in self.label_of.items():
             seed = int(hashlib.sha256(f"{self.args.seed}|{self.t}|{d}|{member}".encode()).hexdigest()[:12], 16)
             rng = np.random.default_rng(seed)
             for emoji in reactions_for(rng, float(vector @ self.centroids[label])):
                 at = posted_at + float(rng.uniform(600, 10 * 3600))
-                self._row(member, emoji, paper_id, at, "added")
+                self._send(member, emoji, paper_id, ts, at, True)
                 if rng.random() < 0.05:
-                    self._row(member, emoji, paper_id, at + 3600, "removed")
+                    self._send(member, emoji, paper_id, ts, at + 3600, False)
 
-    def _row(self, user, emoji, paper_id, at, action) -> None:
-        row = {"channel": self.channel, "message_ts": f"{paper_id}", "paper_id": paper_id, "user": user,
-               "emoji": emoji, "base": fb.base_emoji(emoji), "action": action, "event_ts": at}
-        self.store.add_reaction({**row, "event_id": f"{self.channel}-{len(self.log)}", "event_time": None,
-                                 "recorded_at": at})
-        self.log.append({"id": len(self.log), **row})
+    def _send(self, user, emoji, paper_id, ts, at, added: bool) -> None:
+        """One reaction event on the daily message, through the bot's own handler."""
+        from bot.reactions import handle_reaction_added, handle_reaction_removed
+
+        self.clock.now = datetime.fromtimestamp(at, timezone.utc)
+        body = reaction_payload(self.channel, ts, user, emoji, at, f"Ev{self.channel}-{len(self.log)}")
+        if not added:
+            body["event"]["type"] = "reaction_removed"
+        handle = handle_reaction_added if added else handle_reaction_removed
+        result = handle(self.deps, body, bot_user_id=BOT)
+        assert result.status == "recorded" and result.paper_id == paper_id, result
+        # The replay below reads the log as posted: the same rows, kept beside it.
+        self.log.append({"id": len(self.log), "channel": self.channel, "message_ts": paper_id, "paper_id": paper_id,
+                         "user": user, "emoji": emoji, "base": fb.base_emoji(emoji),
+                         "action": "added" if added else "removed", "event_ts": at})
 
 
 class _LogStore:
@@ -204,16 +226,15 @@ def main() -> None:
     ap.add_argument("--half-life", type=float, default=fb.HALF_LIFE_DAYS)
     ap.add_argument("--strength", type=float, default=None, help="PickSettings.feedback_strength")
     ap.add_argument("--contrast", type=float, default=None, help="PickSettings.feedback_contrast")
+    ap.add_argument("--shrinkage", default=None, help="PickSettings.feedback_shrinkage (none: centred only)")
     ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
     ap.add_argument("--specific", action="store_true", help="members state their topic instead of a vague one")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     world = load_world(args.data, args.model, args.cache)
-    embedder, ids, matrix, rec_of = world.embedder, world.ids, world.matrix, world.rec_of
+    ids, matrix, rec_of = world.ids, world.matrix, world.rec_of
     teams = make_teams(args.teams, np.random.default_rng(args.seed), args.specific)
-    texts = sorted({text for team in teams for _, _, text in team})
-    vec = dict(zip(texts, embedder.encode(texts)))
     centroids = {}  # each hidden topic as the mean of its papers: what the member truly likes
     for label in TOPICS:
         rows = [i for i, pid in enumerate(ids) if relevant(rec_of.get(pid, {}), label)]
@@ -221,6 +242,8 @@ def main() -> None:
         centroids[label] = c / np.linalg.norm(c)
     knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_contrast", args.contrast))
              if v is not None}
+    if args.shrinkage is not None:
+        knobs["feedback_shrinkage"] = None if args.shrinkage.lower() == "none" else float(args.shrinkage)
     settings = PickSettings(**knobs)
     print(f"{len(ids)} papers, {args.teams} teams x {args.days} days, "
           f"{'specific' if args.specific else 'vague'} interests, half-life "
@@ -230,10 +253,14 @@ def main() -> None:
     results = {"off": [], "on": []}
     replays = Counter()
     scratch = tempfile.TemporaryDirectory(prefix="paperclub-feedback-")
-    libraries = {mode: world.library(Path(scratch.name) / f"{mode}.db") for mode in ("off", "on")}
+    clock = Clock()
+    libraries = {}
+    for mode in ("off", "on"):
+        store, searcher = world.library(Path(scratch.name) / f"{mode}.db")
+        libraries[mode] = (store, searcher, bot_deps(store, searcher, clock), clock)
     for t, team in enumerate(teams):
         for mode in ("off", "on"):
-            sim = Sim(team, t, world, libraries[mode], vec, args, settings, mode == "on", centroids)
+            sim = Sim(team, t, world, libraries[mode], args, settings, mode == "on", centroids)
             results[mode].append(sim.run())
             if mode == "off":
                 scores = fb.replay_channel(_LogStore(sim), sim.channel, ids, matrix, [], {
@@ -244,7 +271,7 @@ def main() -> None:
                     replays[(s.name, "hits")] += s.hits
                     replays[(s.name, "ndcg")] += s.ndcg_sum
     elapsed = time.perf_counter() - started
-    for store, _ in libraries.values():
+    for store, *_ in libraries.values():
         store.close()
     scratch.cleanup()
 
