@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .daily import library_vectors
+from .daily import interest_lexical, library_vectors
 from .feedback import current_reactions
 from .paper import Paper
-from .pick import Interest, PickSettings, interest_scores, interests_for, lexical_for
+from .pick import Interest, PickSettings, interest_scores, interests_for
 
 if TYPE_CHECKING:
     from .base import Store
@@ -133,7 +133,7 @@ def calibration_round(store: Store, searcher: Searcher, channel: str, user: str,
     if not chosen:
         return CalibrationRound()
     ids, matrix = library_vectors(store, searcher)
-    lexical = lexical_for(searcher, chosen, settings.lexical_candidates) if settings.lexical_weight else None
+    lexical = interest_lexical(searcher, chosen, settings.lexical_candidates) if settings.lexical_weight else None
     exclude = judged_by(store, user, now=now) | {it.paper_id for it in chosen if it.paper_id}
     rows, dropped = round_rows(ids, matrix, chosen, exclude=exclude, lexical=lexical, settings=settings,
                                size=size, pool=pool)

@@ -40,7 +40,8 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
         return None
     adjust = _reactions(store, channel, day, feedback) if feedback is not None else None
     interests = interests_for(store, channel, searcher.embedder)
-    lexical = lexical_for(searcher, interests, settings.lexical_candidates) if interests and settings.lexical_weight else None
+    lexical = interest_lexical(searcher, interests, settings.lexical_candidates) \
+        if interests and settings.lexical_weight else None
     # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
     read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
             if r["paper_id"] and r["state"] != "skipped"]
@@ -72,6 +73,17 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     if not index.approximate:
         return index.ids, index.matrix
     return store.load_vectors(searcher.embedder.name)
+
+
+def interest_lexical(searcher: Searcher, interests, limit: int) -> dict[int, dict[str, float]]:
+    """`lexical_for` each interest, kept by the searcher's index until the library changes: an
+    interest's BM25 over an unchanged library is the same every day (a third of a pick at 10k papers)."""
+    index = searcher.index()
+    out: dict[int, dict[str, float]] = {}
+    for it in interests:
+        key = ("lexical", it.id, it.text, it.paper_id, limit)
+        out.update(index.derived(key, lambda it=it: lexical_for(searcher, [it], limit)))
+    return out
 
 
 def taste_space(searcher: Searcher, matrix: np.ndarray, settings: PickSettings) -> TasteSpace:

@@ -349,8 +349,8 @@ class DenseIndex:
         return self._picks()[0]
 
     def derived(self, key, make: Callable[[], object]):
-        """`make()`, kept under `key` until the vectors change (what a pick derives from the whole
-        library, such as its TasteSpace). Two threads may both make it once; either result is right."""
+        """`make()`, kept under `key` until any paper or vector changes (what a pick derives from the whole
+        library: its TasteSpace, an interest's BM25). Two threads may both make it once; either is right."""
         kept = self._derived  # a change of the vectors replaces it with a new, empty one
         if key not in kept:
             value = make()
