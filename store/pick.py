@@ -24,9 +24,9 @@ adjustment (with an optional reason), or to a `Reacted`: how the team reacted
 to a paper (store/feedback.py builds these from the reaction log, decayed by
 age). See FeedbackModel: each member's reactions move their query as
 Rocchio does (plus what sets the mean of their likes apart from the library,
-TasteSpace, minus half the mean of their dislikes). A member's reactions shape their own turns; the whole team's
-shape exploration and breadth days. When feedback changed a
-choice, the explanation names the reactions that did it.
+see TasteSpace, minus half the mean of their dislikes). A member's reactions
+shape their own turns; the whole team's shape exploration and breadth days.
+When feedback changed a choice, the explanation names the reactions that did it.
 """
 from __future__ import annotations
 
@@ -358,12 +358,12 @@ class FeedbackModel:
     liked apart from the library (see TasteSpace: the weighted mean of their
     likes, 🔥 counting double through its weight, less the library's mean,
     whitened) and loses `feedback_strength` x `feedback_contrast` x its cosine
-    to the mean of those they disliked. The
-    stated interest keeps its whole say however long the record (Rocchio keeps
-    the query), and a member's dislikes teach on their own: for a vague
-    interest ("machine learning") a few 👎 are most of what there is to learn.
-    A member's reactions shape their own turns; exploration and breadth days
-    (member None) use the whole team's.
+    to the mean of those they disliked. The stated interest keeps its whole
+    say however long the record (Rocchio keeps the query), and a member's
+    dislikes teach on their own: for a vague interest ("machine learning") a
+    few 👎 are most of what there is to learn. A member's reactions shape their
+    own turns; exploration and breadth days (member None) use the whole team's,
+    its likes' mean as it is (it mixes the members' topics).
     """
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings,
