@@ -110,9 +110,10 @@ beside Rocchio and the SVM fed the same answers and verdicts:
   reactions only 0.088 / 0.080: the round and the card verdicts make the first weeks.
 - delivered per team: 24 calibration answers (8 a member), 56-61 card verdicts and 18-23
   presses repeating one already given, beside about 37 reactions.
-- at engagement 0.3 (10 teams, `--cards-at-half`, before TasteSpace): vague 0.230 / 0.328
-  (+0.290) on iclr2024, 0.180 / 0.345 (+0.297) on neurips2023: the gain holds, days 1-20
-  misses 0.25 on both.
+- at engagement 0.3 (`--teams 10 --cards-at-half`, 494 s): vague 0.235 / 0.417 (+0.380) on
+  iclr2024 beside Rocchio 0.270 / 0.352 (+0.327) and the SVM 0.255 / 0.312 (+0.287); 0.190 /
+  0.435 (+0.388) on neurips2023 beside 0.080 / 0.300 (+0.292) and 0.105 / 0.260 (+0.253). The
+  gain holds; days 1-20 misses 0.25 on both, and on iclr2024 both baselines are ahead there.
 - cost (process time): 330 s for paperclub's cards runs, 63 s and 296 s for Rocchio's and the
   SVM's, beside 623 s for paperclub's other six runs.
 
