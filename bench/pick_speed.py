@@ -17,9 +17,9 @@ Each timed day is picked twice, in alternating order: with numpy's BLAS on one
 thread, as the bot runs it (bot/runner.py limit_threads), and with BLAS's own
 default (a thread per core), which is what the bot did before.
 
-Not in those figures: the library's TasteSpace (its mean and shrunk covariance, which a
-member's likes are measured in), made once per library version and kept by the searcher's
-index: the first pick after new papers arrive pays it. Its cost is printed on its own.
+Not in those figures: the library's TasteSpace (its mean vector, which a member's likes are
+measured from), made once per library version and kept by the searcher's index: the first
+pick after new papers arrive pays it. Its cost is printed on its own.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from picks import BOT, Clock, bot_deps, reaction_payload  # noqa: E402
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from store import PickSettings, Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
+from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
 from store.daily import library_vectors  # noqa: E402
 from store.pick import TasteSpace  # noqa: E402
 
@@ -129,7 +129,7 @@ def main() -> None:
         for _ in range(5):
             with threadpool_limits(1, user_api="blas"):
                 t = time.perf_counter()
-                TasteSpace.of(matrix, PickSettings().feedback_shrinkage)
+                TasteSpace.of(matrix)
                 space_ms.append(1000 * (time.perf_counter() - t))
         store.close()
     print(f"pick_for_day at {papers} papers, {args.days} days of history, {reactions} reactions "

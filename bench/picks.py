@@ -814,10 +814,7 @@ def main() -> None:
     for item in args.set:
         name, _, value = item.partition("=")
         kind = type(getattr(PickSettings(), name))
-        if value.lower() == "none":  # an optional setting turned off (feedback_shrinkage=none)
-            overrides[name] = None
-        else:
-            overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
     settings = PickSettings(**overrides)
     datasets = args.data or DATASETS
     started = time.perf_counter()

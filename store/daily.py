@@ -48,7 +48,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     history = history_for(store, channel) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
-    space = taste_space(searcher, matrix, settings) if adjust else None  # where the taste is measured
+    space = taste_space(searcher, matrix) if adjust else None  # where the taste is measured
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
@@ -86,13 +86,12 @@ def interest_lexical(searcher: Searcher, interests, limit: int) -> dict[int, dic
     return out
 
 
-def taste_space(searcher: Searcher, matrix: np.ndarray, settings: PickSettings) -> TasteSpace:
+def taste_space(searcher: Searcher, matrix: np.ndarray) -> TasteSpace:
     """The library's TasteSpace, kept by the searcher's index until its vectors change."""
     index = searcher.index()
-    make = lambda: TasteSpace.of(matrix, settings.feedback_shrinkage)  # noqa: E731
     if index.approximate:  # `matrix` was read from the store for this pick alone
-        return make()
-    return index.derived(("taste_space", settings.feedback_shrinkage), make)
+        return TasteSpace.of(matrix)
+    return index.derived(("taste_space",), lambda: TasteSpace.of(matrix))
 
 
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:

@@ -94,17 +94,19 @@ class PickSettings:
     # +0.139). The old blend (taste share W / (W + 3), capped at 0.7): see the issue 30 notes.
     feedback_strength: float = 1.5
     feedback_contrast: float = 0.5
-    # The likes are measured from the library's mean and whitened by its covariance shrunk towards
-    # the identity by this much x its mean variance (TasteSpace; None: centred only). bench/picks.py,
+    # A member's likes are measured from the library's mean (TasteSpace): every abstract shares a
+    # direction ("this is ML"), which made the lift mostly how ML-like a paper was. bench/picks.py,
     # iclr2024 seed 2, 30 teams, gain from reactions days 21-60, clear 0.6 / clear 0.3 / vague 0.6 /
     # vague 0.3 (the better of Rocchio and the SVM: +0.197 / +0.132 / +0.242 / +0.130): uncentred
-    # (before) +0.172 / +0.118 / +0.214 / +0.148; centred only +0.172 / +0.135 / +0.263 / +0.151;
-    # shrinkage 1 +0.199 / +0.127 / +0.207 / +0.130, 3 +0.219 / +0.137 / +0.242 / +0.147, 9 +0.193 /
-    # +0.152 / +0.237 / +0.153. 3 is the one at or above both baselines in all four (neurips2023 not
-    # looked at). Also tried there: centring the dislikes too (+0.177 / +0.133 / +0.226 / +0.136),
-    # whitening them too (+0.205 / +0.123 / +0.199 / +0.112), contrast 1 (+0.118 / +0.062 / +0.154 /
-    # +0.068), strength 2 or 2.5 with centring (no better than 1.5 anywhere but vague 0.6).
-    feedback_shrinkage: float | None = 3.0
+    # (before) +0.172 / +0.118 / +0.214 / +0.148, centred +0.172 / +0.135 / +0.263 / +0.151. Also
+    # whitening by the library's covariance shrunk towards the identity (a linear discriminant):
+    # shrinkage 3 x the mean variance gave +0.219 / +0.137 / +0.242 / +0.147 there, but against
+    # centring alone it won clear 0.6 and lost vague 0.6 on every sample (iclr2024 seeds 1-3,
+    # neurips2023 seed 1), lost 3 of 4 cells at iclr2024 seed 3 and bench/feedback.py's vague run
+    # (20.0% against 24.0%), and a liked paper pulled the next pick less towards itself
+    # (tests/test_reactions_e2e.py): dropped. Centring the dislikes too: +0.177 / +0.133 / +0.226
+    # / +0.136; contrast 1: +0.118 / +0.062 / +0.154 / +0.068; strength 2 or 2.5 with centring: no
+    # better than 1.5 anywhere but vague 0.6.
 
 
 @dataclass(frozen=True)
@@ -304,48 +306,25 @@ def member_order(members: Sequence[str], history: Sequence[PastPost], channel: s
 
 @dataclass(frozen=True)
 class TasteSpace:
-    """Where a member's likes are measured: what sets them apart from the library as a whole.
+    """Where a member's likes are measured: from the library's mean vector `centre`.
 
-    Every abstract shares a direction ("this is ML"), and some directions vary a lot across the
-    library while others barely do. The likes' mean less the library's `centre` says what is
-    particular to them; `whiten`, the inverse of the library's covariance shrunk towards the
-    identity (Ledoit-Wolf style: covariance + shrinkage x its mean variance), weighs that by how
-    unusual it is, as a linear discriminant does. None: the centre only.
+    Every abstract shares a direction ("this is ML"); the likes' mean less the library's mean says
+    what is particular to them, so a paper's lift is how close it is to that, not how ML-like it is.
     """
 
     centre: np.ndarray
-    whiten: np.ndarray | None = None
 
     @classmethod
-    def of(cls, matrix: np.ndarray, shrinkage: float | None, *, sample: int = 4000) -> "TasteSpace":
-        """From the library's vectors (a fixed sample of `sample` rows for the covariance)."""
+    def of(cls, matrix: np.ndarray) -> "TasteSpace":
+        """From the library's vectors."""
         matrix = np.asarray(matrix, dtype=np.float32)
         if not len(matrix):
             return cls(np.zeros(matrix.shape[1] if matrix.ndim == 2 else 0, dtype=np.float32))
-        centre = matrix.mean(axis=0)
-        if shrinkage is None or len(matrix) < 2:
-            return cls(centre)
-        rows = matrix if len(matrix) <= sample else matrix[
-            np.sort(np.random.default_rng(0).choice(len(matrix), size=sample, replace=False))]
-        x = (rows - centre).astype(np.float64)
-        cov = x.T @ x / len(x)
-        cov[np.diag_indices_from(cov)] += shrinkage * max(float(np.trace(cov)) / len(cov), 1e-9)
-        return cls(centre, np.linalg.inv(cov).astype(np.float32))
+        return cls(matrix.mean(axis=0))
 
     def along(self, matrix: np.ndarray, mean: np.ndarray) -> np.ndarray:
-        """How far each paper lies along what sets `mean` (of some papers) apart from the library.
-
-        On the scale of the plain centred similarity (the same spread and mean over these papers),
-        so `feedback_strength` means the same with or without whitening."""
-        direction = mean - self.centre
-        plain = matrix @ direction
-        if self.whiten is None:
-            return plain
-        proj = matrix @ (self.whiten @ direction)
-        spread = float(proj.std())
-        if spread <= 0:
-            return plain
-        return (proj - proj.mean()) * (float(plain.std()) / spread) + float(plain.mean())
+        """How far each paper lies along what sets `mean` (of some papers) apart from the library."""
+        return matrix @ (mean - self.centre)
 
 
 class FeedbackModel:
@@ -356,8 +335,8 @@ class FeedbackModel:
     query: a paper's relevance to the member's stated interest gains
     `feedback_strength` x how far it lies along what sets the papers they
     liked apart from the library (see TasteSpace: the weighted mean of their
-    likes, 🔥 counting double through its weight, less the library's mean,
-    whitened) and loses `feedback_strength` x `feedback_contrast` x its cosine
+    likes, 🔥 counting double through its weight, less the library's mean)
+    and loses `feedback_strength` x `feedback_contrast` x its cosine
     to the mean of those they disliked. The stated interest keeps its whole
     say however long the record (Rocchio keeps the query), and a member's
     dislikes teach on their own: for a vague interest ("machine learning") a
@@ -418,8 +397,8 @@ class FeedbackModel:
                 liked = pos @ src / pos.sum()
                 # One member's likes are one taste: what sets it apart from the library is the signal.
                 # The team's (None) mix its members' topics, which centring would cancel against each
-                # other: what they share is the signal there (bench/feedback.py's replay: P@1 0.72
-                # uncentred, 0.40 whitened, 0.47 as posted).
+                # other: what they share is the signal there (bench/feedback.py's replay, P@1: 0.72
+                # uncentred, 0.47 as posted, 0.40 when the team's likes were centred and whitened).
                 lift = st.feedback_strength * (self.matrix @ liked if member is None
                                                else self.space.along(self.matrix, liked))
             if neg.sum() > 0:
@@ -430,7 +409,7 @@ class FeedbackModel:
     @property
     def space(self) -> TasteSpace:
         if self._space is None:
-            self._space = TasteSpace.of(self.matrix, self.settings.feedback_shrinkage)
+            self._space = TasteSpace.of(self.matrix)
         return self._space
 
     def for_member(self, member: str | None) -> np.ndarray:

@@ -55,7 +55,6 @@ def test_a_replica_finds_another_replicas_new_paper_loading_only_the_change(stor
 def test_what_the_pick_derives_from_the_library_is_kept_until_a_new_paper_arrives(store):
     """The library's shape the pick measures likes in and each interest's BM25 are computed once
     per library, not per pick, and a new paper counts in both at the next pick."""
-    from store import PickSettings
     from store.daily import interest_lexical, library_vectors, taste_space
     from store.pick import Interest
 
@@ -64,16 +63,16 @@ def test_what_the_pick_derives_from_the_library_is_kept_until_a_new_paper_arrive
     searcher = Searcher(store, embedder)
     old_ids, matrix = library_vectors(store, searcher)
     old_ids = list(old_ids)
-    space = taste_space(searcher, matrix, PickSettings())
-    assert taste_space(searcher, library_vectors(store, searcher)[1], PickSettings()) is space
-    assert np.allclose(space.centre, matrix.mean(axis=0), atol=1e-6) and space.whiten is not None
+    space = taste_space(searcher, matrix)
+    assert taste_space(searcher, library_vectors(store, searcher)[1]) is space
+    assert np.allclose(space.centre, matrix.mean(axis=0), atol=1e-6)
     topic = [Interest(7, "quantum annealing", "UANN", embedder.encode(["quantum annealing"])[0])]
     before = interest_lexical(searcher, topic, 300)
 
     ingest_records(store, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test", line=1)],
                    embedder, now=time.time())
     ids, grown = library_vectors(store, searcher)
-    again = taste_space(searcher, grown, PickSettings())
+    again = taste_space(searcher, grown)
     assert len(grown) == len(matrix) + 1 and again is not space
     assert np.allclose(again.centre, grown.mean(axis=0), atol=1e-6)
     new = (set(ids) - set(old_ids)).pop()
