@@ -34,12 +34,11 @@ on. Reported, over non-exploration days:
 must not cost those teams precision.
 
 Measured (24 teams, seed 7, iclr2024, reactions through the bot's handlers):
-vague, off 15.3% / on 20.0% (blocks on 12% / 22% / 26%), replay P@1 0.72 against
-0.47 as posted; specific, off 75.1% / on 80.0% (blocks off 78% / 74% / 74%, on
-80% / 79% / 81%), replay 0.80 against 0.67. Vague with the likes centred but not
-whitened (`--shrinkage none`): on 24.0%; with the model before (likes uncentred,
-d5febe5): on 21.0%. Here the default is behind centring alone, while bench/picks.py
-chose it (see PickSettings.feedback_shrinkage).
+vague, off 15.3% / on 24.0% (blocks on 18% / 23% / 31%), replay P@1 0.72 against
+0.47 as posted; specific, off 75.1% / on 81.1% (blocks off 78% / 74% / 74%, on
+82% / 81% / 81%), replay 0.80 against 0.67. Vague with the model before (likes
+uncentred, d5febe5): on 21.0%; with the likes also whitened (tried, dropped):
+on 20.0%, specific 80.0%.
 
 bench/picks.py is the main measure since issue 14 (the naive pick, Rocchio and
 paperclub side by side, clear and vague interests, reactions on runners-up too);
@@ -226,7 +225,6 @@ def main() -> None:
     ap.add_argument("--half-life", type=float, default=fb.HALF_LIFE_DAYS)
     ap.add_argument("--strength", type=float, default=None, help="PickSettings.feedback_strength")
     ap.add_argument("--contrast", type=float, default=None, help="PickSettings.feedback_contrast")
-    ap.add_argument("--shrinkage", default=None, help="PickSettings.feedback_shrinkage (none: centred only)")
     ap.add_argument("--cache", type=Path, default=None, help="cached database of the embedded papers")
     ap.add_argument("--specific", action="store_true", help="members state their topic instead of a vague one")
     ap.add_argument("--json", action="store_true")
@@ -242,8 +240,6 @@ def main() -> None:
         centroids[label] = c / np.linalg.norm(c)
     knobs = {k: v for k, v in (("feedback_strength", args.strength), ("feedback_contrast", args.contrast))
              if v is not None}
-    if args.shrinkage is not None:
-        knobs["feedback_shrinkage"] = None if args.shrinkage.lower() == "none" else float(args.shrinkage)
     settings = PickSettings(**knobs)
     print(f"{len(ids)} papers, {args.teams} teams x {args.days} days, "
           f"{'specific' if args.specific else 'vague'} interests, half-life "
