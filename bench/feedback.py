@@ -34,11 +34,13 @@ on. Reported, over non-exploration days:
 must not cost those teams precision.
 
 Measured (24 teams, seed 7, iclr2024, reactions through the bot's handlers):
-vague, off 15.3% / on 24.0% (blocks on 18% / 23% / 31%), replay P@1 0.72 against
-0.47 as posted; specific, off 75.1% / on 81.1% (blocks off 78% / 74% / 74%, on
-82% / 81% / 81%), replay 0.80 against 0.67. Vague with the model before (likes
-uncentred, d5febe5): on 21.0%; with the likes also whitened (tried, dropped):
-on 20.0%, specific 80.0%.
+vague, off 19.4% / on 29.2% (blocks on 20% / 31% / 36%), replay P@1 0.76 against
+0.53 as posted; specific, off 75.8% / on 80.0% (blocks off 79% / 76% / 72%, on
+84% / 80% / 76%), replay 0.78 against 0.71. Before relevance counted how typical
+a paper is (store.pick.typicality): vague off 15.3% / on 24.0%, replay 0.72
+against 0.47; specific off 75.1% / on 81.1%, replay 0.80 against 0.67. Vague with
+the likes uncentred (d5febe5): on 21.0%; with the likes also whitened (tried,
+dropped): on 20.0%, specific 80.0%.
 
 bench/picks.py is the main measure since issue 14 (the naive pick, Rocchio and
 paperclub side by side, clear and vague interests, reactions on runners-up too);

@@ -17,9 +17,9 @@ Each timed day is picked twice, in alternating order: with numpy's BLAS on one
 thread, as the bot runs it (bot/runner.py limit_threads), and with BLAS's own
 default (a thread per core), which is what the bot did before.
 
-Not in those figures: the library's TasteSpace (its mean vector, which a member's likes are
-measured from), made once per library version and kept by the searcher's index: the first
-pick after new papers arrive pays it. Its cost is printed on its own.
+Not in those figures: how typical each paper is of its area (`store.pick.typicality`, a density
+scan of the whole library), made once per library version and kept by the searcher's index: the
+first pick after new papers arrive pays it. Its cost is printed on its own.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
 from store.daily import library_vectors  # noqa: E402
-from store.pick import TasteSpace  # noqa: E402
+from store.pick import PickSettings, typicality  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",
@@ -124,21 +124,21 @@ def main() -> None:
                                                              f"Ev{d:03d}{n}"), bot_user_id=BOT)
                 reactions += 1
         papers = store.count_papers()
-        ids, matrix = library_vectors(store, searcher)
-        space_ms = []
+        _, matrix = library_vectors(store, searcher)
+        typical_ms = []
         for _ in range(5):
             with threadpool_limits(1, user_api="blas"):
                 t = time.perf_counter()
-                TasteSpace.of(matrix)
-                space_ms.append(1000 * (time.perf_counter() - t))
+                typicality(matrix, PickSettings())
+                typical_ms.append(1000 * (time.perf_counter() - t))
         store.close()
     print(f"pick_for_day at {papers} papers, {args.days} days of history, {reactions} reactions "
           f"(aim <= 50 ms):")
     for name, xs in times.items():
         ms = sorted(1000 * x for x in xs)
         print(f"  {name:<28} {len(ms)} picks: median {statistics.median(ms):6.1f} ms, max {ms[-1]:6.1f} ms")
-    print(f"  the library's TasteSpace, once per library version (one BLAS thread): median "
-          f"{statistics.median(space_ms):.1f} ms of 5")
+    print(f"  how typical each paper is, once per library version (one BLAS thread): median "
+          f"{statistics.median(typical_ms):.0f} ms of 5")
 
 
 if __name__ == "__main__":

@@ -350,7 +350,7 @@ class DenseIndex:
 
     def derived(self, key, make: Callable[[], object]):
         """`make()`, kept under `key` until any paper or vector changes (what a pick derives from the whole
-        library: its TasteSpace, an interest's BM25). Two threads may both make it once; either is right."""
+        library: how typical each paper is, an interest's BM25). Two threads may both make it once; either is right."""
         kept = self._derived  # a change of the vectors replaces it with a new, empty one
         if key not in kept:
             value = make()

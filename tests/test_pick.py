@@ -25,6 +25,7 @@ from store.pick import (
     interests_for,
     is_exploration_day,
     pick_daily,
+    typicality,
 )
 
 DIM = 64
@@ -117,6 +118,33 @@ def test_best_interest_not_the_average():
     pick = pick_daily("C1", day, ids, matrix, interests, [], settings=PickSettings(runners_up=0))
     assert pick.paper_id == "on-topic"
     assert pick.choice.similarity == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_paper_at_the_heart_of_an_area_beats_an_equally_close_outlier():
+    """In a library big enough for areas to show, a paper typical of its area wins over a stray one
+    a shade closer to the interest; a small library is ranked by closeness alone."""
+    ids, matrix, centres = corpus(topics=6, per_topic=200)
+    rng = np.random.default_rng(3)
+    interest = unit(centres[0] + 0.6 * unit(rng.normal(size=DIM)))
+    closest = float((matrix[:200] @ interest).max())  # topic 0's closest paper
+    away = rng.normal(size=DIM)
+    away = unit(away - (away @ interest) * interest)  # orthogonal to the interest, off every cluster
+    c = closest + 0.02
+    stray = unit(c * interest + np.sqrt(1 - c * c) * away)
+    ids, matrix = ids + ["stray"], np.vstack([matrix, stray]).astype(np.float32)
+    interests = [Interest(1, "topic zero", "UANN", interest)]
+    settings = PickSettings(prf_docs=0, exploration_rate=0.0)
+
+    def pick(settings, rows=None):
+        rows = list(range(len(ids))) if rows is None else rows
+        return pick_daily("C1", START, [ids[i] for i in rows], matrix[rows], interests, [],
+                          settings=settings, typical=typicality(matrix[rows], settings)).paper_id
+
+    chosen = pick(settings)
+    assert chosen != "stray" and topic_of(chosen) == 0
+    assert pick(PickSettings(prf_docs=0, exploration_rate=0.0, typical_weight=0.0)) == "stray"
+    small = list(range(0, 1200, 2)) + [len(ids) - 1]  # 601 papers, the stray among them
+    assert pick(settings, small) == "stray"
 
 
 def test_diversity_keeps_days_from_piling_onto_one_topic():
