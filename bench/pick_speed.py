@@ -17,7 +17,7 @@ Each timed day is picked twice, in alternating order: with numpy's BLAS on one
 thread, as the bot runs it (bot/runner.py limit_threads), and with BLAS's own
 default (a thread per core), which is what the bot did before.
 
-Not in those figures: how typical each paper is of its area (`store.pick.typicality`, a density
+Not in those figures: how typical each paper is of the library (`store.pick.typicality`, a density
 scan of the whole library), made once per library version and kept by the searcher's index: the
 first pick after new papers arrive pays it. Its cost is printed on its own.
 """
