@@ -129,8 +129,7 @@ class Sim:
         for member, _, text in team:
             run_command(self.deps, member, f"interests add {text}", channel_id=self.channel)
         self.label_of = {member: label for member, label, _ in team}
-        self.log: list[dict] = []
-        self.posts: list[tuple[str, float]] = []  # (paper, posted_at) for replay
+        self.events = 0  # reaction events sent, for their ids
 
     def run(self) -> dict:
         counts = Counter()
@@ -150,7 +149,6 @@ class Sim:
             ts = f"{posted_at:.6f}"
             self.store.finish_post(self.channel, day.isoformat(), claimer="bench", ts=ts, now=posted_at,
                                    claimed_at=posted_at)
-            self.posts.append((pick.paper_id, posted_at))
             rec = self.rec_of.get(pick.paper_id, {})
             hits = [m for m, label in self.label_of.items() if relevant(rec, label)]
             self._react(pick.paper_id, d, posted_at, ts)
@@ -190,31 +188,13 @@ class Sim:
         from bot.reactions import handle_reaction_added, handle_reaction_removed
 
         self.clock.now = datetime.fromtimestamp(at, timezone.utc)
-        body = reaction_payload(self.channel, ts, user, emoji, at, f"Ev{self.channel}-{len(self.log)}")
+        body = reaction_payload(self.channel, ts, user, emoji, at, f"Ev{self.channel}-{self.events}")
+        self.events += 1
         if not added:
             body["event"]["type"] = "reaction_removed"
         handle = handle_reaction_added if added else handle_reaction_removed
         result = handle(self.deps, body, bot_user_id=BOT)
         assert result.status == "recorded" and result.paper_id == paper_id, result
-        # The replay below reads the log as posted: the same rows, kept beside it.
-        self.log.append({"id": len(self.log), "channel": self.channel, "message_ts": paper_id, "paper_id": paper_id,
-                         "user": user, "emoji": emoji, "base": fb.base_emoji(emoji),
-                         "action": "added" if added else "removed", "event_ts": at})
-
-
-class _LogStore:
-    """Just enough of Store for replay_channel over a simulated log."""
-
-    def __init__(self, sim: Sim):
-        self.sim = sim
-
-    def channel_messages(self, channel, *, since, until):
-        return [{"ts": pid, "paper_id": pid, "kind": "daily", "posted_at": at, "abstract_ts": None}
-                for pid, at in self.sim.posts if since <= at < until]
-
-    def reactions(self, *, channel=None, paper_ids=None, **_):
-        keep = set(paper_ids) if paper_ids is not None else None
-        return [r for r in self.sim.log if keep is None or r["paper_id"] in keep]
 
 
 def main() -> None:
@@ -261,7 +241,7 @@ def main() -> None:
             sim = Sim(team, t, world, libraries[mode], args, settings, mode == "on", centroids)
             results[mode].append(sim.run())
             if mode == "off":
-                scores = fb.replay_channel(_LogStore(sim), sim.channel, ids, matrix, [], {
+                scores = fb.replay_channel(sim.store, sim.channel, ids, matrix, [], {
                     "as posted": {"as_posted": True},
                     "feedback": {"half_life_days": args.half_life, "settings": settings}})
                 for s in scores:
