@@ -91,7 +91,7 @@ def interest_lexical(searcher: Searcher, interests, limit: int) -> dict[int, dic
 def library_typicality(searcher: Searcher, matrix: np.ndarray, settings: PickSettings) -> np.ndarray | None:
     """`typicality` of every paper, kept by the searcher's index until the library changes (its
     density is a whole-library scan: about 0.2 s at 10k papers, once a library version)."""
-    key = ("typical", len(matrix), settings.typical_weight, settings.typical_min_papers, settings.density_sample)
+    key = ("typical", settings.typical_weight, settings.typical_min_papers, settings.density_sample)
     return searcher.index().derived(key, lambda: typicality(matrix, settings))
 
 
