@@ -311,28 +311,37 @@ def load_samples_if_empty(c: Ctx) -> None:
                           progress_factory=_progress_factory())
     log.info("bundled abstracts: %s", result)
     # They come without titles, authors or links: fetched from OpenReview meanwhile, when it answers.
-    threading.Thread(target=enrich_samples, args=(c,), name="enrich-samples", daemon=True).start()
+    # Everything the fetch needs is built and imported here, on this thread: while it runs, this
+    # thread goes on to import Slack's modules, and two threads importing one package at once can
+    # each see it half-initialised (an ImportError that stopped the bot at start in a container).
+    enrich = enrich_samples(c.store, c.sources, c.embedder)
+    threading.Thread(target=enrich, name="enrich-samples", daemon=True).start()
 
 
 SAMPLE_VENUE = "ICLR.cc/2026/Conference"  # where the bundled abstracts' notes are
 
 
-def enrich_samples(c: Ctx) -> None:
-    """Fill the bundled papers' titles, authors and links from OpenReview, and say so; offline,
-    say once how to do it later."""
+def enrich_samples(store, sources, embedder):
+    """A call that fills the bundled papers' titles, authors and links from OpenReview, and says
+    so; offline, says once how to do it later. Its imports are done here, by the caller."""
     from store.sources import SourceError
     from store.sources.enrich import enrich_openreview
 
     how = f"paperclub enrich openreview --venue {SAMPLE_VENUE}"
-    try:
-        result = enrich_openreview(c.store, c.sources, SAMPLE_VENUE, c.embedder, now=time.time())
-    except SourceError as e:
-        log.info("the bundled papers have no titles or links yet (OpenReview: %s); when online, run: %s", e, how)
-        return
-    except Exception as e:  # never let this take the first start down
-        log.warning("could not fill in the bundled papers (%s: %s); run: %s", type(e).__name__, e, how)
-        return
-    log.info("filled in titles, authors and links of the bundled papers from OpenReview: %s", result)
+
+    def enrich() -> None:
+        try:
+            result = enrich_openreview(store, sources, SAMPLE_VENUE, embedder, now=time.time())
+        except SourceError as e:
+            log.info("the bundled papers have no titles or links yet (OpenReview: %s); when online, run: %s",
+                     e, how)
+            return
+        except Exception as e:  # never let this take the first start down
+            log.warning("could not fill in the bundled papers (%s: %s); run: %s", type(e).__name__, e, how)
+            return
+        log.info("filled in titles, authors and links of the bundled papers from OpenReview: %s", result)
+
+    return enrich
 
 
 def _paper_line(p) -> str:

@@ -434,6 +434,43 @@ def test_a_venue_harvest_killed_before_announcing_its_new_papers_announces_them_
         not db.source_state(f"openreview:{venue}")["cursor"]["pending"]
 
 
+FIRST_START_SCRIPT = """
+import importlib.abc, sys, threading
+sys.path.insert(0, sys.argv[3])
+off_main = []
+
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if threading.current_thread() is not threading.main_thread():
+            off_main.append(name)
+        return None
+
+sys.meta_path.insert(0, Spy())
+from bot.cli import Ctx, load_samples_if_empty
+from conftest import make_settings
+
+c = Ctx()
+c.settings = make_settings(db=sys.argv[1], model="hashing-256", openreview_api=sys.argv[2])
+load_samples_if_empty(c)
+for t in [t for t in threading.enumerate() if t.name == "enrich-samples"]:
+    t.join(timeout=120)
+print(" ".join(sorted(set(off_main))))
+"""
+
+
+@pytest.mark.slow  # starts a process
+def test_a_first_start_imports_nothing_of_the_bots_off_its_main_thread(fake, tmp_path):
+    """The bundled papers' titles are fetched on a thread while the bot imports Slack's modules:
+    that thread must import none of them, or the two can meet a half-imported package and the
+    bot dies at start (seen: ImportError on `BoltContext` in the container)."""
+    out = subprocess.run([sys.executable, "-c", FIRST_START_SCRIPT, str(tmp_path / "p.db"),
+                          fake.url + "/gone", os.path.dirname(__file__)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ})
+    assert out.returncode == 0, out.stderr[-2000:]
+    shared = [m for m in out.stdout.split() if m.split(".")[0] in {"bot", "store", "slack_bolt", "slack_sdk"}]
+    assert shared == []
+
+
 def test_a_first_start_fills_the_bundled_papers_from_openreview_or_says_how(fake, tmp_path, caplog):
     """The bundled abstracts have no title or link: the first start fetches them, and says so."""
     import logging
