@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, PastPost, PickSettings, history_for, interests_for, lexical_for, pick_daily, typicality,
+    DailyPick, PastPost, PickSettings, history_for, interest_scores, interests_for, lexical_for, pick_daily,
+    typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -48,18 +49,22 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     history = history_for(store, channel) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
-    # A member's likes are measured from the whole library's mean, fresh candidates or not (~1 ms at 10k).
-    centre = matrix.mean(axis=0) if adjust else None
+    # A member's likes are measured from the whole library's mean, fresh candidates or not.
+    centre = searcher.index().derived(("centre",), lambda: matrix.mean(axis=0)) if adjust else None
     typical = library_typicality(searcher, matrix, settings) if interests else None
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
+        # Fresh candidates expand each interest by their own top papers: only the library's is kept.
+        relevance = library_relevance(searcher, ids, matrix, interests, lexical, settings) \
+            if interests and rows is None else None
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
-                          centre=centre, typical=typical if typical is None or rows is None else typical[rows])
+                          centre=centre, typical=typical if typical is None or rows is None else typical[rows],
+                          relevance=relevance)
 
     fresh = fresh_papers(store, channel, day)
-    rows = [i for i, pid in enumerate(ids) if pid in fresh]
+    rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []
     if rows:
         # The explanation says so (and the stored pick, for /paper today): "…; new on arXiv today".
         chosen = pick(rows, {pid: fresh_label(kind, at, day) for pid, (at, kind) in fresh.items()})
@@ -93,6 +98,23 @@ def library_typicality(searcher: Searcher, matrix: np.ndarray, settings: PickSet
     density is a whole-library scan: about 0.2 s at 10k papers, once a library version)."""
     key = ("typical", settings.typical_weight, settings.typical_min_papers, settings.density_sample)
     return searcher.index().derived(key, lambda: typicality(matrix, settings))
+
+
+def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, lexical,
+                      settings: PickSettings) -> tuple[np.ndarray, np.ndarray]:
+    """`interest_scores` of the whole library for these interests, kept by the searcher's index until
+    the library changes: the same every day until a paper or an interest changes (a sixth of a pick
+    at 10k papers). Read-only: a pick must not write into what the next one reads."""
+    key = ("relevance", tuple((it.id, it.text, it.paper_id) for it in interests), settings.lexical_weight,
+           settings.prf_docs, settings.lexical_candidates)
+
+    def make():
+        scores = interest_scores(matrix, ids, interests, lexical, settings)
+        for a in scores:
+            a.setflags(write=False)
+        return scores
+
+    return searcher.index().derived(key, make)
 
 
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:

@@ -234,7 +234,7 @@ def reacted_from_rows(rows: Iterable[dict], *, cutoff: float, weights: Mapping[s
         (plus if w > 0 else minus).setdefault(pid, Counter())[r["base"]] += 1
     out = {}
     for pid, by in per.items():
-        by = {u: float(np.clip(w, -MAX_PER_PAPER, MAX_PER_PAPER)) for u, w in by.items() if w}
+        by = {u: float(min(max(w, -MAX_PER_PAPER), MAX_PER_PAPER)) for u, w in by.items() if w}
         if not by:
             continue
         fans = tuple(u for u, w in sorted(by.items(), key=lambda kv: (-kv[1], kv[0])) if w > 0)

@@ -343,14 +343,14 @@ class FeedbackModel:
     """
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings,
-                 centre: np.ndarray | None = None):
+                 centre: np.ndarray | None = None, row: Mapping[str, int] | None = None):
         n = len(ids)
         self.settings = settings
         self.matrix = matrix
         self._centre = centre  # the library's mean vector (None: these papers' own, made when first needed)
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
-        row = {pid: i for i, pid in enumerate(ids)}
+        row = row_map(ids) if row is None else row
         sources: list[tuple[int, Reacted]] = []
         for pid, value in (feedback or {}).items():
             i = row.get(pid)
@@ -460,12 +460,16 @@ class FeedbackModel:
         return self.notes.get(chosen)
 
 
-def _redundancy(matrix: np.ndarray, ids: Sequence[str], recent: Sequence[str]) -> np.ndarray:
+def row_map(ids: Sequence[str]) -> dict[str, int]:
+    """paper id -> its row in `ids` (about 1 ms at 10k papers: made once per pick and passed down)."""
+    return {pid: i for i, pid in enumerate(ids)}
+
+
+def _redundancy(matrix: np.ndarray, row: Mapping[str, int], recent: Sequence[str]) -> np.ndarray:
     """Each paper's highest similarity to a recent post (0 when there are none)."""
-    row = {pid: i for i, pid in enumerate(ids)}
     idx = [row[p] for p in recent if p in row]
     if not idx:
-        return np.zeros(len(ids), dtype=np.float32)
+        return np.zeros(len(matrix), dtype=np.float32)
     return (matrix @ matrix[idx].T).max(axis=1)
 
 
@@ -515,7 +519,7 @@ def _sample_rows(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
 # -- relevance ----------------------------------------------------------------------------
 def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[Interest],
                     lexical: Mapping[int, Mapping[str, float]] | None,
-                    settings: PickSettings) -> tuple[np.ndarray, np.ndarray]:
+                    settings: PickSettings, row: Mapping[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(hybrid score, cosine) of every paper for every interest, each (papers, interests).
 
     hybrid = cosine (to the interest, expanded by its top papers when `prf_docs`)
@@ -526,7 +530,7 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
     cos = matrix @ imat.T
     lex = np.zeros_like(cos)
     if lexical and settings.lexical_weight:
-        row = {pid: i for i, pid in enumerate(ids)}
+        row = row_map(ids) if row is None else row
         for j, it in enumerate(interests):
             for pid, s in (lexical.get(it.id) or {}).items():
                 i = row.get(pid)
@@ -574,7 +578,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                lexical: Mapping[int, Mapping[str, float]] | None = None,
                labels: Mapping[str, str] | None = None,
                centre: np.ndarray | None = None,
-               typical: np.ndarray | None = None) -> DailyPick | None:
+               typical: np.ndarray | None = None,
+               relevance: tuple[np.ndarray, np.ndarray] | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
@@ -586,7 +591,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     with ("new on arXiv today"). centre: the whole library's mean vector, which
     a member's likes are measured from, when `ids` is only part of it (the
     candidates' own otherwise). typical: each candidate's `typicality` in the
-    whole library (None: relevance without it).
+    whole library (None: relevance without it). relevance: `interest_scores` of
+    these ids and interests, when the caller keeps it (computed here otherwise).
     """
     if len(ids) == 0:
         return None
@@ -600,25 +606,27 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
     used |= reacted
-    open_mask = np.fromiter((pid not in used for pid in ids), dtype=bool, count=len(ids))
+    row = row_map(ids)
+    open_mask = np.ones(len(ids), dtype=bool)
+    open_mask[[row[pid] for pid in used if pid in row]] = False
     if not open_mask.any():
         return None
     seed = day_hash(channel, day) % (2**32)
-    row = {pid: i for i, pid in enumerate(ids)}
-    fb = FeedbackModel(ids, matrix, feedback, settings, centre)
-    team_fb = fb.for_member(None)  # breadth days: the whole team's taste
+    fb = FeedbackModel(ids, matrix, feedback, settings, centre, row)
     ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
     recent = [p.paper_id for p in ordered[-settings.recent_days:]]
     # Novelty against the last week only matters with MMR on, or on breadth days (no interests).
     if settings.mmr_lambda < 1 or not interests:
-        redundancy = _redundancy(matrix, ids, recent)
+        redundancy = _redundancy(matrix, row, recent)
     else:
         redundancy = np.zeros(len(ids), dtype=np.float32)
     lam = settings.mmr_lambda
 
     def choice(i: int, kind: str, score: float, sim: float = 0.0, interest=None, member=None,
-               instead: int | None = None, adjust: np.ndarray = team_fb) -> Choice:
-        """A Choice; `instead`: the pick without feedback; `adjust`: the feedback used."""
+               instead: int | None = None, adjust: np.ndarray | None = None) -> Choice:
+        """A Choice; `instead`: the pick without feedback; `adjust`: the feedback used (None: the
+        whole team's, as breadth days and the exploration slot use it: made only on those days)."""
+        adjust = fb.for_member(None) if adjust is None else adjust
         why = fb.notes.get(i) if fb.direct[i] else None
         if instead is not None and instead != i:
             why = fb.why(i, instead, member) or why
@@ -634,10 +642,11 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         sig = None  # the per-paper prior only breadth days read
         if signals:
             sig = np.fromiter((float(signals.get(pid, 0.0)) for pid in ids), dtype=np.float32, count=len(ids))
-        return _breadth_pick(matrix, open_rows, team_fb, sig, redundancy, seed, settings, choice,
+        return _breadth_pick(matrix, open_rows, fb.for_member(None), sig, redundancy, seed, settings, choice,
                              channel, day)
 
-    hybrid, cos = interest_scores(matrix, ids, interests, lexical, settings)
+    hybrid, cos = relevance if relevance is not None else interest_scores(matrix, ids, interests, lexical,
+                                                                          settings, row)
     members = list(dict.fromkeys(it.added_by or "" for it in interests))
     cols_of = {m: [j for j, it in enumerate(interests) if (it.added_by or "") == m] for m in members}
     order = member_order(members, history, channel, day, settings.fairness_window)
@@ -681,7 +690,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             i = found
             j = int(cos[i].argmax())
             also = Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
-                          float(cos[i, j]), interests[j], None, float(team_fb[i]), _with_label(None, ids[i]))
+                          float(cos[i, j]), interests[j], None, float(fb.for_member(None)[i]), _with_label(None, ids[i]))
             taken.add(i)
             if settings.explore_in_main:
                 picked.append(also)

@@ -77,6 +77,38 @@ def test_an_interests_bm25_is_kept_until_a_new_paper_arrives(store):
     assert new not in before.get(7, {}) and after[7][new] == 1.0  # the new paper is the best match now
 
 
+def test_the_days_pick_follows_a_new_paper_and_a_changed_interest_at_once(store):
+    """The pick keeps each interest's relevance over the library between picks; a paper that
+    arrives, or an interest that changes, counts in the very next pick."""
+    from datetime import date
+
+    from store import pick_for_day
+
+    embedder = HashingEmbedder()
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+    searcher = Searcher(store, embedder)
+    day = date(2026, 12, 3)
+
+    def add(text):
+        return store.add_interest("C1", text, "UANN", model=embedder.name, vector=embedder.encode([text])[0],
+                                  now=time.time())
+
+    first = add("quantum annealing")
+    before = pick_for_day(store, searcher, "C1", day, feedback=None)
+    assert "Quantum annealing" not in store.get_paper(before.paper_id).abstract
+    assert pick_for_day(store, searcher, "C1", day, feedback=None).paper_id == before.paper_id
+
+    ingest_records(store, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test", line=1)],
+                   embedder, now=time.time())
+    assert "Quantum annealing" in store.get_paper(pick_for_day(store, searcher, "C1", day,
+                                                               feedback=None).paper_id).abstract
+
+    target = store.list_papers()[5]
+    store.remove_interest("C1", first)
+    add(target.abstract[:300])
+    assert pick_for_day(store, searcher, "C1", day, feedback=None).paper_id == target.id
+
+
 def test_a_paper_whose_text_changed_leaves_dense_search_until_re_embedded(store):
     embedder = HashingEmbedder()
     ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
