@@ -5,7 +5,7 @@ SafeClient gates the fields members read (text, blocks, attachments, views, link
 comment) whatever the method, so a new method cannot slip past it. Every client the bot holds is
 one: gated() wraps any other (the one Bolt builds per request, a test's, the posting machine's copy
 with its own retries, deps.slack), and tests/test_outgoing.py fails when bot/ builds a plain
-WebClient. RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
+WebClient. Its retries end in time: a call is over within SLACK_CALL_SECONDS of its first failure. RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
 """
 from __future__ import annotations
 
@@ -15,10 +15,15 @@ from typing import Callable
 
 from slack_bolt.context.ack import Ack
 from slack_sdk import WebClient
+from slack_sdk.http_retry.handler import RetryHandler
 
 from . import blocks as bk
 
 RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, for a few seconds
+# One Web API call, its retries and their waits included, ends within this after its first failure
+# (plus one attempt's timeout): a Retry-After of an hour, or a Slack that keeps failing, is an error
+# to handle, not a worker thread asleep. A minute's Retry-After is honoured once.
+SLACK_CALL_SECONDS = 120.0
 
 
 # Payload fields Slack shows to members (as mrkdwn, or holding blocks or attachments that do).
@@ -29,13 +34,60 @@ _PLAIN = {"errors"}  # a modal's field errors are plain text: escaping would sho
 
 
 class SafeClient(WebClient):
-    """A WebClient whose every call sends its speaking fields through bk.outgoing first."""
+    """A WebClient whose every call sends its speaking fields through bk.outgoing first, and
+    whose retries stop in time for the call to end within SLACK_CALL_SECONDS (WithinDeadline)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.retry_handlers = within_deadline(self.retry_handlers, attempt_seconds=self.timeout)
 
     def api_call(self, api_method: str, **kwargs):
         for part in ("json", "params", "data"):
             if isinstance(kwargs.get(part), dict):
                 kwargs[part] = outgoing_fields(kwargs[part])
         return super().api_call(api_method, **kwargs)
+
+
+class WithinDeadline(RetryHandler):
+    """`handler`'s retries, only while the call would end within `seconds` of its first failure:
+    each retry's wait (Retry-After, or the handler's backoff) and one more attempt of up to
+    `attempt_seconds` must fit. The SDK's handlers (slack_sdk.http_retry) have a count, not a clock."""
+
+    def __init__(self, handler: RetryHandler, *, seconds: float = SLACK_CALL_SECONDS, attempt_seconds: float,
+                 clock: Callable[[], float] = time.monotonic):
+        super().__init__(handler.max_retry_count, handler.interval_calculator)
+        self.handler, self.seconds, self.attempt_seconds, self.clock = handler, seconds, attempt_seconds, clock
+
+    def can_retry(self, *, state, request, response=None, error=None) -> bool:
+        if state.custom_values is None:
+            state.custom_values = {}
+        started = state.custom_values.setdefault("paperclub_first_failure", self.clock())
+        if not self.handler.can_retry(state=state, request=request, response=response, error=error):
+            return False
+        wait = _retry_after(response)
+        if wait is None:
+            wait = self.handler.interval_calculator.calculate_sleep_duration(state.current_attempt)
+        return self.clock() - started + wait + self.attempt_seconds <= self.seconds
+
+    def prepare_for_next_attempt(self, *, state, request, response=None, error=None) -> None:
+        self.handler.prepare_for_next_attempt(state=state, request=request, response=response, error=error)
+
+
+def _retry_after(response) -> float | None:
+    """A 429's Retry-After in seconds, as the SDK's handler waits it (the header plus under 1 s)."""
+    for name, values in ((response.headers or {}).items() if response is not None else ()):
+        if name.lower() == "retry-after":
+            try:
+                return float(values[0] if isinstance(values, list) else values) + 1.0
+            except (TypeError, ValueError, IndexError):
+                return None
+    return None
+
+
+def within_deadline(handlers: list[RetryHandler], *, attempt_seconds: float) -> list[RetryHandler]:
+    """Each handler as a WithinDeadline (one already is stays as it is)."""
+    return [h if isinstance(h, WithinDeadline) else WithinDeadline(h, attempt_seconds=attempt_seconds)
+            for h in handlers]
 
 
 def gated(client: WebClient | None, *, retry_handlers: list | None = None) -> SafeClient | None:

@@ -76,6 +76,34 @@ def test_every_web_api_method_that_carries_text_passes_the_gate(fake_slack):
     assert posted.params["text"].startswith("&lt;!channel&gt;")  # said, not obeyed
 
 
+def test_a_call_slack_rate_limits_for_an_hour_ends_at_once_and_a_short_limit_is_waited_out(fake_slack):
+    """Every Web API call ends in time (bot.outgoing.SLACK_CALL_SECONDS): a Retry-After of an hour is an
+    error its caller handles now, not a worker thread asleep for an hour; a second's is waited out."""
+    import threading
+
+    client = make_client(make_settings(slack_api_url=fake_slack.api_url))
+    fake_slack.fail("chat.postMessage", status=429, retry_after=3600, times=1)
+    outcome = []
+
+    def call():
+        try:
+            client.chat_postMessage(channel="C1", text="hello")
+            outcome.append("posted")
+        except SlackApiError as e:
+            outcome.append(e.response["error"])
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(timeout=60)
+    assert outcome == ["ratelimited"]
+    assert len(fake_slack.calls("chat.postMessage")) == 1  # not sent again
+
+    fake_slack.fail("chat.postMessage", status=429, retry_after=1, times=1)
+    client.chat_postMessage(channel="C1", text="hello again")
+    texts = [c.params.get("text") for c in fake_slack.calls("chat.postMessage")]
+    assert texts[1:] == ["hello again", "hello again"]  # refused once, then sent
+
+
 def _world(fake_slack, store, **kw):
     settings = make_settings(slack_api_url=fake_slack.api_url)
     deps = make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=Clock(NOW), **kw)
