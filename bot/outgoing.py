@@ -5,7 +5,8 @@ SafeClient gates the fields members read (text, blocks, attachments, views, link
 comment) whatever the method, so a new method cannot slip past it. Every client the bot holds is
 one: gated() wraps any other (the one Bolt builds per request, a test's, the posting machine's copy
 with its own retries, deps.slack), and tests/test_outgoing.py fails when bot/ builds a plain
-WebClient. Its retries end in time: a call is over within SLACK_CALL_SECONDS of its first failure. RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
+WebClient. Its retries end in time: a call is over within SLACK_CALL_SECONDS of its first failure.
+RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
 """
 from __future__ import annotations
 

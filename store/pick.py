@@ -690,7 +690,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             i = found
             j = int(cos[i].argmax())
             also = Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
-                          float(cos[i, j]), interests[j], None, float(fb.for_member(None)[i]), _with_label(None, ids[i]))
+                          float(cos[i, j]), interests[j], None, float(fb.for_member(None)[i]),
+                          _with_label(None, ids[i]))
             taken.add(i)
             if settings.explore_in_main:
                 picked.append(also)
