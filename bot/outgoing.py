@@ -6,17 +6,31 @@ comment) whatever the method, so a new method cannot slip past it. Every client 
 one: gated() wraps any other (the one Bolt builds per request, a test's, the posting machine's copy
 with its own retries, deps.slack), and tests/test_outgoing.py fails when bot/ builds a plain
 WebClient. Its retries end in time: a call is over within SLACK_CALL_SECONDS of its first failure.
+Each attempt ends in time too, and small: its answer (a file upload's as well) is read through
+store.sources.http.fetch, the one HTTP helper, within the client's timeout for the whole exchange
+and SLACK_MAX_BYTES, where urllib's timeout is per read and it reads any size whole.
 RetryingRespond also retries a reply the response_url refuses (429, 5xx) for a few seconds.
 """
 from __future__ import annotations
 
+import http.client
+import io
 import json
+import ssl
+import threading
 import time
+import urllib.error
 from typing import Callable
+from urllib.request import Request
 
+import httpx
 from slack_bolt.context.ack import Ack
 from slack_sdk import WebClient
+from slack_sdk.errors import SlackRequestError
 from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.web.file_upload_v2_result import FileUploadV2Result
+
+from store.sources.http import DeadlineError, SourceError, fetch
 
 from . import blocks as bk
 
@@ -25,6 +39,10 @@ RESPOND_TRIES = 4  # a reply the response_url refuses (429, 5xx) is sent again, 
 # (plus one attempt's timeout): a Retry-After of an hour, or a Slack that keeps failing, is an error
 # to handle, not a worker thread asleep. A minute's Retry-After is honoured once.
 SLACK_CALL_SECONDS = 120.0
+# One answer's cap. The largest the bot reads, a conversations.history page of 999 messages with
+# their blocks and metadata (bot.posting.HISTORY_PAGE), is a few MB; a body past ten times that is
+# not Slack answering, and is dropped as it streams in rather than held whole in memory.
+SLACK_MAX_BYTES = 32_000_000
 
 
 # Payload fields Slack shows to members (as mrkdwn, or holding blocks or attachments that do).
@@ -35,18 +53,75 @@ _PLAIN = {"errors"}  # a modal's field errors are plain text: escaping would sho
 
 
 class SafeClient(WebClient):
-    """A WebClient whose every call sends its speaking fields through bk.outgoing first, and
-    whose retries stop in time for the call to end within SLACK_CALL_SECONDS (WithinDeadline)."""
+    """A WebClient whose every call sends its speaking fields through bk.outgoing first, whose
+    retries stop in time for the call to end within SLACK_CALL_SECONDS (WithinDeadline), and
+    each of whose attempts ends within `timeout` with at most `max_bytes` read (`fetch`)."""
+
+    max_bytes = SLACK_MAX_BYTES
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.retry_handlers = within_deadline(self.retry_handlers, attempt_seconds=self.timeout)
+        self._http: httpx.Client | None = None
+        self._http_lock = threading.Lock()
 
     def api_call(self, api_method: str, **kwargs):
         for part in ("json", "params", "data"):
             if isinstance(kwargs.get(part), dict):
                 kwargs[part] = outgoing_fields(kwargs[part])
         return super().api_call(api_method, **kwargs)
+
+    def _http_client(self) -> httpx.Client:
+        """This client's httpx client, built at its first call: gated() builds a SafeClient per Bolt
+        request, and one that calls nothing should not pay for an SSL context. Verified as urllib
+        verifies (self.ssl, else the system's CAs); the proxy is slack_sdk's (self.proxy, already
+        read from the environment); one connection per call, as urllib makes, so none is left open
+        when an unclosed SafeClient goes."""
+        with self._http_lock:
+            if self._http is None:
+                verify = self.ssl if isinstance(self.ssl, ssl.SSLContext) else ssl.create_default_context()
+                self._http = httpx.Client(verify=verify, proxy=self.proxy or None, trust_env=False,
+                                          follow_redirects=False, limits=httpx.Limits(max_keepalive_connections=0))
+            return self._http
+
+    def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict:
+        """One attempt, as slack_sdk's own sends it (urllib's Request: POST, its headers, its body),
+        read through `fetch`. Returns what slack_sdk's returns for a 2xx; any other status raises
+        urllib's HTTPError, so the SDK's 429 and 5xx handling (and WithinDeadline) run unchanged.
+
+        A slow answer raises TimeoutError and a connection refused or broken urllib's URLError, as
+        urllib would (callers and the SDK's handlers already know both: bot.posting._classify); one
+        over the cap, or a redirect, SlackRequestError: sending it again would not help."""
+        if not url.lower().startswith("http"):  # as slack_sdk's: no file:// or ftp://
+            raise SlackRequestError(f"Invalid URL detected: {url}")
+        headers = {k: str(v) for k, v in req.header_items() if k.lower() != "content-length"}  # httpx counts
+        if req.data is not None and not req.has_header("Content-type"):  # urllib's default (a file upload)
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            answer = fetch(self._http_client(), req.get_method(), url, deadline=float(self.timeout),
+                           max_bytes=self.max_bytes, max_redirects=0, content=req.data, headers=headers)
+        except DeadlineError:
+            raise TimeoutError(f"Slack sent no whole answer within {self.timeout:g} s") from None
+        except SourceError as e:  # over the cap, or a redirect
+            raise SlackRequestError(f"Slack API: {e}") from None
+        except httpx.HTTPError as e:
+            raise urllib.error.URLError(str(e) or type(e).__name__) from e
+        message = http.client.HTTPMessage()  # the headers as urllib gives them (get_content_charset, items)
+        for name, value in answer.headers.raw:
+            message[name.decode("latin-1")] = value.decode("latin-1")
+        if not 200 <= answer.status_code < 300:
+            raise urllib.error.HTTPError(url, answer.status_code, answer.reason_phrase, message,
+                                         io.BytesIO(answer.content))
+        if message.get_content_type() == "application/gzip":  # admin.analytics.getFile, as slack_sdk
+            return {"status": answer.status_code, "headers": message, "body": answer.content}
+        body = answer.content.decode(message.get_content_charset() or "utf-8")
+        return {"status": answer.status_code, "headers": message, "body": body}
+
+    def _upload_file(self, *, url: str, data: bytes, **_) -> FileUploadV2Result:
+        """files_upload_v2's upload of the file itself, which slack_sdk sends with urlopen past the
+        method above: through it instead (its timeout, proxy and ssl are this client's own)."""
+        answer = self._perform_urllib_http_request_internal(url, Request(method="POST", url=url, data=data))
+        return FileUploadV2Result(status=answer["status"], body=answer["body"])
 
 
 class WithinDeadline(RetryHandler):

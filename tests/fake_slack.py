@@ -96,6 +96,8 @@ class _Rule:
     drop: bool = False
     seconds: float = 0.0
     after: bool = False  # delay the response after the call took effect (a slow reply, not a slow call)
+    drip: float | None = None  # send the answer one byte per `drip` seconds
+    size: int | None = None  # send an ok answer of this many bytes instead (streamed, no Content-Length)
 
     def take(self, method: str) -> bool:
         """Consume one use if this rule applies to `method`."""
@@ -148,6 +150,7 @@ class FakeSlack:
         # fixtures fail a test that leaves any. Kept across reset(), like protocol_errors.
         self.injections: list[str] = []
         self._members: set[str] = {BOT_USER_ID}  # who may be mentioned: whoever used the app
+        self.sent = 0  # answer bytes sent by drip and size faults
         self._channels_seen: set[str] = set()  # channels something happened in: the bot may link them
 
         self._http = _HttpServer((host, 0), _HttpHandler)
@@ -236,17 +239,25 @@ class FakeSlack:
         times: int | None = 1,
         error: str | None = None,
         drop: bool = False,
+        drip: float | None = None,
+        size: int | None = None,
     ) -> None:
         """Make the next `times` calls of `method` ("*" = any Web API method) fail.
 
-        method="response_url": the next POSTs to any response_url fail the same way.
+        method="response_url": the next POSTs to any response_url fail the same way;
+        method="upload": the next POSTs to an upload URL (files_upload_v2's file).
 
         No arguments: 429 + Retry-After + ratelimited. `status=500/503`: a server
         error. `error="x"`: HTTP 200 with ok:false. `drop=True`: close the
-        connection without any response. times=None: until reset().
+        connection without any response. `drip=s`: the real answer (the call takes
+        effect), one byte every s seconds. `size=n`: an ok answer of n bytes, padded,
+        streamed without a Content-Length (`sent` counts what got out). times=None:
+        until reset().
         """
         if drop:
             rule = _Rule(method, times, drop=True)
+        elif drip or size:
+            rule = _Rule(method, times, drip=drip, size=size)
         elif error is not None:
             rule = _Rule(method, times, status=status or 200, error=error)
         else:
@@ -780,8 +791,10 @@ class FakeSlack:
 
     # ------------------------------------------------------- Web API plumbing
 
-    def _handle_api(self, method: str, params: dict, token: str | None, header_token: bool) -> tuple[int, dict, dict]:
-        """Answer one Web API call: (HTTP status, JSON body, extra headers); None body = drop."""
+    def _handle_api(self, method: str, params: dict, token: str | None,
+                    header_token: bool) -> tuple[int, dict, dict, _Rule | None]:
+        """Answer one Web API call: (HTTP status, JSON body, extra headers, the fault that says how to
+        send it: drip or size); status 0 = drop."""
         with self._lock:
             self._calls.append(Call(method, params, token, time.monotonic()))
             if method in _CHECKED:
@@ -798,13 +811,15 @@ class FakeSlack:
         if delay_after and fault is None:
             reply = self._answer_api(method, params, token, header_token)
             self._closing.wait(delay_after)
-            return reply
+            return *reply, None
+        if fault is not None and (fault.drip or fault.size):
+            return *self._answer_api(method, params, token, header_token), fault
         if fault is not None:
             if fault.drop:
-                return 0, {}, {}
+                return 0, {}, {}, None
             headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
-            return fault.status, {"ok": False, "error": fault.error}, headers
-        return self._answer_api(method, params, token, header_token)
+            return fault.status, {"ok": False, "error": fault.error}, headers, None
+        return *self._answer_api(method, params, token, header_token), None
 
     def _answer_api(self, method: str, params: dict, token: str | None, header_token: bool) -> tuple[int, dict, dict]:
         """Run the method (or its override) and build the reply."""
@@ -835,10 +850,10 @@ class FakeSlack:
         elif not token.startswith("xox"):
             raise _ApiError("invalid_auth")
 
-    def _respond_fault(self) -> _Rule | None:
-        """A fault queued with fail("response_url", ...), consumed by this POST to a response_url."""
+    def _route_fault(self, route: str) -> _Rule | None:
+        """A fault queued with fail("response_url" or "upload", ...), consumed by this POST there."""
         with self._lock:
-            fault = next((r for r in self._rules if r.method == "response_url" and r.take("response_url")), None)
+            fault = next((r for r in self._rules if r.method == route and r.take(route)), None)
             self._rules = [r for r in self._rules if r.times != 0]
         return fault
 
@@ -1264,13 +1279,13 @@ class _HttpHandler(BaseHTTPRequestHandler):
             auth = self.headers.get("Authorization", "")
             header_token = auth[7:].strip() if auth.startswith("Bearer ") else None
             token = header_token or params.pop("token", None)
-            status, reply, headers = fake._handle_api(parts[1], params, token, header_token is not None)
+            status, reply, headers, how = fake._handle_api(parts[1], params, token, header_token is not None)
             if status == 0:
                 self.close_connection = True  # drop: no status line at all
                 return
-            self._reply(status, reply, headers)
+            self._reply(status, reply, headers, how)
         elif len(parts) == 2 and parts[0] == "respond" and self.command == "POST":
-            fault = fake._respond_fault()
+            fault = fake._route_fault("response_url")
             if fault is not None and fault.drop:
                 self.close_connection = True
                 return
@@ -1286,8 +1301,9 @@ class _HttpHandler(BaseHTTPRequestHandler):
             status = fake._handle_respond(parts[1], reply)
             self._reply(status, {"ok": status == 200} if status == 200 else {"ok": False, "error": "no_such_url"})
         elif len(parts) == 2 and parts[0] == "upload" and self.command == "POST":
+            how = fake._route_fault("upload")
             status = fake._handle_upload(parts[1], body)
-            self._reply(status, {"ok": status == 200})
+            self._reply(status, {"ok": status == 200}, how=how)
         else:
             self._reply(404, {"ok": False, "error": "not_found"})
 
@@ -1303,16 +1319,50 @@ class _HttpHandler(BaseHTTPRequestHandler):
             return dict(parse_qsl(body.decode(), keep_blank_values=True))
         return {}
 
-    def _reply(self, status: int, body: dict, headers: dict | None = None) -> None:
-        """Write a JSON response."""
+    def _reply(self, status: int, body: dict, headers: dict | None = None, how: _Rule | None = None) -> None:
+        """Write a JSON response: whole, or as `how` says (a drip, or `size` bytes of padding)."""
         data = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
+        if how is None or not how.size:
+            self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        if how is not None and how.size:
+            self._stream(how.size)
+        elif how is not None and how.drip:
+            self._drip(data, how.drip)
+        else:
+            self.wfile.write(data)
+
+    def _drip(self, data: bytes, seconds: float) -> None:
+        """A slow Slack: each byte alone, `seconds` apart, until the client hangs up."""
+        fake = self.server.fake
+        for i in range(len(data)):
+            try:
+                self.wfile.write(data[i:i + 1])
+            except OSError:
+                return
+            fake.sent += 1
+            if fake._closing.wait(seconds):
+                return
+
+    def _stream(self, size: int) -> None:
+        """An ok answer of `size` bytes, padded; its end is the connection's (HTTP/1.0)."""
+        fake = self.server.fake
+        head, tail, block = b'{"ok": true, "pad": "', b'"}', b"x" * (1 << 16)
+        left = size - len(head) - len(tail)
+        try:
+            self.wfile.write(head)
+            while left > 0 and not fake._closing.is_set():
+                part = block[:min(len(block), left)]
+                self.wfile.write(part)
+                left -= len(part)
+                fake.sent += len(part)
+            self.wfile.write(tail)
+        except OSError:  # the client stopped reading and hung up
+            return
 
 
 def _maybe_json(key: str, value: Any) -> Any:

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import ast
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from slack_bolt import BoltRequest
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 
 from bot import blocks as bk
 from bot.app import create_app
 from bot.deps.build import make_client
-from bot.outgoing import GatedAck
+from bot.outgoing import GatedAck, SafeClient
 from conftest import BOT_TOKEN, Clock, make_deps, make_settings
 from store import HashingEmbedder, Searcher
 
@@ -102,6 +104,70 @@ def test_a_call_slack_rate_limits_for_an_hour_ends_at_once_and_a_short_limit_is_
     client.chat_postMessage(channel="C1", text="hello again")
     texts = [c.params.get("text") for c in fake_slack.calls("chat.postMessage")]
     assert texts[1:] == ["hello again", "hello again"]  # refused once, then sent
+
+
+def test_a_slack_answer_over_the_cap_ends_the_call_at_once_without_reading_it_whole(fake_slack):
+    """One attempt reads at most SafeClient.max_bytes (SLACK_MAX_BYTES): a 40 MB answer with no
+    Content-Length to refuse it by is cut as it streams in, and the call is not sent again."""
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=10)
+    client.max_bytes = 1_000_000
+    fake_slack.fail("conversations.history", size=40_000_000)
+    started = time.monotonic()
+    with pytest.raises(SlackRequestError, match="1,000,000-byte cap") as caught:
+        client.conversations_history(channel="C1")
+    assert time.monotonic() - started < 5
+    assert BOT_TOKEN not in str(caught.value)
+    assert fake_slack.sent < 20_000_000  # we hung up: the rest never left the server
+    assert len(fake_slack.calls("conversations.history")) == 1
+
+
+def test_a_slack_answer_dripping_in_ends_the_call_at_its_timeout_not_per_read(fake_slack):
+    """A byte every 0.2 s never trips urllib's per-read timeout (1 s here), so the whole answer took
+    ~30 s; the client's timeout is now the whole exchange's, and a slow answer is a TimeoutError,
+    which the SDK's handlers do not send again and bot.posting._classify retries after a look."""
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=1)
+    fake_slack.fail("chat.postMessage", drip=0.2)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="within 1 s"):
+        client.chat_postMessage(channel="C1", text="hello")
+    took = time.monotonic() - started
+    assert took < 10, f"held {took:.1f} s by a 1 s timeout"
+    assert len(fake_slack.calls("chat.postMessage")) == 1
+
+
+def test_a_file_uploads_answer_dripping_in_ends_at_the_timeout_too(fake_slack):
+    """files_upload_v2 sends the file itself past the Web API path (slack_sdk's own urlopen)."""
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=1)
+    fake_slack.fail("upload", drip=0.2)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="within 1 s"):
+        client.files_upload_v2(channel="C1", content="title,year\n" * 100, filename="reading.csv")
+    assert time.monotonic() - started < 10
+    [upload] = fake_slack.uploads().values()
+    assert upload["content"] == b"title,year\n" * 100  # sent as before: the bytes as they are
+    fake_slack.reset()
+    client.files_upload_v2(channel="C1", content="a,b\n", filename="x.csv")  # and without the drip, through
+    assert [u["content"] for u in fake_slack.uploads().values()] == [b"a,b\n"]
+
+
+def test_slacks_answers_read_through_the_cap_are_what_the_sdk_made_of_them_before(fake_slack):
+    """Unchanged by the cap (and so passing before it too): an answer, ok:false, a 503 and a dropped
+    connection, the last retried by the SDK's handler as before. 429s: the rate-limit test above."""
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=5)
+    posted = client.chat_postMessage(channel="C1", text="hello")
+    assert posted["ok"] and posted.status_code == 200 and posted["message"]["text"] == "hello"
+    assert posted.headers["Content-Type"].startswith("application/json")
+    fake_slack.fail("chat.postMessage", error="channel_not_found")
+    with pytest.raises(SlackApiError) as caught:
+        client.chat_postMessage(channel="C1", text="hello")
+    assert caught.value.response.status_code == 200 and caught.value.response["error"] == "channel_not_found"
+    fake_slack.fail("chat.postMessage", status=503)
+    with pytest.raises(SlackApiError) as caught:
+        client.chat_postMessage(channel="C1", text="hello")
+    assert caught.value.response.status_code == 503 and caught.value.response["error"] == "internal_error"
+    fake_slack.fail("chat.postMessage", drop=True)
+    assert client.chat_postMessage(channel="C1", text="again")["ok"]
+    assert [c.params["text"] for c in fake_slack.calls("chat.postMessage")][-2:] == ["again", "again"]
 
 
 def _world(fake_slack, store, **kw):

@@ -1,5 +1,6 @@
 """The one HTTP helper for every request to a paper source or the LLM: a total deadline, a size cap,
-same-host redirects (Slack's calls go through slack_sdk).
+same-host redirects. Slack's Web API calls, built by slack_sdk, go through it too
+(bot.outgoing.SafeClient, no redirects).
 
 `fetch` is the single place a request is sent and its body read. The deadline
 covers the whole exchange (connect, headers and every byte of the body): a
