@@ -20,6 +20,8 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
+import urllib.request
 from typing import Callable
 from urllib.request import Request
 
@@ -62,7 +64,7 @@ class SafeClient(WebClient):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.retry_handlers = within_deadline(self.retry_handlers, attempt_seconds=self.timeout)
-        self._http: httpx.Client | None = None
+        self._http: dict[str | None, httpx.Client] = {}  # by the proxy used (None: direct)
         self._http_lock = threading.Lock()
 
     def api_call(self, api_method: str, **kwargs):
@@ -71,18 +73,21 @@ class SafeClient(WebClient):
                 kwargs[part] = outgoing_fields(kwargs[part])
         return super().api_call(api_method, **kwargs)
 
-    def _http_client(self) -> httpx.Client:
-        """This client's httpx client, built at its first call: gated() builds a SafeClient per Bolt
-        request, and one that calls nothing should not pay for an SSL context. Verified as urllib
-        verifies (self.ssl, else the system's CAs); the proxy is slack_sdk's (self.proxy, already
-        read from the environment); one connection per call, as urllib makes, so none is left open
-        when an unclosed SafeClient goes."""
+    def _http_client(self, url: str) -> httpx.Client:
+        """The httpx client for `url`, built at the first call that needs it: gated() builds a
+        SafeClient per Bolt request, and one that calls nothing should not pay for an SSL context.
+        Verified as urllib verifies (self.ssl, else the system's CAs); through slack_sdk's proxy
+        (self.proxy, already read from the environment) unless the host is in no_proxy, as urllib's
+        ProxyHandler skips it; one connection per call, as urllib makes, so none is left open when
+        an unclosed SafeClient goes."""
+        host = urllib.parse.urlsplit(url).hostname or ""
+        proxy = self.proxy if self.proxy and not urllib.request.proxy_bypass(host) else None
         with self._http_lock:
-            if self._http is None:
+            if proxy not in self._http:
                 verify = self.ssl if isinstance(self.ssl, ssl.SSLContext) else ssl.create_default_context()
-                self._http = httpx.Client(verify=verify, proxy=self.proxy or None, trust_env=False,
-                                          follow_redirects=False, limits=httpx.Limits(max_keepalive_connections=0))
-            return self._http
+                self._http[proxy] = httpx.Client(verify=verify, proxy=proxy, trust_env=False, follow_redirects=False,
+                                                 limits=httpx.Limits(max_keepalive_connections=0))
+            return self._http[proxy]
 
     def _perform_urllib_http_request_internal(self, url: str, req: Request) -> dict:
         """One attempt, as slack_sdk's own sends it (urllib's Request: POST, its headers, its body),
@@ -98,7 +103,7 @@ class SafeClient(WebClient):
         if req.data is not None and not req.has_header("Content-type"):  # urllib's default (a file upload)
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         try:
-            answer = fetch(self._http_client(), req.get_method(), url, deadline=float(self.timeout),
+            answer = fetch(self._http_client(url), req.get_method(), url, deadline=float(self.timeout),
                            max_bytes=self.max_bytes, max_redirects=0, content=req.data, headers=headers)
         except DeadlineError:
             raise TimeoutError(f"Slack sent no whole answer within {self.timeout:g} s") from None

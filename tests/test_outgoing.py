@@ -170,6 +170,22 @@ def test_slacks_answers_read_through_the_cap_are_what_the_sdk_made_of_them_befor
     assert [c.params["text"] for c in fake_slack.calls("chat.postMessage")][-2:] == ["again", "again"]
 
 
+def test_a_proxy_carries_slacks_calls_except_to_a_host_in_no_proxy(fake_slack, monkeypatch):
+    """A proxy from the environment is skipped for a host no_proxy names, as urllib skipped it:
+    behind a company proxy, a Slack reached directly (here the local fake) must still answer."""
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    dead = "http://127.0.0.1:9"  # the discard port: nothing that speaks HTTP listens there
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=5, proxy=dead, retry_handlers=[])
+    assert client.chat_postMessage(channel="C1", text="direct")["ok"]
+    monkeypatch.delenv("no_proxy")
+    monkeypatch.delenv("NO_PROXY")
+    with pytest.raises(OSError):  # now through the proxy, which is not there
+        SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=5, proxy=dead,
+                   retry_handlers=[]).chat_postMessage(channel="C1", text="via the proxy")
+    assert [c.params["text"] for c in fake_slack.calls("chat.postMessage")] == ["direct"]
+
+
 def _world(fake_slack, store, **kw):
     settings = make_settings(slack_api_url=fake_slack.api_url)
     deps = make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=Clock(NOW), **kw)
