@@ -17,7 +17,7 @@ from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
     DailyPick, PastPost, PickSettings, history_for, interest_scores, interests_for, lexical_for, pick_daily,
-    typicality,
+    row_map, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -50,8 +50,10 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
     # A member's likes are measured from the whole library's mean, fresh candidates or not.
-    centre = searcher.index().derived(("centre",), lambda: matrix.mean(axis=0)) if adjust else None
-    typical = library_typicality(searcher, matrix, settings) if interests else None
+    index = searcher.index()
+    centre = index.derived(("centre",), lambda: matrix.mean(axis=0), of=ids) if adjust else None
+    typical = library_typicality(searcher, ids, matrix, settings) if interests else None
+    row = index.derived(("row",), lambda: row_map(ids), of=ids)  # paper id -> its row, once a library
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
@@ -61,7 +63,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
                           centre=centre, typical=typical if typical is None or rows is None else typical[rows],
-                          relevance=relevance)
+                          relevance=relevance, row=row if rows is None else None)
 
     fresh = fresh_papers(store, channel, day)
     rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []
@@ -93,11 +95,12 @@ def interest_lexical(searcher: Searcher, interests, limit: int) -> dict[int, dic
     return out
 
 
-def library_typicality(searcher: Searcher, matrix: np.ndarray, settings: PickSettings) -> np.ndarray | None:
-    """`typicality` of every paper, kept by the searcher's index until the library changes (its
-    density is a whole-library scan: about 0.2 s at 10k papers, once a library version)."""
+def library_typicality(searcher: Searcher, ids, matrix: np.ndarray, settings: PickSettings) -> np.ndarray | None:
+    """`typicality` of every paper (`ids`, `matrix`: the library's), kept by the searcher's index until
+    the library changes (its density is a whole-library scan: about 0.2 s at 10k papers, once a library
+    version)."""
     key = ("typical", settings.typical_weight, settings.typical_min_papers, settings.density_sample)
-    return searcher.index().derived(key, lambda: typicality(matrix, settings))
+    return searcher.index().derived(key, lambda: typicality(matrix, settings), of=ids)
 
 
 def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, lexical,
@@ -114,7 +117,7 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
             a.setflags(write=False)
         return scores
 
-    return searcher.index().derived(key, make)
+    return searcher.index().derived(key, make, of=ids)
 
 
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback) -> dict:

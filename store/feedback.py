@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from .base import Store
-from .pick import FeedbackModel, Interest, PickSettings, Reacted
+from .pick import FeedbackModel, Interest, PickSettings, Reacted, row_map
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "fire": 2.0,
@@ -416,7 +416,7 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
     for m in messages:  # one entry per paper: its first post
         if m["paper_id"] not in {p for p, _ in order}:
             order.append((m["paper_id"], m["posted_at"] or 0.0))
-    row = {pid: i for i, pid in enumerate(ids)}
+    row = row_map(ids)
     order = [(p, t) for p, t in order if p in row]
     log_rows = store.reactions(channel=channel)
     scores = [ReplayScore(name) for name in pickers]

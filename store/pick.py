@@ -579,7 +579,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                labels: Mapping[str, str] | None = None,
                centre: np.ndarray | None = None,
                typical: np.ndarray | None = None,
-               relevance: tuple[np.ndarray, np.ndarray] | None = None) -> DailyPick | None:
+               relevance: tuple[np.ndarray, np.ndarray] | None = None,
+               row: Mapping[str, int] | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
@@ -592,7 +593,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     a member's likes are measured from, when `ids` is only part of it (the
     candidates' own otherwise). typical: each candidate's `typicality` in the
     whole library (None: relevance without it). relevance: `interest_scores` of
-    these ids and interests, when the caller keeps it (computed here otherwise).
+    these ids and interests, when the caller keeps it (computed here otherwise). row: `row_map(ids)`,
+    when the caller keeps it.
     """
     if len(ids) == 0:
         return None
@@ -606,7 +608,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
     used |= reacted
-    row = row_map(ids)
+    row = row_map(ids) if row is None else row
     open_mask = np.ones(len(ids), dtype=bool)
     open_mask[[row[pid] for pid in used if pid in row]] = False
     if not open_mask.any():

@@ -348,16 +348,30 @@ class DenseIndex:
         """Ids of the papers with a vector, in `matrix` order."""
         return self._picks()[0]
 
-    def derived(self, key, make: Callable[[], object]):
+    def derived(self, key, make: Callable[[], object], of: Sequence[str] | None = None):
         """`make()`, kept under `key` until any paper or vector changes (what a pick derives from the whole
-        library: how typical each paper is, an interest's BM25). Two threads may both make it once; either is right."""
+        library: how typical each paper is, an interest's BM25). Two threads may both make it once; either is right.
+
+        of: the `ids` that `make` reads the library's vectors by (from `ids` or the store). When they are
+        no longer the index's (a paper arrived between reading them and this call), what `make` builds is
+        used once and not kept: kept, it would be the wrong size for every pick of the new library."""
         kept = self._derived  # a change of the vectors replaces it with a new, empty one
+        if of is not None and not self._current(of):
+            return make()
         if key not in kept:
             value = make()
             if kept is self._derived:
                 kept[key] = value
             return value
         return kept[key]
+
+    def _current(self, ids: Sequence[str]) -> bool:
+        """Whether `ids` are the papers with a vector now: `ids` itself (exact mode), or as many (the
+        approximate index keeps no list of its own; the store's, read apart, has no identity to check)."""
+        picks = self._picks_cache
+        if self._ann is not None:
+            return len(ids) == self._count
+        return picks is not None and picks[0] is ids
 
     @_reading
     def _picks(self):

@@ -109,6 +109,36 @@ def test_the_days_pick_follows_a_new_paper_and_a_changed_interest_at_once(store)
     assert pick_for_day(store, searcher, "C1", day, feedback=None).paper_id == target.id
 
 
+def test_a_paper_that_arrives_during_a_pick_is_in_the_next_one(store, monkeypatch):
+    """A feed (or another replica) adds a paper while a pick is under way: that pick goes on with
+    the library it read, and what it derived from it is not kept for the new library, whose first
+    pick would otherwise read one relevance too few and fail (every pick, until the next paper)."""
+    from datetime import date
+
+    import store.daily as daily
+    from store import pick_for_day
+
+    embedder = HashingEmbedder()
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+    searcher = Searcher(store, embedder)
+    store.add_interest("C1", "quantum annealing", "UANN", model=embedder.name,
+                       vector=embedder.encode(["quantum annealing"])[0], now=time.time())
+    read = daily.library_vectors
+
+    def read_then_a_paper_arrives(store_, searcher_):
+        library = read(store_, searcher_)
+        ingest_records(store, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test", line=1)],
+                       embedder, now=time.time())
+        return library
+
+    monkeypatch.setattr(daily, "library_vectors", read_then_a_paper_arrives)
+    during = pick_for_day(store, searcher, "C1", date(2026, 12, 3), feedback=None)
+    assert "Quantum annealing" not in store.get_paper(during.paper_id).abstract  # it read the library before
+    monkeypatch.setattr(daily, "library_vectors", read)
+    after = pick_for_day(store, searcher, "C1", date(2026, 12, 3), feedback=None)
+    assert "Quantum annealing" in store.get_paper(after.paper_id).abstract
+
+
 def test_a_paper_whose_text_changed_leaves_dense_search_until_re_embedded(store):
     embedder = HashingEmbedder()
     ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
