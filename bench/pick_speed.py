@@ -25,6 +25,10 @@ interest's relevance over the library (`store.daily.library_relevance`) and the 
 Measured alone on the 2-core CI machine, `--runs 40`, one BLAS thread, three runs paired with the
 commit before the pick kept each interest's relevance (ab29b3f), medians: 30.9 / 40.3 / 46.5 ms
 against 52.9 / 60.0 / 85.5 ms. This machine's figures drift by 1.5x between runs: compare pairs.
+A year of history (`--days 365`, 1,095 reactions) made it slower: the explanation's paper names
+were read as whole papers and the reaction log twice. Reading names alone and the log once, three
+runs paired with 1fe08b6 (another machine of the same kind): 33.7 / 35.3 / 52.1 ms against 53.4 /
+60.5 / 79.7 ms at 365 days, 24.2 / 22.8 / 27.6 ms against 31.5 / 25.0 / 23.7 ms at 60.
 """
 from __future__ import annotations
 

@@ -254,18 +254,21 @@ def local_midnight(day: date, tz: str | None) -> float:
 
 
 def reacted_papers(store: Store, channel: str, cutoff: float, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                   half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
-    """How this channel reacted to what it was shown, up to `cutoff` (the pick's feedback)."""
-    rows = store.reactions(channel=channel, before=cutoff)
+                   half_life_days: float = HALF_LIFE_DAYS, log: Sequence[dict] | None = None) -> dict[str, Reacted]:
+    """How this channel reacted to what it was shown, up to `cutoff` (the pick's feedback).
+
+    log: the channel's reaction log, when the caller has read it (rows past `cutoff` are left out here)."""
+    rows = store.reactions(channel=channel, before=cutoff) if log is None else [r for r in log
+                                                                               if r["event_ts"] < cutoff]
     if not rows:
         return {}
     ids = list(dict.fromkeys(r["paper_id"] for r in rows))
-    names = {p.id: p.short_name for p in store.get_papers(ids)}
+    names = store.short_names(ids)
     return reacted_from_rows(rows, cutoff=cutoff, weights=weights, half_life_days=half_life_days, names=names)
 
 
 def feedback_for_day(store: Store, channel: str, day: date, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                     half_life_days: float = HALF_LIFE_DAYS) -> dict[str, Reacted]:
+                     half_life_days: float = HALF_LIFE_DAYS, log: Sequence[dict] | None = None) -> dict[str, Reacted]:
     """The feedback for a channel's pick on `day`: reactions before that day began in the channel's zone.
 
     A fixed cutoff keeps the pick for a date the same however often it is
@@ -273,7 +276,7 @@ def feedback_for_day(store: Store, channel: str, day: date, *, weights: Mapping[
     """
     schedule = store.get_schedule(channel)
     cutoff = local_midnight(day, schedule["tz"] if schedule else None)
-    return reacted_papers(store, channel, cutoff, weights=weights, half_life_days=half_life_days)
+    return reacted_papers(store, channel, cutoff, weights=weights, half_life_days=half_life_days, log=log)
 
 
 # -- what the team read: tallies and the digest ---------------------------------------------------

@@ -787,11 +787,13 @@ def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Intere
                      r["paper_id"]) for r in rows]
 
 
-def history_for(store: Store, channel: str) -> list[PastPost]:
-    """What the channel was shown before, from its post rows; runners-up a member saved are engaged."""
+def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
+    """What the channel was shown before, from its post rows; runners-up a member saved are engaged.
+
+    reactions: the channel's reaction log, when the caller has read it (who reacted is a member)."""
     rows = store.post_history(channel)
     members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
-    members |= {r["user"] for r in store.reactions(channel=channel)}
+    members |= {r["user"] for r in (store.reactions(channel=channel) if reactions is None else reactions)}
     saved = {s["paper_id"] for user in sorted(members) for s in store.saved_papers(user)}
     out = []
     for r in rows:

@@ -68,6 +68,12 @@ class PaperTables(SQLTables):
         found = {r["id"]: self._paper(r) for r in self._papers_in(ids)}
         return [found[i] for i in ids if i in found]
 
+    def short_names(self, ids: Iterable[str]) -> dict[str, str]:
+        """paper id -> its short name, for the ids that are papers: what an explanation names a paper
+        by, without reading (and decoding) whole papers."""
+        return {r["id"]: r["short_name"] for test, args in self._chunks(ids)
+                for r in self._select(f"select id, short_name from papers where id{test}", args)}
+
     def _papers_in(self, ids: Iterable[str]) -> Iterator[dict]:
         for test, args in self._chunks(ids):
             yield from self._select(f"select {self._PAPER_COLUMNS} from papers where id{test}", args)
