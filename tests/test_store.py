@@ -52,6 +52,16 @@ def test_an_unreachable_postgresql_is_one_clear_store_error_without_the_password
     assert "hunter2" not in str(e.value)
 
 
+def test_a_read_only_postgresql_is_named_so_with_what_to_do(pg_url):
+    """A standby, or a role that may only read: every write is refused. Whoever starts paperclub
+    is told the database is read-only and where to point it, not "cannot read database"."""
+    open_store(pg_url).close()  # its tables, made while it could still be written
+    read_only = pg_url + "%20-cdefault_transaction_read_only%3Don"  # as a hot standby answers
+    with pytest.raises(StoreError, match="is read-only: paperclub writes.*PAPERCLUB_DB at the primary") as e:
+        open_store(read_only)
+    assert "cannot read" not in str(e.value)
+
+
 def test_a_postgresql_url_mangled_into_a_path_is_refused_not_made_a_sqlite_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     mangled = Path("postgresql://bot:hunter2@127.0.0.1:5432/db")  # Path() folds the '//' to '/'

@@ -121,7 +121,12 @@ def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | No
         return redact(url, reason)
 
 
-def _store_error(error: BaseException, where: str) -> StoreError:
+def _store_error(error: BaseException, where: str, opened_read_only: bool = False) -> StoreError:
+    if isinstance(error, pg_errors.ReadOnlySqlTransaction) and not opened_read_only:
+        # A standby, a read-only role, or default_transaction_read_only: "cannot read" would mislead.
+        return StoreError(f"database {where} is read-only: paperclub writes to its database (posts, "
+                          "reactions, new papers). Point PAPERCLUB_DB at the primary server, or at a role "
+                          f"that may write. The server said: {error}")
     if isinstance(error, PoolTimeout):
         return StoreBusy(f"database {where} is busy (no free connection): {error}")
     if isinstance(error, _BUSY):
@@ -139,7 +144,7 @@ def _translated(fn):
             try:
                 yield from fn(self, *args, **kwargs)
             except (psycopg.Error, PoolTimeout) as e:
-                raise _store_error(e, self.path) from e
+                raise _store_error(e, self.path, self.read_only) from e
         return gen
 
     @functools.wraps(fn)
@@ -147,7 +152,7 @@ def _translated(fn):
         try:
             return fn(self, *args, **kwargs)
         except (psycopg.Error, PoolTimeout) as e:
-            raise _store_error(e, self.path) from e
+            raise _store_error(e, self.path, self.read_only) from e
     return call
 
 
