@@ -39,15 +39,15 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     ids, matrix = library_vectors(store, searcher)
     if len(ids) == 0:
         return None
-    log = store.reactions(channel=channel)  # read once: the feedback learns from it, the history reads who reacted
-    adjust = _reactions(store, channel, day, feedback, log) if feedback is not None else None
+    reactions = store.reactions(channel=channel)  # read once: for the feedback, and for history_for (who reacted)
+    adjust = _reactions(store, channel, day, feedback, reactions) if feedback is not None else None
     interests = interests_for(store, channel, searcher.embedder)
     lexical = interest_lexical(searcher, interests, settings.lexical_candidates) \
         if interests and settings.lexical_weight else None
     # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
     read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
             if r["paper_id"] and r["state"] != "skipped"]
-    history = history_for(store, channel, log) + read
+    history = history_for(store, channel, reactions) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
     # A member's likes are measured from the whole library's mean, fresh candidates or not.
@@ -121,10 +121,10 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
     return searcher.index().derived(key, make, of=ids)
 
 
-def _reactions(store: Store, channel: str, day: date, feedback: Feedback, log) -> dict:
+def _reactions(store: Store, channel: str, day: date, feedback: Feedback, rows: list[dict]) -> dict:
     try:
         return feedback_for_day(store, channel, day, weights=feedback.weights,
-                                half_life_days=feedback.half_life_days, log=log)
+                                half_life_days=feedback.half_life_days, log=rows)
     except Exception:  # feedback is a refinement: a failure here must not stop the post
         log.warning("reaction feedback for %s failed; picking without it", channel, exc_info=True)
         return {}

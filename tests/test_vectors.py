@@ -139,6 +139,30 @@ def test_a_paper_that_arrives_during_a_pick_is_in_the_next_one(store, monkeypatc
     assert "Quantum annealing" in store.get_paper(after.paper_id).abstract
 
 
+def test_a_pick_whose_reactions_cannot_be_learned_still_picks_and_says_why(store, monkeypatch, caplog):
+    """The reactions are a refinement: when learning from them fails, the day's paper is still
+    picked (without them), and the log says so."""
+    from datetime import date
+
+    import store.daily as daily
+    from store import Feedback, pick_for_day
+
+    embedder = HashingEmbedder()
+    ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
+    searcher = Searcher(store, embedder)
+    store.add_interest("C1", "graph neural networks", "UANN", model=embedder.name,
+                       vector=embedder.encode(["graph neural networks"])[0], now=time.time())
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a reaction row the learner cannot read")
+
+    monkeypatch.setattr(daily, "feedback_for_day", broken)
+    with caplog.at_level("WARNING", logger="paperclub.daily"):
+        pick = pick_for_day(store, searcher, "C1", date(2026, 12, 3), feedback=Feedback())
+    assert pick is not None
+    assert "reaction feedback for C1 failed; picking without it" in caplog.text
+
+
 def test_a_paper_whose_text_changed_leaves_dense_search_until_re_embedded(store):
     embedder = HashingEmbedder()
     ingest_paths(store, bundled_sample_paths(), embedder, now=time.time())
