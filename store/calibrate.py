@@ -3,7 +3,8 @@
 A new interest, above all a vague one ("machine learning"), tells the pick little: the member's
 first weeks of papers are guesses. A calibration round asks instead. It takes the `pool` papers
 the pick itself finds closest to the interest (`store.pick.interest_scores`: the cosine after
-pseudo-relevance feedback plus a little BM25, as on the member's turns) and chooses `size` of
+pseudo-relevance feedback plus a little BM25, and how typical a paper is of the library, as on the
+member's turns) and chooses `size` of
 them by maximal marginal relevance, so the round covers the interest's corners rather than
 eight near-copies of its centre. Papers the member already judged (any reaction, any verdict)
 or saved are left out; so is a paper an interest was seeded from.
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .daily import interest_lexical, library_vectors
+from .daily import interest_lexical, library_typicality, library_vectors
 from .feedback import current_reactions
 from .paper import Paper
 from .pick import Interest, PickSettings, interest_scores, interests_for
@@ -84,16 +85,20 @@ def spread_choice(matrix: np.ndarray, relevance: np.ndarray, rows: Sequence[int]
 
 def round_rows(ids: Sequence[str], matrix: np.ndarray, interests: Sequence[Interest], *,
                exclude: set[str] = frozenset(), lexical=None, settings: PickSettings = PickSettings(),
-               size: int = ROUND_SIZE, pool: int = POOL, lam: float = SPREAD_LAMBDA) -> tuple[list[int], int]:
+               size: int = ROUND_SIZE, pool: int = POOL, lam: float = SPREAD_LAMBDA,
+               typical: np.ndarray | None = None) -> tuple[list[int], int]:
     """(rows of the round's papers, how many of the `pool` closest were excluded): pure, over vectors.
 
-    Relevance is a paper's best score over `interests` (the pick's own, `interest_scores`); the
-    round is chosen from the `pool` most relevant papers not in `exclude`."""
+    Relevance is the pick's own on a member's turn: a paper's best score over `interests`
+    (`interest_scores`) plus `typical_weight` x its `typical`ity when given; the round is chosen
+    from the `pool` most relevant papers not in `exclude`."""
     if not len(ids) or not interests:
         return [], 0
     matrix = np.asarray(matrix, dtype=np.float32)
     hybrid, _cos = interest_scores(matrix, ids, interests, lexical, settings)
     relevance = hybrid.max(axis=1)
+    if typical is not None:
+        relevance = relevance + settings.typical_weight * typical
     order = np.argsort(-relevance, kind="stable")
     # Near means near: in a small library the `pool` closest would be most of it.
     pool = min(pool, max(2 * size, len(ids) // 10))
@@ -135,7 +140,8 @@ def calibration_round(store: Store, searcher: Searcher, channel: str, user: str,
     ids, matrix = library_vectors(store, searcher)
     lexical = interest_lexical(searcher, chosen, settings.lexical_candidates) if settings.lexical_weight else None
     exclude = judged_by(store, user, now=now) | {it.paper_id for it in chosen if it.paper_id}
+    typical = library_typicality(searcher, ids, matrix, settings)
     rows, dropped = round_rows(ids, matrix, chosen, exclude=exclude, lexical=lexical, settings=settings,
-                               size=size, pool=pool)
+                               size=size, pool=pool, typical=typical)
     papers = {p.id: p for p in store.get_papers([ids[i] for i in rows])}
     return CalibrationRound([papers[ids[i]] for i in rows if ids[i] in papers], chosen, dropped)

@@ -74,6 +74,24 @@ def test_round_rows_leave_out_judged_papers_and_stay_near_the_interest():
     assert round_rows(ids, matrix, [], exclude=set())[0] == []
 
 
+def test_the_round_weighs_how_typical_a_paper_is_as_the_pick_does():
+    """A member's turns rank by relevance plus typical_weight x typicality; so does their round:
+    a paper in the thick of an area comes before a stray just as close to the interest."""
+    rng = np.random.default_rng(3)
+    matrix = unit(*rng.normal(size=(300, 16)))
+    ids = [f"p{i}" for i in range(300)]
+    interest = Interest(1, "topic", "UANN", matrix[0])
+    settings = PickSettings(prf_docs=0)
+    relevance = interest_scores(matrix, ids, [interest], None, settings)[0][:, 0]
+    ranked = list(np.argsort(-relevance))
+    stray = ranked[40]  # just outside the pool the round is chosen from
+    typical = np.zeros(len(ids), dtype=np.float32)
+    typical[stray] = 1.0  # ... but the most typical paper of the library
+    assert stray not in round_rows(ids, matrix, [interest], settings=settings, pool=30)[0]
+    with_it = round_rows(ids, matrix, [interest], settings=settings, pool=30, typical=typical)[0]
+    assert stray in with_it  # relevance + 0.2 x 1.0 brings it in, as it would on the member's turn
+
+
 # -- in Slack --------------------------------------------------------------------------------------
 @pytest.fixture
 def world(fake_slack, hashing_store):
