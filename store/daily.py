@@ -124,7 +124,7 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
 def _reactions(store: Store, channel: str, day: date, feedback: Feedback, rows: list[dict]) -> dict:
     try:
         return feedback_for_day(store, channel, day, weights=feedback.weights,
-                                half_life_days=feedback.half_life_days, log=rows)
+                                half_life_days=feedback.half_life_days, reactions=rows)
     except Exception:  # feedback is a refinement: a failure here must not stop the post
         log.warning("reaction feedback for %s failed; picking without it", channel, exc_info=True)
         return {}

@@ -254,12 +254,14 @@ def local_midnight(day: date, tz: str | None) -> float:
 
 
 def reacted_papers(store: Store, channel: str, cutoff: float, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                   half_life_days: float = HALF_LIFE_DAYS, log: Sequence[dict] | None = None) -> dict[str, Reacted]:
+                   half_life_days: float = HALF_LIFE_DAYS,
+                   reactions: Sequence[dict] | None = None) -> dict[str, Reacted]:
     """How this channel reacted to what it was shown, up to `cutoff` (the pick's feedback).
 
-    log: the channel's reaction log, when the caller has read it (rows past `cutoff` are left out here)."""
-    rows = store.reactions(channel=channel, before=cutoff) if log is None else [r for r in log
-                                                                               if r["event_ts"] < cutoff]
+    reactions: the channel's reaction log rows, when the caller has read them (those past `cutoff`
+    are left out here)."""
+    rows = store.reactions(channel=channel, before=cutoff) if reactions is None else [
+        r for r in reactions if r["event_ts"] < cutoff]
     if not rows:
         return {}
     ids = list(dict.fromkeys(r["paper_id"] for r in rows))
@@ -268,7 +270,8 @@ def reacted_papers(store: Store, channel: str, cutoff: float, *, weights: Mappin
 
 
 def feedback_for_day(store: Store, channel: str, day: date, *, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
-                     half_life_days: float = HALF_LIFE_DAYS, log: Sequence[dict] | None = None) -> dict[str, Reacted]:
+                     half_life_days: float = HALF_LIFE_DAYS,
+                     reactions: Sequence[dict] | None = None) -> dict[str, Reacted]:
     """The feedback for a channel's pick on `day`: reactions before that day began in the channel's zone.
 
     A fixed cutoff keeps the pick for a date the same however often it is
@@ -276,7 +279,8 @@ def feedback_for_day(store: Store, channel: str, day: date, *, weights: Mapping[
     """
     schedule = store.get_schedule(channel)
     cutoff = local_midnight(day, schedule["tz"] if schedule else None)
-    return reacted_papers(store, channel, cutoff, weights=weights, half_life_days=half_life_days, log=log)
+    return reacted_papers(store, channel, cutoff, weights=weights, half_life_days=half_life_days,
+                          reactions=reactions)
 
 
 # -- what the team read: tallies and the digest ---------------------------------------------------
