@@ -94,9 +94,11 @@ class SafeClient(WebClient):
         read through `fetch`. Returns what slack_sdk's returns for a 2xx; any other status raises
         urllib's HTTPError, so the SDK's 429 and 5xx handling (and WithinDeadline) run unchanged.
 
-        A slow answer raises TimeoutError and a connection refused or broken urllib's URLError, as
-        urllib would (callers and the SDK's handlers already know both: bot.posting._classify); one
-        over the cap, or a redirect, SlackRequestError: sending it again would not help."""
+        A slow answer raises TimeoutError and a connection refused, broken or timed out before the
+        request was through urllib's URLError, as urllib would (callers and the SDK's handlers
+        already know both: bot.posting._classify; the SDK's connection handler sends a URLError
+        again, not a TimeoutError, which Slack may have acted on); one over the cap, or a
+        redirect, SlackRequestError: sending it again would not help."""
         if not url.lower().startswith("http"):  # as slack_sdk's: no file:// or ftp://
             raise SlackRequestError(f"Invalid URL detected: {url}")
         headers = {k: str(v) for k, v in req.header_items() if k.lower() != "content-length"}  # httpx counts
@@ -105,7 +107,9 @@ class SafeClient(WebClient):
         try:
             answer = fetch(self._http_client(url), req.get_method(), url, deadline=float(self.timeout),
                            max_bytes=self.max_bytes, max_redirects=0, content=req.data, headers=headers)
-        except DeadlineError:
+        except DeadlineError as e:
+            if not e.sent:  # as urllib's: the SDK's connection handler sends it again, Slack never had it
+                raise urllib.error.URLError(TimeoutError(f"could not reach Slack within {self.timeout:g} s")) from None
             raise TimeoutError(f"Slack sent no whole answer within {self.timeout:g} s") from None
         except SourceError as e:  # over the cap, or a redirect
             raise SlackRequestError(f"Slack API: {e}") from None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 import json
+import socket
 import time
+import urllib.error
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from slack_bolt import BoltRequest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackRequestError
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler
 
 from bot import blocks as bk
 from bot.app import create_app
@@ -133,6 +136,37 @@ def test_a_slack_answer_dripping_in_ends_the_call_at_its_timeout_not_per_read(fa
     took = time.monotonic() - started
     assert took < 10, f"held {took:.1f} s by a 1 s timeout"
     assert len(fake_slack.calls("chat.postMessage")) == 1
+
+
+def test_a_connection_that_times_out_is_tried_again_but_a_slow_answer_is_not(fake_slack):
+    """Slack never had a request whose connection timed out, so the SDK's connection handler may
+    send it again, as it did when urllib raised URLError for it; an answer that times out may mean
+    Slack posted it, so that one is not sent again (the test above: one call)."""
+    asked = []
+
+    class Counting(ConnectionErrorRetryHandler):
+        def _can_retry(self, **kw):
+            asked.append(type(kw["error"]))
+            return super()._can_retry(**kw)
+
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        with socket.create_connection(full.getsockname()):  # fills the backlog: the next SYNs are dropped
+            client = SafeClient(token=BOT_TOKEN, base_url=f"http://127.0.0.1:{full.getsockname()[1]}/api/",
+                                timeout=1, retry_handlers=[Counting(max_retry_count=1)])
+            started = time.monotonic()
+            with pytest.raises(urllib.error.URLError, match="could not reach Slack within 1 s"):
+                client.chat_postMessage(channel="C1", text="hello")
+            took = time.monotonic() - started
+    assert asked == [urllib.error.URLError]  # asked once, after the first of two attempts
+    assert took >= 2, f"one attempt of 1 s, not two ({took:.1f} s)"
+    client = SafeClient(token=BOT_TOKEN, base_url=fake_slack.api_url, timeout=1,
+                        retry_handlers=[Counting(max_retry_count=1)])
+    fake_slack.fail("chat.postMessage", drip=0.2)
+    with pytest.raises(TimeoutError):
+        client.chat_postMessage(channel="C1", text="hello")
+    assert asked[1:] == [TimeoutError] and len(fake_slack.calls("chat.postMessage")) == 1
 
 
 def test_a_file_uploads_answer_dripping_in_ends_at_the_timeout_too(fake_slack):

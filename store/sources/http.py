@@ -45,7 +45,12 @@ class SourceError(StoreError):
 
 
 class DeadlineError(SourceError):
-    """The whole request took longer than its deadline."""
+    """The whole request took longer than its deadline. `sent` is False when it ran out before the
+    request was through (connecting, or writing it): the server cannot have acted on it."""
+
+    def __init__(self, message: str, *, sent: bool = True):
+        super().__init__(message)
+        self.sent = sent
 
 
 class TooLargeError(SourceError):
@@ -106,10 +111,12 @@ def fetch(client: httpx.Client, method: str, url: str, *, deadline: float = DEAD
     for _ in range(max_redirects + 1):
         left = end - clock()
         if left <= 0:
-            raise DeadlineError(f"no whole answer within {deadline:g} s")
+            raise DeadlineError(f"no whole answer within {deadline:g} s", sent=False)
         request.extensions["timeout"] = httpx.Timeout(left).as_dict()
         try:
             response = client.send(request, stream=True)
+        except (httpx.ConnectTimeout, httpx.WriteTimeout, httpx.PoolTimeout):
+            raise DeadlineError(f"could not send the request within {deadline:g} s", sent=False) from None
         except httpx.TimeoutException:
             raise DeadlineError(f"no whole answer within {deadline:g} s") from None
         try:
