@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .base import Store
-    from .embed import Embedder
+    from .feedback import Feedback
+    from .search import Searcher
 
 WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
 VOTE, PRESENTER_CHOOSES = "vote", "presenter"
@@ -369,11 +370,6 @@ def skipped_for(store: Store, channel: str) -> set[date]:
     return {date.fromisoformat(r["date"]) for r in store.club_sessions(channel) if r["state"] == "skipped"}
 
 
-def read_papers(store: Store, channel: str) -> set[str]:
-    """Papers this club has read or chosen (never proposed or nominated again)."""
-    return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
-
-
 def nominations_for(store: Store, channel: str, day: date) -> list[Nomination]:
     return [Nomination(r["paper_id"], r["user"], r["nominated_at"]) for r in store.nominations(channel, day.isoformat())]
 
@@ -392,6 +388,8 @@ def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime
     spec = club_for(store, channel)
     if spec is None or not spec.active:
         raise ClubError("This channel has no reading group, or it is off; an admin can set one up.")
+    from .pick import read_papers
+
     if paper_id in read_papers(store, channel):
         raise ClubError("The club has read that paper already.")
     start = nomination_session(spec, now, skipped=skipped_for(store, channel))
@@ -501,16 +499,16 @@ def decide(store: Store, channel: str, day: date, now: datetime) -> dict:
     return store.get_club_session(channel, day.isoformat())
 
 
-def propose(store: Store, embedder: Embedder, channel: str, day: date, *, count: int = 3) -> list[str]:
-    """With no nominations: `count` papers from the team's interests by the pick's own scoring,
-    none the club read or the channel was shown before."""
-    from .pick import PastPost, PickSettings, history_for as posts_history, interests_for, pick_daily
+def propose(store: Store, searcher: Searcher, channel: str, day: date, *, feedback: Feedback | None,
+            count: int = 3) -> list[str]:
+    """With no nominations: `count` papers from the team's interests, ranked as the paper of the day
+    is ranked (`store.daily.pick_for_day`: their reactions, the interests' words and how typical a
+    paper is, over the whole library), none the club read or the channel was shown before."""
+    from .daily import pick_for_day
+    from .pick import PickSettings
 
-    ids, matrix = store.load_vectors(embedder.name)
-    read = [PastPost(date.min, pid) for pid in sorted(read_papers(store, channel))]
-    pick = pick_daily(f"{channel}:club", day, ids, matrix, interests_for(store, channel, embedder),
-                      [*posts_history(store, channel), *read], signals=store.paper_signals(),
-                      settings=PickSettings(runners_up=count - 1, exploration_rate=0.0))
+    pick = pick_for_day(store, searcher, channel, day, feedback=feedback, fresh_first=False,
+                        settings=PickSettings(runners_up=count - 1, exploration_rate=0.0))
     if pick is None:
         return []
     return [pick.paper_id, *[c.paper_id for c in pick.runners_up]][:count]

@@ -17,7 +17,7 @@ from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
     DailyPick, PastPost, PickSettings, history_for, interest_scores, interests_for, lexical_for, pick_daily,
-    row_map, typicality,
+    read_papers, row_map, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -30,10 +30,12 @@ log = logging.getLogger("paperclub.daily")
 
 
 def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
-                 feedback: Feedback | None, settings: PickSettings | None = None) -> DailyPick | None:
+                 feedback: Feedback | None, settings: PickSettings | None = None,
+                 fresh_first: bool = True) -> DailyPick | None:
     """The channel's paper of the day for `day`, with its runners-up and why; None when nothing is left.
 
-    feedback: how reactions count (None: pick as if nobody had reacted).
+    feedback: how reactions count (None: pick as if nobody had reacted). fresh_first: False ranks
+    the whole library at once (the reading group's proposals, `store.club.propose`).
     """
     settings = settings or PickSettings()
     ids, matrix = library_vectors(store, searcher)
@@ -45,8 +47,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     lexical = interest_lexical(searcher, interests, settings.lexical_candidates) \
         if interests and settings.lexical_weight else None
     # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
-    read = [PastPost(date.min, r["paper_id"]) for r in store.club_sessions(channel)
-            if r["paper_id"] and r["state"] != "skipped"]
+    read = [PastPost(date.min, pid) for pid in sorted(read_papers(store, channel))]
     history = history_for(store, channel, reactions) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
@@ -66,7 +67,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
                           centre=centre, typical=typical if typical is None or rows is None else typical[rows],
                           relevance=relevance, row=row if rows is None else None)
 
-    fresh = fresh_papers(store, channel, day)
+    fresh = fresh_papers(store, channel, day) if fresh_first else {}
     rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []
     if rows:
         # The explanation says so (and the stored pick, for /paper today): "…; new on arXiv today".

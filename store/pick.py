@@ -787,6 +787,11 @@ def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Intere
                      r["paper_id"]) for r in rows]
 
 
+def read_papers(store: Store, channel: str) -> set[str]:
+    """Papers the channel's reading group read or chose: never proposed, nominated or picked again."""
+    return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
+
+
 def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
     """What the channel was shown before, from its post rows; runners-up a member saved are engaged.
 

@@ -153,19 +153,39 @@ def test_skipped_session_moves_nominations_on(club):
     assert day == date(2026, 12, 10)
 
 
-def test_no_nominations_proposes_three_unread_from_interests(hashing_store):
-    from store import HashingEmbedder
+def _proposing(store):
+    from store import HashingEmbedder, Searcher
 
     emb = HashingEmbedder()
     now = utc(2026, 11, 30, 8)
-    set_club(hashing_store, "C1", ClubSpec(THU, 17, 0, "UTC"), by="U0", now=now)
-    vec = emb.encode(["video understanding"])[0]
-    hashing_store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=vec, now=now.timestamp())
-    first = propose(hashing_store, emb, "C1", date(2026, 12, 3))
+    set_club(store, "C1", ClubSpec(THU, 17, 0, "UTC"), by="U0", now=now)
+    store.add_interest("C1", "video understanding", "ann", model=emb.name, vector=emb.encode(["video understanding"])[0],
+                       now=now.timestamp())
+    return Searcher(store, emb), now
+
+
+def test_no_nominations_proposes_three_unread_from_interests(hashing_store):
+    from store.feedback import Feedback
+
+    searcher, now = _proposing(hashing_store)
+    first = propose(hashing_store, searcher, "C1", date(2026, 12, 3), feedback=Feedback())
     assert len(first) == 3 and len(set(first)) == 3
     hashing_store.put_club_session("C1", "2026-11-26", state="held", paper_id=first[0], now=now.timestamp())
-    again = propose(hashing_store, emb, "C1", date(2026, 12, 3))
+    again = propose(hashing_store, searcher, "C1", date(2026, 12, 3), feedback=Feedback())
     assert first[0] not in again and len(again) == 3
+
+
+def test_a_paper_a_member_said_not_for_me_is_not_proposed_to_the_club(hashing_store):
+    """The proposals are ranked as the paper of the day is: a member's verdicts count there too."""
+    from store.feedback import Feedback, record_verdict
+
+    searcher, now = _proposing(hashing_store)
+    first = propose(hashing_store, searcher, "C1", date(2026, 12, 3), feedback=Feedback())
+    record_verdict(hashing_store, user="ann", paper_id=first[0], verdict="less", channel="C1",
+                   message_ts="1764500000.000100", event_id="Ev1", now=now.timestamp() + 60)
+    again = propose(hashing_store, searcher, "C1", date(2026, 12, 3), feedback=Feedback())
+    assert first[0] not in again and len(again) == 3
+    assert propose(hashing_store, searcher, "C1", date(2026, 12, 3), feedback=None)[0] == first[0]  # unheeded
 
 
 def test_forget_me_takes_a_member_out_of_the_club(club):
