@@ -10,8 +10,6 @@ failures and an exhausted pool are StoreBusy, anything else StoreError.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import logging
 import re
@@ -32,7 +30,7 @@ from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .conninfo import redact
 from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
-from .shared import DIALECT, SHARED_METHODS, SharedTables
+from .shared import DIALECT, SharedTables, errors_stay_inside
 from .shared_sql import storable as _storable
 
 LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
@@ -136,37 +134,6 @@ def _store_error(error: BaseException, where: str, opened_read_only: bool = Fals
     return StoreError(f"cannot read database {where}: {error}")
 
 
-def _translated(fn):
-    """Wrap one public method so psycopg errors leave it as StoreBusy or StoreError."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def gen(self, *args, **kwargs):
-            try:
-                yield from fn(self, *args, **kwargs)
-            except (psycopg.Error, PoolTimeout) as e:
-                raise _store_error(e, self.path, self.read_only) from e
-        return gen
-
-    @functools.wraps(fn)
-    def call(self, *args, **kwargs):
-        try:
-            return fn(self, *args, **kwargs)
-        except (psycopg.Error, PoolTimeout) as e:
-            raise _store_error(e, self.path, self.read_only) from e
-    return call
-
-
-def _pg_errors_stay_inside(cls):
-    for name, value in list(vars(cls).items()):
-        if name.startswith("_") or name in ("transaction", "connection") or not inspect.isfunction(value):
-            continue
-        setattr(cls, name, _translated(value))
-    for name in SHARED_METHODS:  # the shared ones (shared.py) translate the same way
-        if name not in vars(cls):
-            setattr(cls, name, _translated(getattr(SharedTables, name)))
-    return cls
-
-
 def _blob(vector) -> bytes:
     return np.asarray(vector, dtype=np.float32).tobytes()
 
@@ -175,7 +142,8 @@ def _vec(blob) -> np.ndarray | None:
     return np.frombuffer(bytes(blob), dtype=np.float32) if blob is not None else None
 
 
-@_pg_errors_stay_inside
+@errors_stay_inside((psycopg.Error, PoolTimeout), lambda store, e: _store_error(e, store.path, store.read_only),
+                    raw=("transaction", "connection"))
 class PostgresStore(SharedTables):
     """The paperclub database in PostgreSQL; safe to share across threads and processes."""
 
@@ -184,6 +152,7 @@ class PostgresStore(SharedTables):
     _PARAM = "%s"
     _SEQ = "seq"  # an identity column where SQLite orders by rowid
     _CHUNK = None  # a list of values goes as one array
+    _EMPTY_BLOB = "''::bytea"
     _PAPER_COLUMNS = _PAPER_SELECT
     _FOR_UPDATE = " for update"
 
@@ -252,6 +221,14 @@ class PostgresStore(SharedTables):
     def _tuples(self, sql: str, args: Sequence | dict = ()) -> list[tuple]:
         with self.connection() as conn:
             return conn.execute(sql, args).fetchall()
+
+    def _stream(self, sql: str, args: Sequence, batch: int) -> Iterator[list[tuple]]:
+        # A server-side cursor streams a million rows without holding them all in memory.
+        with self.connection() as conn, conn.transaction(), conn.cursor(name="stream", binary=True) as cur:
+            cur.itersize = batch
+            cur.execute(sql, args)
+            while rows := cur.fetchmany(batch):
+                yield rows
 
     def _one(self, sql: str, args: Sequence | dict = ()):
         with self.connection() as conn:
@@ -386,46 +363,6 @@ class PostgresStore(SharedTables):
 
 
 
-
-
-    def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
-        """All current vectors for a model as (ids, float32 matrix)."""
-        ids, blobs = [], []
-        with self.connection() as conn, conn.cursor(binary=True) as cur:
-            cur.execute("select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
-                        "where e.model = %s and e.content_hash = p.content_hash order by p.seq", [model])
-            for pid, blob in cur:
-                ids.append(pid)
-                blobs.append(bytes(blob))
-        if not blobs:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        return ids, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
-
-    def vector_changes(self, model: str, *, since: int | None = None, vectors: bool = True,
-                       batch: int = 10_000) -> Iterator[list[tuple]]:
-        """Batches of (id, collection, year, short name, updated_at, vector) for every paper (since
-        None) or those whose row or vector for this model changed after papers_version `since`.
-
-        vector is the float32 bytes of the paper's current vector, None when it has none (or its
-        text changed since it was embedded); with vectors=False, b"" stands for one. Read
-        papers_version() first: every change up to it is in the batches (later ones may be too).
-        """
-        vec = "e.vector" if vectors else "case when e.paper_id is null then null else ''::bytea end"
-        sql = (f"select p.id, coalesce(p.collection, ''), p.year, p.short_name, p.updated_at, {vec} "
-               "from papers p left join embeddings e on e.paper_id = p.id and e.model = %s "
-               "and e.content_hash = p.content_hash")
-        args: list = [model]
-        if since is not None:
-            sql += (" where p.id in (select id from papers where changed > %s union "
-                    "select paper_id from embeddings where model = %s and changed > %s)")
-            args += [since, model, since]
-        # A server-side cursor streams a million rows without holding them all in memory.
-        with self.connection() as conn, conn.transaction(), \
-                conn.cursor(name="vector_changes", binary=True) as cur:
-            cur.itersize = batch
-            cur.execute(sql + " order by p.seq", args)
-            while rows := cur.fetchmany(batch):
-                yield [(*r[:5], None if r[5] is None else bytes(r[5])) for r in rows]
 
 
     # -- lexical search (used by store/search.py) ----------------------------

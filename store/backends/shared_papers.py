@@ -1,6 +1,6 @@
 """Meta counters, papers and their identity keys, vectors and the summaries cache: the SQL
 both backends share (shared_sql.py says how it runs). Bulk upserts (write_papers, the
-embeddings) and bulk vector reads stay in each backend.
+embeddings) stay in each backend.
 """
 from __future__ import annotations
 
@@ -152,8 +152,8 @@ class PaperTables(SQLTables):
 
 
 class VectorTables(SQLTables):
-    """Embeddings one at a time and by key; the backend streams them in bulk (load_vectors,
-    vector_changes) and writes them (_put_embeddings)."""
+    """Embeddings one at a time, by key and in bulk (load_vectors, vector_changes, read in batches
+    by the backend's `_stream`); the backend writes them (_put_embeddings)."""
 
     def put_embeddings(self, embeddings: list[dict]) -> None:
         with self.transaction() as db:
@@ -182,6 +182,40 @@ class VectorTables(SQLTables):
             "on e.paper_id = p.id and e.model = ? "
             f"where e.paper_id is null or e.content_hash is distinct from p.content_hash order by p.{self._SEQ}",
             [model])]
+
+    def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
+        """All current vectors for a model as (ids, float32 matrix), in the papers' order."""
+        ids, blobs = [], []
+        for rows in self._select_batches(
+                "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
+                f"where e.model = ? and e.content_hash = p.content_hash order by p.{self._SEQ}", [model]):
+            for pid, blob in rows:
+                ids.append(pid)
+                blobs.append(bytes(blob))
+        if not blobs:
+            return [], np.zeros((0, 0), dtype=np.float32)
+        return ids, np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+
+    def vector_changes(self, model: str, *, since: int | None = None, vectors: bool = True,
+                       batch: int = 10_000) -> Iterator[list[tuple]]:
+        """Batches of (id, collection, year, short name, updated_at, vector) for every paper (since
+        None) or those whose row or vector for this model changed after papers_version `since`.
+
+        vector is the float32 bytes of the paper's current vector, None when it has none (or its
+        text changed since it was embedded); with vectors=False, b"" stands for one. Read
+        papers_version() first: every change up to it is in the batches (later ones may be too).
+        """
+        vec = "e.vector" if vectors else f"case when e.paper_id is null then null else {self._EMPTY_BLOB} end"
+        sql = (f"select p.id, coalesce(p.collection, ''), p.year, p.short_name, p.updated_at, {vec} "
+               "from papers p left join embeddings e on e.paper_id = p.id and e.model = ? "
+               "and e.content_hash = p.content_hash")
+        args: list = [model]
+        if since is not None:
+            sql += (" where p.id in (select id from papers where changed > ? union "
+                    "select paper_id from embeddings where model = ? and changed > ?)")
+            args += [since, model, since]
+        for rows in self._select_batches(sql + f" order by p.{self._SEQ}", args, batch):
+            yield [(*r[:5], None if r[5] is None else bytes(r[5])) for r in rows]
 
     def get_vector(self, paper_id: str, model: str) -> np.ndarray | None:
         row = self._select_one("select vector from embeddings where paper_id = ? and model = ?",

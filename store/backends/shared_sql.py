@@ -3,7 +3,8 @@ that SQLite (3.35+: RETURNING, ON CONFLICT ... DO, IS [NOT] DISTINCT FROM) and P
 run, and turned into the driver's placeholders here. A backend mixes in the shared tables
 (shared_papers, shared_channels, shared_club, forget, replicas) and supplies only the
 primitives below: transaction(), _rows/_tuples/_read_one (a read in the driver's own SQL),
-_in (a list of values as an IN test) and a few names (_PARAM, _SEQ).
+_stream (a big read in batches), _in (a list of values as an IN test) and a few names (_PARAM,
+_SEQ, _EMPTY_BLOB).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class SQLTables:
     _PARAM = "?"  # the driver's placeholder; PostgresStore says %s
     _SEQ = "rowid"  # the column that keeps insertion order (PostgreSQL: an identity column, seq)
     _CHUNK: int | None = 500  # how many values one IN test holds (None: all, as one array)
+    _EMPTY_BLOB = "x''"  # a zero-length blob literal (PostgreSQL: ''::bytea)
 
     def _q(self, sql: str) -> str:
         """sql in the driver's placeholder style (psycopg reads % as its own: doubled)."""
@@ -42,6 +44,10 @@ class SQLTables:
 
     def _select_one(self, sql: str, args: Sequence = ()):
         return self._read_one(self._q(sql), list(args))
+
+    def _select_batches(self, sql: str, args: Sequence = (), batch: int = 10_000) -> Iterator[list[tuple]]:
+        """A read too big to hold twice, as lists of up to `batch` rows (the backend's `_stream`)."""
+        return self._stream(self._q(sql), list(args), batch)
 
     def _run(self, db, sql: str, args: Sequence = ()):
         """Execute one statement on the transaction's connection; the driver's cursor."""

@@ -9,8 +9,6 @@ stop at this module: a locked database is StoreBusy, anything else StoreError.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import itertools
 import json
 import os
@@ -28,7 +26,7 @@ from ..base import BackupResult
 from ..errors import NewerSchema, NoDatabase, ReadOnlyStorage, StoreBusy, StoreError
 from ..text import member_hash
 from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
-from .shared import DIALECT, SHARED_METHODS, SharedTables
+from .shared import DIALECT, SharedTables, errors_stay_inside
 from .sqlite_migrations import migrations
 
 
@@ -61,45 +59,13 @@ def _store_error(error: sqlite3.Error, path: str) -> StoreError:
     return StoreError(f"cannot read database {path}: {error}")
 
 
-def _translated(fn):
-    """Wrap one public method so sqlite3 errors leave it as StoreBusy or StoreError."""
-    if inspect.isgeneratorfunction(fn):
-        @functools.wraps(fn)
-        def gen(self, *args, **kwargs):
-            try:
-                yield from fn(self, *args, **kwargs)
-            except sqlite3.Error as e:
-                raise _store_error(e, self.path) from e
-        return gen
-
-    @functools.wraps(fn)
-    def call(self, *args, **kwargs):
-        try:
-            return fn(self, *args, **kwargs)
-        except sqlite3.Error as e:
-            raise _store_error(e, self.path) from e
-    return call
-
-
-def _sqlite_errors_stay_inside(cls):
-    """Class decorator: every public method translates sqlite3 errors (transaction stays raw)."""
-    for name, value in list(vars(cls).items()):
-        if name.startswith("_") or name in ("transaction",) or not inspect.isfunction(value):
-            continue
-        setattr(cls, name, _translated(value))
-    for name in SHARED_METHODS:  # the shared ones (shared.py) translate the same way
-        if name not in vars(cls):
-            setattr(cls, name, _translated(getattr(SharedTables, name)))
-    return cls
-
-
 def _remove_db_files(path: Path) -> None:
     """Remove a database file and its WAL side files (stale ones would be replayed into a new copy)."""
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         p.unlink(missing_ok=True)
 
 
-@_sqlite_errors_stay_inside
+@errors_stay_inside((sqlite3.Error,), lambda store, e: _store_error(e, store.path))
 class SQLiteStore(SharedTables):
     """The paperclub database in one SQLite file; safe to share across threads."""
 
@@ -217,6 +183,11 @@ class SQLiteStore(SharedTables):
     def _read_one(self, sql: str, args: list = ()):
         return self.db.execute(sql, args).fetchone()
 
+    def _stream(self, sql: str, args: list, batch: int) -> Iterator[list[tuple]]:
+        cursor = self.db.execute(sql, args)
+        while rows := cursor.fetchmany(batch):
+            yield rows
+
 
 
 
@@ -280,43 +251,6 @@ class SQLiteStore(SharedTables):
 
 
 
-
-
-    def load_vectors(self, model: str) -> tuple[list[str], np.ndarray]:
-        """All current vectors for a model as (ids, float32 matrix)."""
-        ids, blobs = [], []
-        for pid, blob in self.db.execute(
-            "select e.paper_id, e.vector from embeddings e join papers p on p.id = e.paper_id "
-            "where e.model = ? and e.content_hash = p.content_hash order by p.rowid", [model]
-        ):
-            ids.append(pid)
-            blobs.append(blob)
-        if not blobs:
-            return [], np.zeros((0, 0), dtype=np.float32)
-        mat = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
-        return ids, mat
-
-    def vector_changes(self, model: str, *, since: int | None = None, vectors: bool = True,
-                       batch: int = 10_000) -> Iterator[list[tuple]]:
-        """Batches of (id, collection, year, short name, updated_at, vector) for every paper (since
-        None) or those whose row or vector for this model changed after papers_version `since`.
-
-        vector is the float32 bytes of the paper's current vector, None when it has none (or its
-        text changed since it was embedded); with vectors=False, b"" stands for one. Read
-        papers_version() first: every change up to it is in the batches (later ones may be too).
-        """
-        vec = "e.vector" if vectors else "case when e.paper_id is null then null else x'' end"
-        sql = (f"select p.id, coalesce(p.collection, ''), p.year, p.short_name, p.updated_at, {vec} "
-               "from papers p left join embeddings e on e.paper_id = p.id and e.model = ? "
-               "and e.content_hash = p.content_hash")
-        args: list = [model]
-        if since is not None:
-            sql += (" where p.id in (select id from papers where changed > ? union "
-                    "select paper_id from embeddings where model = ? and changed > ?)")
-            args += [since, model, since]
-        cursor = self.db.execute(sql + " order by p.rowid", args)
-        while rows := cursor.fetchmany(batch):
-            yield rows
 
 
     # -- lexical search (used by store/search.py) ----------------------------
