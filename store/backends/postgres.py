@@ -361,10 +361,6 @@ class PostgresStore(SharedTables):
                 [(e["paper_id"], e["model"], int(len(e["vector"])), _blob(e["vector"]), e["content_hash"],
                   version) for e in embeddings])
 
-
-
-
-
     # -- lexical search (used by store/search.py) ----------------------------
     def _corpus_stats(self) -> tuple[int, float]:
         """(papers, mean token count) for BM25: counters in meta that write_papers keeps (one

@@ -248,11 +248,6 @@ class SQLiteStore(SharedTables):
              for e in embeddings],
         )
 
-
-
-
-
-
     # -- lexical search (used by store/search.py) ----------------------------
     def lexical_search(self, terms: Sequence[str], *, limit: int = 100, collection: str | None = None,
                        year: int | None = None,
