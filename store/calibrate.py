@@ -22,7 +22,7 @@ import numpy as np
 from .daily import interest_lexical, library_typicality, library_vectors
 from .feedback import current_reactions
 from .paper import Paper
-from .pick import Interest, PickSettings, interest_scores, interests_for
+from .pick import Interest, PickSettings, interest_scores, interests_for, turn_relevance
 
 if TYPE_CHECKING:
     from .base import Store
@@ -96,9 +96,7 @@ def round_rows(ids: Sequence[str], matrix: np.ndarray, interests: Sequence[Inter
         return [], 0
     matrix = np.asarray(matrix, dtype=np.float32)
     hybrid, _cos = interest_scores(matrix, ids, interests, lexical, settings)
-    relevance = hybrid.max(axis=1)
-    if typical is not None:
-        relevance = relevance + settings.typical_weight * typical
+    relevance = turn_relevance(hybrid, typical, settings)
     order = np.argsort(-relevance, kind="stable")
     # Near means near: in a small library the `pool` closest would be most of it.
     pool = min(pool, max(2 * size, len(ids) // 10))

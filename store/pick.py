@@ -547,6 +547,14 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
     return hybrid.astype(np.float32), cos
 
 
+def turn_relevance(hybrid: np.ndarray, typical: np.ndarray | None, settings: PickSettings) -> np.ndarray:
+    """A paper's stated relevance on a member's turn: its best `interest_scores` hybrid over the
+    member's interests (`hybrid`'s columns) plus `typical_weight` x its `typicality` when given.
+    The pick and the calibration round both rank by it."""
+    rel = hybrid.max(axis=1)
+    return rel + settings.typical_weight * typical if typical is not None else rel
+
+
 def lexical_for(searcher, interests: Sequence[Interest], limit: int = 300) -> dict[int, dict[str, float]]:
     """interest id -> {paper id: BM25 / the best BM25} for the interest's words.
 
@@ -657,9 +665,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     def scores_of(member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(stated relevance, feedback adjustment, score) of every paper on the member's turn."""
         if member not in scored:
-            rel = hybrid[:, cols_of[member]].max(axis=1)
-            if typical is not None:
-                rel = rel + settings.typical_weight * typical
+            rel = turn_relevance(hybrid[:, cols_of[member]], typical, settings)
             adjust = fb.for_member(member or None) if fb.active else np.zeros_like(rel)
             scored[member] = (rel, adjust, rel + adjust)
         return scored[member]
