@@ -80,8 +80,8 @@ neurips2023; a PickSettings field can be overridden with `--set NAME=VALUE`.
 
 Each aim's line ends with the margin (figure minus bar) and its standard error paired by team
 (`noise`: every run serves the same teams, so the difference is taken team by team before its
-spread). At 30 teams one precision figure is about ±0.01 and a gain against a baseline's gain about
-±0.02: a setting that moves a cell by less than twice its ± has not been told apart from the
+spread). At 30 teams one precision figure is about ±0.01 and a gain against a baseline's gain
+±0.02 to 0.04: a setting that moves a cell by less than twice its ± has not been told apart from the
 default. For instance, on both years' records as one library (`--data` a file holding both: 5,616
 papers; seed 1, default settings), clear interests with reactions at 0.6 over all days: with 30
 teams paperclub was behind naive + Rocchio (0.803 against 0.810), with 100 teams level (0.817
@@ -731,7 +731,8 @@ def figures(run: Run) -> dict:
 
 def noise(*terms: tuple[int, dict, str]) -> str:
     """The standard error of a difference of figures, paired by team: each run serves the same teams
-    (make_teams, one seed), so a team's own luck cancels. terms: (sign, figures, "precision" | "late").
+    (make_teams, one seed), so a team's own luck cancels. terms: (sign, figures, "precision" | "early" |
+    "late").
     About 0.01 for one figure at 30 teams: below twice that, two figures are not told apart."""
     teams = set.intersection(*(set(f["teams"][key]) for _, f, key in terms))
     x = np.array([sum(sign * f["teams"][key][t] for sign, f, key in terms) for t in sorted(teams)])
