@@ -124,7 +124,10 @@ class PickSettings:
     # (20.0% against 24.0%), and a liked paper pulled the next pick less towards itself
     # (tests/test_reactions_e2e.py): dropped. Centring the dislikes too: +0.177 / +0.133 / +0.226
     # / +0.136; contrast 1: +0.118 / +0.062 / +0.154 / +0.068; strength 2 or 2.5 with centring: no
-    # better than 1.5 anywhere but vague 0.6.
+    # better than 1.5 anywhere but vague 0.6. With 100 teams (iclr2024 seed 1, clear, gain days 21-60 at
+    # 0.6 / 0.3; a 30-team cell moves about ±0.02 from noise alone, bench/picks.py's paired ±): 1.5
+    # +0.131 / +0.104, strength 1 +0.128 / +0.100, uncentred at 1 (Rocchio's own form on this
+    # relevance) +0.107 / +0.082, against the SVM's +0.169 and Rocchio's +0.126 from the naive pick.
 
 
 @dataclass(frozen=True)
