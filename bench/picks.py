@@ -115,8 +115,8 @@ without reactions on iclr2024 (0.053 against the naive pick's 0.041 + 0.03; neur
 level with its bar). With reactions paperclub is more than 0.03 above the naive pick in all eight.
 Their margins with the paired standard error (the same run, 846 s alone): clear gains -0.037
 ±0.033 and -0.047 ±0.019 on iclr2024, -0.037 ±0.016 and -0.004 ±0.019 on neurips2023; vague
-without reactions -0.018 ±0.008 on iclr2024. Only neurips2023's at 0.3 is within its noise. With
-100 teams on iclr2024 (the same cells, 0.6 / 0.3) the clear gain stayed behind: +0.131 / +0.104
+without reactions -0.018 ±0.008 on iclr2024. iclr2024's at 0.6 and neurips2023's at 0.3 are within
+twice their ± here. With 100 teams on iclr2024 (0.6 / 0.3) the clear gain stayed behind: +0.131 / +0.104
 against the SVM's +0.169 (-0.037 ±0.016) and Rocchio's +0.126 (-0.021 ±0.012) at the better
 baseline of each, while paperclub ended level or highest (0.795 / 0.768 against 0.795 / 0.752).
 Without reactions paperclub's clear margins over the bar are within their noise too: +0.016
