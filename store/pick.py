@@ -127,7 +127,8 @@ class PickSettings:
     # better than 1.5 anywhere but vague 0.6. With 100 teams (iclr2024 seed 1, clear, gain days 21-60 at
     # 0.6 / 0.3; a 30-team cell moves about ±0.02 from noise alone, bench/picks.py's paired ±): 1.5
     # +0.131 / +0.104, strength 1 +0.128 / +0.100, uncentred at 1 (Rocchio's own form on this
-    # relevance) +0.107 / +0.082, against the SVM's +0.169 and Rocchio's +0.126 from the naive pick.
+    # relevance) +0.107 / +0.082, against the better baseline's from the naive pick: the SVM's +0.169 at
+    # 0.6, Rocchio's +0.126 at 0.3.
 
 
 @dataclass(frozen=True)
