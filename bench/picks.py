@@ -715,8 +715,8 @@ def figures(run: Run) -> dict:
     for t, d, h, _ in run.days:
         per["precision"].setdefault(t, []).append(h)
         per["early" if d < 20 else "late"].setdefault(t, []).append(h)
-    early = [h for _, d, h, _ in run.days if d < 20]
-    late = [h for _, d, h, _ in run.days if d >= 20]
+    early = [h for by in per["early"].values() for h in by]
+    late = [h for by in per["late"].values() for h in by]
     also = [a for _, _, _, a in run.days if a is not None]
     turns = [min(s[m] for m in members) / max(1, max(s[m] for m in members)) for s, members in run.teams]
     return {"precision": float(np.mean(hits)), "late": float(np.mean(late)) if late else 0.0,
