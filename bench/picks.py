@@ -113,7 +113,8 @@ member) 0.57 / 0.63 clear and 0.16 / 0.16 vague without reactions. The run's lis
 has five lines: the clear interests' gain from reactions in all four cells, and vague interests
 without reactions on iclr2024 (0.053 against the naive pick's 0.041 + 0.03; neurips2023 0.050,
 level with its bar). With reactions paperclub is more than 0.03 above the naive pick in all eight.
-Their margins with the paired standard error (the same run, 846 s alone): clear gains -0.037
+Their margins with the paired standard error (another run, 846 s, partly beside a quality-only
+run of 100 teams; every figure the same to the digit as before): clear gains -0.037
 ±0.033 and -0.047 ±0.019 on iclr2024, -0.037 ±0.016 and -0.004 ±0.019 on neurips2023; vague
 without reactions -0.018 ±0.008 on iclr2024. iclr2024's at 0.6 and neurips2023's at 0.3 are within
 twice their ± here. With 100 teams on iclr2024 (0.6 / 0.3) the clear gain stayed behind: +0.131 / +0.104
