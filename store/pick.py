@@ -129,6 +129,18 @@ class PickSettings:
     # +0.131 / +0.104, strength 1 +0.128 / +0.100, uncentred at 1 (Rocchio's own form on this
     # relevance) +0.107 / +0.082, against the better baseline's from the naive pick: the SVM's +0.169 at
     # 0.6, Rocchio's +0.126 at 0.3.
+    # Also tried on top of this and dropped (`bench/picks.py --teams 100 --modes clear --no-cards`, seed
+    # 1): each member's taste as a linear classifier in closed form, arxiv-sanity's SVM without the
+    # solver (class-balanced least squares, ridge 0.01, their likes and interests against 800 library
+    # papers and their dislikes), relevance + 0.3 x its score. Gain days 21-60 at 0.6 / 0.3, clear,
+    # iclr2024: +0.142 / +0.110 against +0.131 / +0.104 (bars +0.169 / +0.126); neurips2023, its first
+    # form (without the interests): +0.145 / +0.108 against +0.137 / +0.102 (bars +0.171 / +0.123);
+    # vague iclr2024: +0.367 / +0.227 against +0.353 / +0.241. Every change inside the paired ± (about
+    # 0.015), both bars still missed, a 385 x 385 solve more per member with likes in every pick, and six
+    # 🔥 on a neighbouring topic outweighed the stated interest (tests/test_pick_quality.py). Weight 0.15
+    # to 1, ridge 0.003 to 0.05, a weight growing with the share of dislikes or the number of likes, the
+    # classifier in place of the centroid, or a LinearSVC itself (C 0.1, weight 0.1 or 0.3), iclr2024
+    # clear: +0.130 to +0.158 at 0.6, +0.088 to +0.118 at 0.3; none past both bars.
 
 
 @dataclass(frozen=True)
