@@ -1,7 +1,7 @@
 """Paper of the day as Slack delivers it: paperclub beside the naive pick, Rocchio and an SVM, two datasets.
 
     .venv/bin/python bench/picks.py [--data ../shared/eval/iclr2024.jsonl --data ...] [--teams 30] [--days 60]
-        [--modes clear,vague] [--no-cards]
+        [--modes clear,vague] [--no-cards] [--by-topic]
 
 A 30-team cell moves about ±0.02 from noise alone (the paired ± printed beside each aim). To read
 the reactions-only cells of one kind of interest more tightly, run more teams without the rest:
@@ -192,6 +192,7 @@ DEFAULT_DATA = EVAL / "iclr2024.jsonl"  # where defaults are tuned; neurips2023 
 DATASETS = [DEFAULT_DATA, EVAL / "neurips2023.jsonl"]
 ENGAGEMENT = 0.6
 START = date(2024, 1, 8)
+LATE = 20  # days from this index on (days 21-60) are "late": what reactions have taught by then
 VAGUE = "machine learning"
 DAY = 86400.0
 
@@ -358,6 +359,7 @@ class Run:
     """One picker's days over every team: per day (team, day, hit, exploration-slot hit or None)."""
 
     days: list = field(default_factory=list)
+    topics: list = field(default_factory=list)  # per day, as `days`: the served member's topic (None: nobody's)
     teams: list = field(default_factory=list)  # per team: (served Counter, members)
     repeats: int = 0
     reactions: int = 0  # reactions delivered
@@ -485,6 +487,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             served_count[member] += 1
             rec = world.rec_of.get(pid, {})
             run.days.append((t, d, relevant(rec, label_of[member]), None))
+            run.topics.append(label_of[member])
             if learn:
                 for n, (who, emoji) in enumerate(verdicts(rec, label_of, member, args.seed, t, d, engagement)):
                     note(log, pid, who, emoji, cutoff + 9 * 3600 + 600 * (n + 1))
@@ -696,6 +699,7 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
                 hit = relevant(rec, label_of[member])
                 served_count[member] += 1
             run.days.append((t, d, hit, also))
+            run.topics.append(None if pick.exploration else label_of[member])
             if not use_feedback:
                 continue
             for n, (who, emoji) in enumerate(verdicts(rec, label_of, member, args.seed, t, d, engagement)):
@@ -720,7 +724,7 @@ def figures(run: Run) -> dict:
     per: dict[str, dict[int, list[bool]]] = {"precision": {}, "early": {}, "late": {}}
     for t, d, h, _ in run.days:
         per["precision"].setdefault(t, []).append(h)
-        per["early" if d < 20 else "late"].setdefault(t, []).append(h)
+        per["early" if d < LATE else "late"].setdefault(t, []).append(h)
     early = [h for by in per["early"].values() for h in by]
     late = [h for by in per["late"].values() for h in by]
     also = [a for _, _, _, a in run.days if a is not None]
@@ -732,7 +736,17 @@ def figures(run: Run) -> dict:
             "reactions": run.reactions, "likes": run.likes, "days": len(hits),
             "calibration": run.calibration, "cards": run.cards, "card_likes": run.card_likes,
             "card_repeats": run.card_repeats,
-            "teams": {k: {t: float(np.mean(v)) for t, v in by.items()} for k, by in per.items()}}
+            "teams": {k: {t: float(np.mean(v)) for t, v in by.items()} for k, by in per.items()},
+            "topics": by_topic(run)}
+
+
+def by_topic(run: Run) -> dict[str, tuple[float, int]]:
+    """Served precision over days 21-60 per served member's topic: (precision, days)."""
+    per: dict[str, list[bool]] = {}
+    for (_, d, h, _), label in zip(run.days, run.topics):
+        if label is not None and d >= LATE:
+            per.setdefault(label, []).append(h)
+    return {label: (float(np.mean(v)), len(v)) for label, v in per.items()}
 
 
 def noise(*terms: tuple[int, dict, str]) -> str:
@@ -873,6 +887,8 @@ def print_table(name: str, out: dict, args) -> None:
                   f"({cards['likes']} likes), {cards['calibration']} calibration answers and {cards['cards']} "
                   f"card verdicts ({cards['card_likes']} For me in all; {cards['card_repeats']} more presses repeated "
                   "a verdict already given)")
+        if args.by_topic:
+            print_topics(out, mode, levels)
         for line in aim_lines(out, mode, levels):
             print(f"{'':<6}{line}")
         for e in [None, *levels]:
@@ -882,11 +898,28 @@ def print_table(name: str, out: dict, args) -> None:
                   f"{f['turns']:.2f} (worst team {f['turns_worst']:.2f}); repeats {f['repeats']}")
 
 
+def print_topics(out: dict, mode: str, levels: list[float]) -> None:
+    """--by-topic: days 21-60 per served member's topic, worst for paperclub first (where the misses are)."""
+    runs = [("naive", None), ("paperclub", None)] + [(c, e) for e in levels
+                                                      for c in ("rocchio", "svm", "paperclub")]
+    heads = ["naive", "paperclub"] + [f"{c} {e:g}" for e in levels for c in ("Rocchio", "SVM", "paperclub")]
+    print(f"{'':<6}days 21-60 by the served member's topic (no reactions: naive, paperclub; then each engagement):")
+    print(f"{'':<8}{'topic':<26}{'days':>6}" + "".join(f"{h:>15}" for h in heads))
+    topics = out[(mode, "paperclub", levels[0])]["topics"]
+    for label in sorted(topics, key=lambda k: (topics[k][0], k)):
+        cells = [out[(mode, c, e)]["topics"].get(label) for c, e in runs]
+        print(f"{'':<8}{label:<26}{topics[label][1]:>6}"
+              + "".join(f"{'-' if x is None else f'{x[0]:.3f}':>15}" for x in cells))
+
+
+MODES = ("clear", "vague")  # the kinds of interest: each member's own words, or "machine learning"
+
+
 def modes(text: str) -> list[str]:
     """--modes: "clear", "vague" or both, comma-separated."""
     chosen = [m.strip() for m in text.split(",") if m.strip()]
-    if not chosen or any(m not in ("clear", "vague") for m in chosen):
-        raise argparse.ArgumentTypeError(f"{text!r}: say clear, vague or clear,vague")
+    if not chosen or any(m not in MODES for m in chosen):
+        raise argparse.ArgumentTypeError(f"{text!r}: say {', '.join(MODES)} or {','.join(MODES)}")
     return list(dict.fromkeys(chosen))
 
 
@@ -902,15 +935,19 @@ def main() -> None:
                     help="chance a member reacts to a post they have a view on (also run at half)")
     ap.add_argument("--cards-at-half", action="store_true",
                     help="run the cards & calibration variant at half engagement too (about +25%% time)")
-    ap.add_argument("--modes", type=modes, default=["clear", "vague"],
-                    help="kinds of interest to run, comma-separated (default: clear,vague)")
+    ap.add_argument("--modes", type=modes, default=list(MODES),
+                    help=f"kinds of interest to run, comma-separated (default: {','.join(MODES)})")
     ap.add_argument("--no-cards", action="store_true",
                     help="leave out the cards & calibration variant and the baselines fed the same "
                          "(about half the process time)")
+    ap.add_argument("--by-topic", action="store_true",
+                    help="also print days 21-60 per served member's topic for every method (where the misses are)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a PickSettings field, e.g. --set explore_in_main=1 (repeatable)")
     args = ap.parse_args()
+    if args.no_cards and args.cards_at_half:
+        ap.error("--no-cards leaves out the variant --cards-at-half would run at half: give one of them")
     overrides = {}
     for item in args.set:
         name, _, value = item.partition("=")
