@@ -104,18 +104,19 @@ Rocchio's and the SVM's (against the naive pick), then paperclub's precision bes
 - neurips2023 vague: +0.373 / +0.261 (+0.254 / +0.118, +0.254 / +0.118); 0.418 /
   0.306 (0.266 / 0.130, 0.266 / 0.129).
 paperclub gains at least as much as the better baseline in the four vague cells and less in the
-four clear ones; it ends highest or level in all eight. That run is the first since a topic's
-keyword fragments match only where a word starts (`KEYWORDS`): before, "ood" also matched
-"likelihood", and the figures quoted from earlier runs below were measured so; the fix moved
-this run's figures by 0.012 at most (iclr2024 vague at 0.6) and paperclub's on neurips2023 not at all.
+four clear ones; it ends highest or level in all eight. With clear interests it starts 0.045
+above the naive pick and every method ends near the same ceiling: even with its likes' direction
+replaced by the true centre of the member's topic (a diagnostic, not shippable), iclr2024 clear
+gained +0.140 / +0.125 (0.832 / 0.817 at the end), short of the baselines' +0.157 / +0.145.
 `--by-topic` shows where the clear gap lies (100 teams, iclr2024, days 21-60 at 0.6): the SVM
 beats paperclub on topics whose one-line description cosine ranks badly (out-of-distribution
 0.479 against 0.346, offline RL 0.830 against 0.685, optimization 0.856 against 0.701) and loses
 on the ones it ranks well (RL 0.790 against 0.973, LLMs 0.771 against 0.861); on neurips2023
-Rocchio beats it on out-of-distribution (0.538 against 0.421). With clear interests it starts 0.045 above the
-naive pick and every method ends near the same ceiling: even with its likes' direction replaced
-by the true centre of the member's topic (a diagnostic, not shippable), iclr2024 clear gained
-+0.140 / +0.125 (0.832 / 0.817 at the end), short of the baselines' +0.157 / +0.145.
+Rocchio beats it on out-of-distribution (0.538 against 0.421).
+The run above is the first since a topic's keyword fragments match only where a word starts
+(`KEYWORDS`): before, "ood" also matched "likelihood", and the figures quoted from earlier runs
+here were measured so. The fix moved that run's figures by 0.012 at most (iclr2024 vague at
+0.6), and paperclub's on neurips2023 not at all.
 Before relevance counted how typical a paper is (PickSettings.typical_weight) the gains were
 +0.099 / +0.073, +0.302 / +0.145, +0.114 / +0.101 and +0.262 / +0.147; before the likes were
 measured from the library's mean, +0.098 / +0.079, +0.251 / +0.172, +0.135 / +0.104 and +0.224 /
@@ -201,6 +202,7 @@ ENGAGEMENT = 0.6
 START = date(2024, 1, 8)
 LATE = 20  # days from this index on (days 21-60) are "late": what reactions have taught by then
 VAGUE = "machine learning"
+MODES = ("clear", "vague")  # the kinds of interest: each member's own words, or VAGUE for everyone
 DAY = 86400.0
 
 # label -> (ways a member might describe it, keyword fragments that mark a paper as on-topic)
@@ -924,9 +926,6 @@ def print_topics(out: dict, mode: str, levels: list[float]) -> None:
         cells = [out[(mode, c, e)]["topics"].get(label) for c, e in runs]
         print(f"{'':<8}{label:<26}{topics[label][1]:>6}"
               + "".join(f"{'-' if x is None else f'{x[0]:.3f}':>15}" for x in cells))
-
-
-MODES = ("clear", "vague")  # the kinds of interest: each member's own words, or "machine learning"
 
 
 def modes(text: str) -> list[str]:
