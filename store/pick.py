@@ -151,7 +151,7 @@ class PickSettings:
     # closeness to the nearest liked paper instead of their mean (a member's topic in several clumps),
     # the same run: days 21-60 at 0.6 / 0.3 0.787 / 0.765 against 0.795 / 0.768. The baseline's
     # LinearSVC ranking a member's turns instead (relevance outweighed) once they have a like: 0.792
-    # at 0.6, out-of-distribution 0.36 where the SVM baseline reaches 0.48 (`--by-topic`); only for
+    # at 0.6, out-of-distribution 0.36 where the SVM baseline reaches 0.51 (`--by-topic`); only for
     # members with over half their verdicts 👎 (the topics their words rank badly): 0.780.
 
 
