@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, PastPost, PickSettings, history_for, interest_scores, interests_for, lexical_for, pick_daily,
-    read_papers, row_map, typicality,
+    DailyPick, PastPost, PickSettings, club_papers, history_for, interest_scores, interests_for, lexical_for,
+    pick_daily, row_map, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -46,8 +46,8 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     interests = interests_for(store, channel, searcher.embedder)
     lexical = interest_lexical(searcher, interests, settings.lexical_candidates) \
         if interests and settings.lexical_weight else None
-    # A paper the channel's reading group read (or chose) counts as shown: never the paper of the day.
-    read = [PastPost(date.min, pid) for pid in sorted(read_papers(store, channel))]
+    # A paper the channel's reading group read, chose or voted on counts as shown: never the paper of the day.
+    read = [PastPost(date.min, pid) for pid in sorted(club_papers(store, channel))]
     history = history_for(store, channel, reactions) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 

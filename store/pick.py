@@ -826,6 +826,12 @@ def read_papers(store: Store, channel: str) -> set[str]:
     return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
 
 
+def club_papers(store: Store, channel: str) -> set[str]:
+    """Papers the channel's reading group read, chose or had on a ballot (a member's nomination, the
+    bot's proposal, won or lost): the team has seen them there, so never the paper of the day."""
+    return read_papers(store, channel) | {r["paper_id"] for r in store.nominations(channel)}
+
+
 def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
     """What the channel was shown before, from its post rows; runners-up a member saved are engaged.
 

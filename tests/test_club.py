@@ -221,6 +221,26 @@ def test_the_daily_pick_never_proposes_a_paper_the_club_read(hashing_store):
     assert first.paper_id not in [c.paper_id for c in again.runners_up]
 
 
+def test_the_proposals_the_club_voted_down_are_not_posted_again_as_the_paper_of_the_day(hashing_store):
+    """The bot proposes three papers, the club reads one: the other two were on the ballot in front
+    of everyone, so tomorrow's paper of the day (and its runners-up) is none of the three."""
+    from store import pick_for_day
+    from store.feedback import Feedback
+
+    searcher, now = _proposing(hashing_store)
+    day = date(2026, 12, 3)
+    before = pick_for_day(hashing_store, searcher, "C1", date(2026, 12, 4), feedback=Feedback())
+    proposed = propose(hashing_store, searcher, "C1", day, feedback=Feedback())
+    assert before.paper_id in proposed  # ranked alike: without the ballot it would be posted again
+    for pid in proposed:  # as the agenda step puts them on the ballot
+        hashing_store.add_nomination("C1", day.isoformat(), pid, None, now=now.timestamp())
+    hashing_store.put_club_session("C1", day.isoformat(), state="held", paper_id=proposed[0], now=now.timestamp())
+    after = pick_for_day(hashing_store, searcher, "C1", date(2026, 12, 4), feedback=Feedback())
+    assert not {after.paper_id, *(c.paper_id for c in after.runners_up)} & set(proposed)
+    # The ballot stays open to the members: a lost paper can be nominated again.
+    assert nominate(hashing_store, "C1", proposed[1], "ann", utc(2026, 12, 4, 9))[1]
+
+
 # -- the reading list as files: every text, however hostile, stays where it was put -------------
 _INVISIBLE = st.sampled_from([" ", "\u00a0", "\u2007", "\u202f", "\u3000", "\u200b", "\u200c", "\u200d", "\u2060",
                               "\ufeff", "\u200e", "\u202e", "\u00ad", "\n", "\x0b"])

@@ -169,7 +169,11 @@ class ClubTables(SQLTables):
                                  "values (?, ?, ?, ?, ?) on conflict do nothing",
                              [channel, session, paper_id, user, now]).rowcount == 1
 
-    def nominations(self, channel: str, session: str) -> list[dict]:
+    def nominations(self, channel: str, session: str | None = None) -> list[dict]:
+        """A session's ballot, first nominated first (None: every session's of the channel)."""
+        if session is None:
+            return self._select("select * from club_nominations where channel = ? "
+                                "order by session, nominated_at, paper_id", [channel])
         return self._select("select * from club_nominations where channel = ? and session = ? "
                             "order by nominated_at, paper_id", [channel, session])
 
