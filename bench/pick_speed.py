@@ -20,7 +20,8 @@ default (a thread per core), which is what the bot did before.
 Not in those figures: how typical each paper is of the library (`store.pick.typicality`, a density
 scan of the whole library), made once per library version and kept by the searcher's index: the
 first pick after new papers arrive pays it. Its cost is printed on its own. The same holds for each
-interest's relevance over the library (`store.daily.library_relevance`) and the library's mean.
+interest's relevance over the library (`store.daily.library_relevance`), the library's mean and its
+second moments (`store.pick.library_moments`, printed too).
 
 Measured alone on the 2-core CI machine, `--runs 40`, one BLAS thread, three runs paired with the
 commit before the pick kept each interest's relevance (ab29b3f), medians: 30.9 / 40.3 / 46.5 ms
@@ -51,7 +52,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
 from store.daily import library_vectors  # noqa: E402
-from store.pick import PickSettings, typicality  # noqa: E402
+from store.pick import PickSettings, library_moments, typicality  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",
@@ -134,12 +135,15 @@ def main() -> None:
                 reactions += 1
         papers = store.count_papers()
         _, matrix = library_vectors(store, searcher)
-        typical_ms = []
+        typical_ms, moments_ms = [], []
         for _ in range(5):
             with threadpool_limits(1, user_api="blas"):
                 t = time.perf_counter()
                 typicality(matrix, PickSettings())
                 typical_ms.append(1000 * (time.perf_counter() - t))
+                t = time.perf_counter()
+                library_moments(matrix)
+                moments_ms.append(1000 * (time.perf_counter() - t))
         store.close()
     print(f"pick_for_day at {papers} papers, {args.days} days of history, {reactions} reactions "
           f"(aim <= 50 ms):")
@@ -148,6 +152,8 @@ def main() -> None:
         print(f"  {name:<28} {len(ms)} picks: median {statistics.median(ms):6.1f} ms, max {ms[-1]:6.1f} ms")
     print(f"  how typical each paper is, once per library version (one BLAS thread): median "
           f"{statistics.median(typical_ms):.0f} ms of 5")
+    print(f"  the library's second moments (the learned tastes' background), once per library version: "
+          f"median {statistics.median(moments_ms):.0f} ms of 5")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
     DailyPick, PastPost, PickSettings, club_papers, history_for, interest_scores, interests_for, lexical_for,
-    pick_daily, row_map, typicality,
+    library_moments, pick_daily, row_map, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -54,6 +54,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     # A member's likes are measured from the whole library's mean, fresh candidates or not.
     index = searcher.index()
     centre = index.derived(("centre",), lambda: matrix.mean(axis=0), of=ids) if adjust else None
+    moments = index.derived(("moments",), lambda: library_moments(matrix), of=ids) if adjust else None
     typical = library_typicality(searcher, ids, matrix, settings) if interests else None
     row = index.derived(("row",), lambda: row_map(ids), of=ids)  # paper id -> its row, once a library
 
@@ -65,7 +66,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
                           centre=centre, typical=typical if typical is None or rows is None else typical[rows],
-                          relevance=relevance, row=row if rows is None else None)
+                          relevance=relevance, row=row if rows is None else None, moments=moments)
 
     fresh = fresh_papers(store, channel, day) if fresh_first else {}
     rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []

@@ -259,3 +259,29 @@ def test_a_saved_runner_up_is_used_up_and_an_unsaved_one_is_not(hashing_store):
     (past,) = history_for(store, CH)
     assert past.runners_up == (saved, kept) and past.engaged == (saved,)
     assert shown_ids([past]) == {pid, saved}
+
+
+def test_the_learned_taste_tells_the_liked_half_of_a_topic_from_the_disliked_half():
+    """A member's words name a topic; their 👍 fall in one half of it and their 👎 in the other. Their
+    classifier (their interest and likes against the library and their dislikes) ranks every paper of
+    the liked half above every paper of the disliked half, and the unrelated papers below both halves'
+    best; on their next turn the day's three papers all come from the liked half."""
+    from store.pick import library_moments, taste_classifier
+
+    x, y, z, w = axes(4)
+    ids, m = world({"l": unit(x + 0.6 * y), "d": unit(x - 0.6 * y), "z": z, "w": w}, per=12, noise=0.1)
+    interest = Interest(1, "topic x", "UALICE", x)
+    likes, dislikes = ["l0", "l1", "l2"], ["d0", "d1"]
+    coef = taste_classifier(np.vstack([x, m[[ids.index(p) for p in likes]]]), m[[ids.index(p) for p in dislikes]],
+                            library_moments(m), background=800, ridge=0.024)
+    score = dict(zip(ids, m @ coef[:-1] + coef[-1]))
+    liked_half = [s for p, s in score.items() if p.startswith("l")]
+    disliked_half = [s for p, s in score.items() if p.startswith("d")]
+    others = [s for p, s in score.items() if p[0] in "zw"]
+    assert min(liked_half) > max(disliked_half)
+    assert max(others) < max(disliked_half) < max(liked_half)
+    feedback = {p: Reacted({"UALICE": 1.0}, p.upper(), "👍", ("UALICE",)) for p in likes}
+    feedback |= {p: Reacted({"UALICE": -1.0}, p.upper(), complaints="👎", critics=("UALICE",)) for p in dislikes}
+    pick = pick_daily(CH, working_days(n=1)[0], ids, m, [interest], [], feedback=feedback,
+                      settings=PickSettings(exploration_rate=0, runners_up=2))
+    assert all(c.paper_id.startswith("l") for c in [pick.choice, *pick.runners_up])
