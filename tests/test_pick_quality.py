@@ -285,3 +285,4 @@ def test_the_learned_taste_tells_the_liked_half_of_a_topic_from_the_disliked_hal
     pick = pick_daily(CH, working_days(n=1)[0], ids, m, [interest], [], feedback=feedback,
                       settings=PickSettings(exploration_rate=0, runners_up=2))
     assert all(c.paper_id.startswith("l") for c in [pick.choice, *pick.runners_up])
+    assert "which got 👎 from @UALICE" in pick.explain() or "which got 👍 from @UALICE" in pick.explain()
