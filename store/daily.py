@@ -66,7 +66,8 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
                           centre=centre, typical=typical if typical is None or rows is None else typical[rows],
-                          relevance=relevance, row=row if rows is None else None, moments=moments)
+                          relevance=relevance, row=row if rows is None else None, moments=moments,
+                          library=None if rows is None else (matrix, row))
 
     fresh = fresh_papers(store, channel, day) if fresh_first else {}
     rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []

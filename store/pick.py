@@ -394,7 +394,8 @@ class FeedbackModel:
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings,
                  centre: np.ndarray | None = None, row: Mapping[str, int] | None = None,
-                 moments: np.ndarray | None = None):
+                 moments: np.ndarray | None = None,
+                 library: tuple[np.ndarray, Mapping[str, int]] | None = None):
         n = len(ids)
         self.settings = settings
         self.matrix = matrix
@@ -404,14 +405,22 @@ class FeedbackModel:
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
         row = row_map(ids) if row is None else row
-        sources: list[tuple[int, Reacted]] = []
+        # A reacted paper outside `ids` still teaches when `library` (the whole library's matrix and
+        # row map) has it: on a day the candidates are only the fresh papers, the team's reactions
+        # are all on older ones.
+        lib_matrix, lib_row = library if library is not None else (None, {})
+        sources: list[tuple[tuple[int, int], Reacted, np.ndarray]] = []
         for pid, value in (feedback or {}).items():
             i = row.get(pid)
-            if i is None:
-                continue
             if isinstance(value, Reacted):
-                if value.by_member:
-                    sources.append((i, value))
+                if not value.by_member:
+                    continue
+                if i is not None:
+                    sources.append(((0, i), value, matrix[i]))
+                elif pid in lib_row:
+                    sources.append(((1, lib_row[pid]), value, lib_matrix[lib_row[pid]]))
+                continue
+            if i is None:
                 continue
             if isinstance(value, tuple):
                 value, note = value
@@ -419,11 +428,12 @@ class FeedbackModel:
                     self.notes[i] = note
             self.direct[i] = float(value)
         sources.sort(key=lambda s: s[0])  # the same pick whatever order the mapping came in
-        self.sources = [r for _, r in sources]
-        self.src_rows = np.array([i for i, _ in sources], dtype=int)
+        self.sources = [r for _, r, _ in sources]
+        self.src = (np.stack([v for _, _, v in sources]).astype(matrix.dtype, copy=False) if sources
+                    else np.zeros((0, matrix.shape[1]), dtype=matrix.dtype))  # the reacted papers' vectors
         self.active = bool(sources) or bool(self.direct.any())
-        names = sorted({m for _, r in sources for m in r.by_member})
-        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r in sources], dtype=np.float32)
+        names = sorted({m for _, r, _ in sources for m in r.by_member})
+        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r, _ in sources], dtype=np.float32)
                         for m in names}
         self._cache: dict[str | None, tuple] = {}
 
@@ -442,7 +452,7 @@ class FeedbackModel:
         if w is not None:
             st = self.settings
             pos, neg = np.maximum(w, 0), np.minimum(np.maximum(-w, 0), 1.0)
-            src = self.matrix[self.src_rows]
+            src = self.src
             if pos.sum() > 0:
                 liked = pos @ src / pos.sum()
                 # One member's likes are one taste: what sets it apart from the library is the signal.
@@ -471,7 +481,7 @@ class FeedbackModel:
             w = self.weights.get(member)
             scores = None
             if w is not None and (w > 0).any():
-                src = self.matrix[self.src_rows]
+                src = self.src
                 if self._moments is None:
                     self._moments = library_moments(self.matrix)
                 coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self._moments,
@@ -498,7 +508,7 @@ class FeedbackModel:
         for m in ([member] if member is not None else list(self.weights)):
             w = self.weights.get(m)
             if w is not None and (w > 0).any():
-                centre = np.maximum(w, 0) @ self.matrix[self.src_rows]
+                centre = np.maximum(w, 0) @ self.src
                 out.append(centre / np.linalg.norm(centre))
         return out
 
@@ -516,7 +526,7 @@ class FeedbackModel:
         w = self._voice(member)
         liked = lift >= sink
         target = chosen if liked else instead
-        sims = self.matrix[self.src_rows] @ self.matrix[target]
+        sims = self.src @ self.matrix[target]
         score = (np.maximum(w, 0) if liked else np.maximum(-w, 0)) * sims
         top = [j for j in np.argsort(-score, kind="stable")[:2] if score[j] > 0]
         if len(top) == 2 and (not liked or sims[top[1]] < 0.8 * sims[top[0]]):
@@ -707,7 +717,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                typical: np.ndarray | None = None,
                relevance: tuple[np.ndarray, np.ndarray] | None = None,
                row: Mapping[str, int] | None = None,
-               moments: np.ndarray | None = None) -> DailyPick | None:
+               moments: np.ndarray | None = None,
+               library: tuple[np.ndarray, Mapping[str, int]] | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
@@ -723,6 +734,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     these ids and interests, when the caller keeps it (computed here otherwise). row: `row_map(ids)`,
     when the caller keeps it. moments: the whole library's `library_moments`, which a member's learned
     taste is measured against, when `ids` is only part of it (the candidates' own otherwise).
+    library: the whole library's (matrix, `row_map`), when `ids` is only part of it: the papers the
+    team reacted to, which the taste is learned from, are looked up there.
     """
     if len(ids) == 0:
         return None
@@ -742,7 +755,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     if not open_mask.any():
         return None
     seed = day_hash(channel, day) % (2**32)
-    fb = FeedbackModel(ids, matrix, feedback, settings, centre, row, moments)
+    fb = FeedbackModel(ids, matrix, feedback, settings, centre, row, moments, library)
     ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
     recent = [p.paper_id for p in ordered[-settings.recent_days:]]
     # Novelty against the last week only matters with MMR on, or on breadth days (no interests).

@@ -286,3 +286,50 @@ def test_the_learned_taste_tells_the_liked_half_of_a_topic_from_the_disliked_hal
                       settings=PickSettings(exploration_rate=0, runners_up=2))
     assert all(c.paper_id.startswith("l") for c in [pick.choice, *pick.runners_up])
     assert "which got 👎 from @UALICE" in pick.explain() or "which got 👍 from @UALICE" in pick.explain()
+
+
+def test_on_a_day_of_fresh_papers_the_pick_among_them_still_follows_what_the_member_liked():
+    """A channel that follows arXiv is picked from the new papers first, and the team's reactions are
+    all on older ones: those still teach. The member's words sit between two topics, a shade closer
+    to `a`; they liked three older `b` papers, so today's new `b` paper goes before the new `a` one."""
+    a, b = axes(2)
+    ids, m = world({"a": a, "b": b}, per=8, noise=0.05)
+    interests = [Interest(1, "topics a and b", "UALICE", unit(a + 0.9 * b))]
+    liked = {f"b{k}": Reacted({"UALICE": 1.0}, f"B{k}", "👍", ("UALICE",)) for k in range(3)}
+    fresh = ["a6", "a7", "b6", "b7"]
+    rows = [ids.index(p) for p in fresh]
+    day = working_days(n=1)[0]
+    row = {pid: i for i, pid in enumerate(ids)}
+
+    def today(**kw):
+        return pick_daily(CH, day, fresh, m[rows], interests, [], feedback=liked, settings=NO_EXPLORE, **kw)
+
+    assert today().paper_id.startswith("a")  # the reacted papers are not among today's candidates
+    moved = today(library=(m, row))
+    assert moved.paper_id.startswith("b") and "which got 👍 from @UALICE" in moved.explain()
+
+
+def test_the_fresh_papers_pick_carries_the_members_reactions(hashing_store):
+    """Through pick_for_day: a channel following cs.LG, one member's 👍 on an older paper, and the
+    morning's pick among the night's announcements is adjusted by it (before: by nothing)."""
+    from datetime import datetime, timezone
+
+    from store import HashingEmbedder, Searcher, pick_for_day
+    from store.feedback import Feedback, record_verdict
+
+    emb = HashingEmbedder()
+    searcher = Searcher(hashing_store, emb)
+    day = working_days(n=1)[0]
+    midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    hashing_store.add_interest(CH, "video understanding", "UALICE", model=emb.name,
+                               vector=emb.encode(["video understanding"])[0], now=midnight - 86400)
+    plain = pick_for_day(hashing_store, searcher, CH, day, feedback=Feedback())
+    older = plain.paper_id
+    fresh = [c.paper_id for c in plain.runners_up]
+    hashing_store.add_feed(CH, "arxiv", "cs.LG", "UADMIN", now=midnight - 86400)
+    hashing_store.mark_announced([(pid, "arxiv", midnight - 3600) for pid in fresh])
+    record_verdict(hashing_store, user="UALICE", paper_id=older, verdict="more", channel=CH,
+                   message_ts="1.000100", event_id="Ev1", now=midnight - 7200)
+    pick = pick_for_day(hashing_store, searcher, CH, day, feedback=Feedback())
+    assert pick.paper_id in fresh and "new on arXiv" in pick.explain()
+    assert pick.choice.feedback > 0  # the 👍 on the older paper reached the pick among the new ones
