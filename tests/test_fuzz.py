@@ -94,6 +94,8 @@ def world(hashing_db, tmp_path_factory, module_fake_slack):
                            vector=HashingEmbedder().encode([text])[0], now=1.7e9)
     settings = make_settings(slack_api_url=module_fake_slack.api_url, admins="UADMIN", timezone="UTC")
     module_fake_slack.add_members(*USERS)  # the members the bot may name; hostile text names others
+    for channel in CHANNELS[:2]:  # the channels the seeded days were posted in: App Home links them
+        module_fake_slack.add_channel(channel)
     deps = make_deps(settings, store, Searcher(store, HashingEmbedder()))
     app = create_app(deps, process_before_response=True)
     # Log records at ERROR mean a listener raised (the user got the apology): collect them.
@@ -181,7 +183,7 @@ NASTY = [
     "", " ", "\x00", "\x00\x00search", "\x07\x1b[31m\x1b[0m", "\r\n", "\t", "\u200b", "\u200d", "\ufeff",
     "\u202e", "\u2066", "مرحبا بالعالم", "שלום עולם", "\u202egnidoc\u202c", "日本語の論文", "ẞ", "İ", "ﬁ",
     "🎉", "🔥🔥", "👍🏽", "👨‍👩‍👧", ":tada:", ":skin-tone-3:", ":+1:",
-    "<@U123>", "<@U123|bob>", "<#C1|general>", "<#C1>", "<!here>", "<!channel>", "<!everyone>",
+    "<@U123>", "<@U123|bob>", "<#C0EVIL|general>", "<#C0EVIL>", "<!here>", "<!channel>", "<!everyone>",
     "<!subteam^S1|@team>", "<https://example.com|a link>", "<mailto:a@b.c|mail>", "<https://x.y>",
     "&amp;", "&lt;", "&gt;", "&amp;lt;", "&", "<", ">", "<>", "<<@U1>>", "<@", "<#",
     '"', '""', "'", "`", "```", "*", "_", "~", "\\", "%", "%s", "{}", "{0}", "$(id)", "../../etc/passwd",
