@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, PastPost, PickSettings, club_papers, history_for, interest_scores, interests_for, lexical_for,
-    library_moments, pick_daily, row_map, typicality,
+    DailyPick, Library, PastPost, PickSettings, club_papers, history_for, interest_scores, interests_for,
+    lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -51,12 +51,10 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     history = history_for(store, channel, reactions) + read
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
-    # A member's likes are measured from the whole library's mean, fresh candidates or not.
+    # The library (its rows, mean and moments) is kept by the index: made once a library version.
     index = searcher.index()
-    centre = index.derived(("centre",), lambda: matrix.mean(axis=0), of=ids) if adjust else None
-    moments = index.derived(("moments",), lambda: library_moments(matrix), of=ids) if adjust else None
+    library = index.derived(("library",), lambda: Library(ids, matrix), of=ids)
     typical = library_typicality(searcher, ids, matrix, settings) if interests else None
-    row = index.derived(("row",), lambda: row_map(ids), of=ids)  # paper id -> its row, once a library
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
@@ -65,9 +63,8 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
             if interests and rows is None else None
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
-                          centre=centre, typical=typical if typical is None or rows is None else typical[rows],
-                          relevance=relevance, row=row if rows is None else None, moments=moments,
-                          library=None if rows is None else (matrix, row))
+                          typical=typical if typical is None or rows is None else typical[rows],
+                          relevance=relevance, library=library)
 
     fresh = fresh_papers(store, channel, day) if fresh_first else {}
     rows = [i for i, pid in enumerate(ids) if pid in fresh] if fresh else []

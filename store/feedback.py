@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from .base import Store
-from .pick import FeedbackModel, Interest, PickSettings, Reacted, row_map
+from .pick import FeedbackModel, Interest, Library, PickSettings, Reacted
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "fire": 2.0,
@@ -423,7 +423,8 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
     for m in messages:  # one entry per paper: its first post
         if m["paper_id"] not in {p for p, _ in order}:
             order.append((m["paper_id"], m["posted_at"] or 0.0))
-    row = row_map(ids)
+    library = Library(ids, matrix)
+    row = library.row
     order = [(p, t) for p, t in order if p in row]
     log_rows = store.reactions(channel=channel)
     scores = [ReplayScore(name) for name in pickers]
@@ -449,12 +450,10 @@ def replay_channel(store: Store, channel: str, ids: Sequence[str], matrix: np.nd
             if spec.get("feedback", True) and not spec.get("as_posted"):
                 fb = reacted_from_rows(log_rows, cutoff=at, weights=weights,
                                        half_life_days=spec.get("half_life_days", HALF_LIFE_DAYS))
-                if fb:
-                    # The window first, then the reacted papers the taste is learned from.
-                    sub = list(dict.fromkeys(window + [p for p in fb if p in row]))
-                    model = FeedbackModel(sub, matrix[[row[p] for p in sub]], fb,
-                                          spec.get("settings", PickSettings()))
-                    total = total + model.for_member(None)[: len(window)]
+                if fb:  # the window's papers, the taste learned from the reacted ones in the library
+                    model = FeedbackModel(window, matrix[[row[p] for p in window]], fb,
+                                          spec.get("settings", PickSettings()), library=library)
+                    total = total + model.for_member(None)
             # A stable sort: ties keep posting order, so equal scores do not flatter a ranking.
             ranked = gains[np.argsort(-total, kind="stable")]
             score.points += 1

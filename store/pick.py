@@ -141,7 +141,7 @@ class PickSettings:
     fusion_k: float = 60.0
     taste_ridge: float = 0.024  # the classifier's ridge: the SVM's C = 0.1 over ~830 papers, as 1 / (C n / 2)
     taste_background: int = 800  # the library counts as this many negatives (the bench SVM's sample)
-    # A member's likes are measured from the library's mean (FeedbackModel.centre): every abstract shares a
+    # A member's likes are measured from the library's mean (Library.mean): every abstract shares a
     # direction ("this is ML"), which made the lift mostly how ML-like a paper was. bench/picks.py,
     # iclr2024 seed 2, 30 teams, gain from reactions days 21-60, clear 0.6 / clear 0.3 / vague 0.6 /
     # vague 0.3 (the better of Rocchio and the SVM: +0.197 / +0.132 / +0.242 / +0.130): uncentred
@@ -372,6 +372,37 @@ def member_order(members: Sequence[str], history: Sequence[PastPost], channel: s
                                           day_hash(channel, day, m)))
 
 
+class Library:
+    """The whole library a pick's candidates come from: every paper's id and L2-normalised vector (rows
+    align), its `row_map`, and what a member's learned taste is measured against, its mean vector and
+    `library_moments`, each made when first needed. store/daily.py keeps one per library version, so
+    the moments (about 20 ms at 10k papers) are made once, not once a pick."""
+
+    def __init__(self, ids: Sequence[str], matrix: np.ndarray, row: Mapping[str, int] | None = None):
+        self.ids = ids
+        self.matrix = np.asarray(matrix, dtype=np.float32)
+        self.row = row_map(ids) if row is None else row
+        self._mean: np.ndarray | None = None
+        self._moments: np.ndarray | None = None
+
+    @property
+    def mean(self) -> np.ndarray:
+        if self._mean is None:
+            self._mean = self.matrix.mean(axis=0) if len(self.matrix) else np.zeros(self.matrix.shape[1],
+                                                                                   dtype=np.float32)
+        return self._mean
+
+    @property
+    def moments(self) -> np.ndarray:
+        if self._moments is None:
+            self._moments = library_moments(self.matrix)
+        return self._moments
+
+    def row_of(self, ids: Sequence[str]) -> Mapping[str, int]:
+        """`row_map(ids)`: the library's own when `ids` are its papers in its order."""
+        return self.row if ids is self.ids or list(ids) == list(self.ids) else row_map(ids)
+
+
 class FeedbackModel:
     """What `feedback` does to each paper's relevance on a member's turn (None: the team's day).
 
@@ -380,7 +411,7 @@ class FeedbackModel:
     query: a paper's relevance to the member's stated interest gains
     `feedback_strength` x how far it lies along what sets the papers they
     liked apart from the library (the weighted mean of their likes, 🔥
-    counting double through its weight, less the library's mean `centre`:
+    counting double through its weight, less the library's mean (`Library.mean`):
     every abstract shares a direction, "this is ML", which would otherwise
     make the lift mostly how ML-like a paper is)
     and loses `feedback_strength` x `feedback_contrast` x its cosine
@@ -393,33 +424,26 @@ class FeedbackModel:
     """
 
     def __init__(self, ids: Sequence[str], matrix: np.ndarray, feedback, settings: PickSettings,
-                 centre: np.ndarray | None = None, row: Mapping[str, int] | None = None,
-                 moments: np.ndarray | None = None,
-                 library: tuple[np.ndarray, Mapping[str, int]] | None = None):
+                 row: Mapping[str, int] | None = None, library: Library | None = None):
         n = len(ids)
         self.settings = settings
         self.matrix = matrix
-        self._centre = centre  # the library's mean vector (None: these papers' own, made when first needed)
-        self._moments = moments  # the library's `library_moments` (None: these papers' own, when first needed)
+        # The whole library the candidates come from: a taste is measured against it, and a reacted
+        # paper that is not a candidate (on a day of fresh papers the team's reactions are all on
+        # older ones) is read from it. None: the candidates are the library.
+        self.library = library if library is not None else Library(ids, matrix, row)
         self._learned: dict[str, np.ndarray | None] = {}
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
-        row = row_map(ids) if row is None else row
-        # A reacted paper outside `ids` still teaches when `library` (the whole library's matrix and
-        # row map) has it: on a day the candidates are only the fresh papers, the team's reactions
-        # are all on older ones.
-        lib_matrix, lib_row = library if library is not None else (None, {})
-        sources: list[tuple[tuple[int, int], Reacted, np.ndarray]] = []
+        lib = self.library
+        row = lib.row_of(ids) if row is None else row
+        sources: list[tuple[int, Reacted]] = []
         for pid, value in (feedback or {}).items():
-            i = row.get(pid)
             if isinstance(value, Reacted):
-                if not value.by_member:
-                    continue
-                if i is not None:
-                    sources.append(((0, i), value, matrix[i]))
-                elif pid in lib_row:
-                    sources.append(((1, lib_row[pid]), value, lib_matrix[lib_row[pid]]))
+                if value.by_member and pid in lib.row:
+                    sources.append((lib.row[pid], value))
                 continue
+            i = row.get(pid)
             if i is None:
                 continue
             if isinstance(value, tuple):
@@ -428,12 +452,11 @@ class FeedbackModel:
                     self.notes[i] = note
             self.direct[i] = float(value)
         sources.sort(key=lambda s: s[0])  # the same pick whatever order the mapping came in
-        self.sources = [r for _, r, _ in sources]
-        self.src = (np.stack([v for _, _, v in sources]).astype(matrix.dtype, copy=False) if sources
-                    else np.zeros((0, matrix.shape[1]), dtype=matrix.dtype))  # the reacted papers' vectors
+        self.sources = [r for _, r in sources]
+        self.src = lib.matrix[[j for j, _ in sources]].astype(matrix.dtype, copy=False)  # their vectors
         self.active = bool(sources) or bool(self.direct.any())
-        names = sorted({m for _, r, _ in sources for m in r.by_member})
-        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r, _ in sources], dtype=np.float32)
+        names = sorted({m for _, r in sources for m in r.by_member})
+        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r in sources], dtype=np.float32)
                         for m in names}
         self._cache: dict[str | None, tuple] = {}
 
@@ -460,17 +483,11 @@ class FeedbackModel:
                 # other: what they share is the signal there (bench/feedback.py's replay, P@1: 0.72
                 # uncentred, 0.47 as posted, 0.40 when the team's likes were centred and whitened).
                 lift = st.feedback_strength * (self.matrix @ liked if member is None
-                                               else self.matrix @ (liked - self.centre))
+                                               else self.matrix @ (liked - self.library.mean))
             if neg.sum() > 0:
                 sink = st.feedback_strength * st.feedback_contrast * (self.matrix @ (neg @ src / neg.sum()))
         self._cache[member] = (lift, sink)
         return self._cache[member]
-
-    @property
-    def centre(self) -> np.ndarray:
-        if self._centre is None:
-            self._centre = self.matrix.mean(axis=0) if len(self.matrix) else np.zeros(self.matrix.shape[1])
-        return self._centre
 
     def learned(self, member: str | None, anchors: np.ndarray) -> np.ndarray | None:
         """Every paper's score by the member's `taste_classifier` (`anchors`: their interests' vectors,
@@ -482,9 +499,7 @@ class FeedbackModel:
             scores = None
             if w is not None and (w > 0).any():
                 src = self.src
-                if self._moments is None:
-                    self._moments = library_moments(self.matrix)
-                coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self._moments,
+                coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self.library.moments,
                                         self.settings.taste_background, self.settings.taste_ridge)
                 scores = self.matrix @ coef[:-1].astype(np.float32) + np.float32(coef[-1])
             self._learned[member] = scores
@@ -713,12 +728,9 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                settings: PickSettings = PickSettings(),
                lexical: Mapping[int, Mapping[str, float]] | None = None,
                labels: Mapping[str, str] | None = None,
-               centre: np.ndarray | None = None,
                typical: np.ndarray | None = None,
                relevance: tuple[np.ndarray, np.ndarray] | None = None,
-               row: Mapping[str, int] | None = None,
-               moments: np.ndarray | None = None,
-               library: tuple[np.ndarray, Mapping[str, int]] | None = None) -> DailyPick | None:
+               library: Library | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
     ids/matrix: every candidate paper and its L2-normalised vector (rows align).
@@ -727,15 +739,14 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     adjustment, an (adjustment, reason) pair, or a `Reacted` (see FeedbackModel).
     lexical: each interest's scaled BM25 per paper (`lexical_for`); without it
     relevance is the cosine alone. labels: per paper, a note its explanation ends
-    with ("new on arXiv today"). centre: the whole library's mean vector, which
-    a member's likes are measured from, when `ids` is only part of it (the
-    candidates' own otherwise). typical: each candidate's `typicality` in the
+    with ("new on arXiv today"). typical: each candidate's `typicality` in the
     whole library (None: relevance without it). relevance: `interest_scores` of
-    these ids and interests, when the caller keeps it (computed here otherwise). row: `row_map(ids)`,
-    when the caller keeps it. moments: the whole library's `library_moments`, which a member's learned
-    taste is measured against, when `ids` is only part of it (the candidates' own otherwise).
-    library: the whole library's (matrix, `row_map`), when `ids` is only part of it: the papers the
-    team reacted to, which the taste is learned from, are looked up there.
+    these ids and interests, when the caller keeps it (computed here otherwise).
+    library: the whole `Library` the candidates come from (`ids` are its papers or
+    some of them), when the caller keeps one: a member's likes are measured from
+    its mean, their learned taste against its moments, and the papers the team
+    reacted to are read from it when they are not candidates (None: the
+    candidates are the library).
     """
     if len(ids) == 0:
         return None
@@ -749,13 +760,13 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
     used |= reacted
-    row = row_map(ids) if row is None else row
+    row = library.row_of(ids) if library is not None else row_map(ids)
     open_mask = np.ones(len(ids), dtype=bool)
     open_mask[[row[pid] for pid in used if pid in row]] = False
     if not open_mask.any():
         return None
     seed = day_hash(channel, day) % (2**32)
-    fb = FeedbackModel(ids, matrix, feedback, settings, centre, row, moments, library)
+    fb = FeedbackModel(ids, matrix, feedback, settings, row, library)
     ordered = sorted((p for p in history if p.paper_id), key=lambda p: p.day)
     recent = [p.paper_id for p in ordered[-settings.recent_days:]]
     # Novelty against the last week only matters with MMR on, or on breadth days (no interests).

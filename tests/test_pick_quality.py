@@ -20,6 +20,7 @@ from store.pick import (
     INTEREST,
     FeedbackModel,
     Interest,
+    Library,
     PastPost,
     PickSettings,
     Reacted,
@@ -299,13 +300,12 @@ def test_on_a_day_of_fresh_papers_the_pick_among_them_still_follows_what_the_mem
     fresh = ["a6", "a7", "b6", "b7"]
     rows = [ids.index(p) for p in fresh]
     day = working_days(n=1)[0]
-    row = {pid: i for i, pid in enumerate(ids)}
 
     def today(**kw):
         return pick_daily(CH, day, fresh, m[rows], interests, [], feedback=liked, settings=NO_EXPLORE, **kw)
 
     assert today().paper_id.startswith("a")  # the reacted papers are not among today's candidates
-    moved = today(library=(m, row))
+    moved = today(library=Library(ids, m))
     assert moved.paper_id.startswith("b") and "which got 👍 from @UALICE" in moved.explain()
 
 
