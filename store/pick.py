@@ -24,12 +24,12 @@ the naive pick: members in turn, best unposted paper by cosine):
 `feedback` adjusts relevance. It maps paper ids either to a direct score
 adjustment (with an optional reason), or to a `Reacted`: how the team reacted
 to a paper (store/feedback.py builds these from the reaction log, decayed by
-age). See FeedbackModel: each member's reactions move their query as
-Rocchio does (plus what sets the mean of their likes apart from the library's
-mean vector, minus half the mean of their dislikes). Once a member has a
-like, their turn's ranking is also fused by rank with their own linear
-classifier (arxiv-sanity's, in closed form: `taste_classifier`), which reads
-a topic their words describe badly better than the stated interest can. A
+age). See FeedbackModel: each member's reactions move their query as Rocchio
+does (plus what sets the mean of their likes apart from the library's mean
+vector, minus half the mean of their dislikes). Once a member has liked a few
+papers, their turn's ranking is also fused by rank with their own linear
+classifier (arxiv-sanity's, in closed form: `taste_classifier`), which reads a
+topic their words describe badly better than the stated interest can. A
 member's reactions shape their own turns; the whole team's shape exploration
 and breadth days. When feedback changed a choice, the explanation names the
 reactions that did it.
@@ -123,9 +123,9 @@ class PickSettings:
     # +0.139). The old blend (taste share W / (W + 3), capped at 0.7): see the issue 30 notes.
     feedback_strength: float = 1.5
     feedback_contrast: float = 0.5
-    # Once a member has a like, their turn's ranking (the above, with novelty) is fused by rank with
-    # arxiv-sanity's per-member linear classifier (`taste_classifier`: their interests and likes against
-    # the library and their dislikes): reciprocal rank fusion, each paper scoring 1 / (fusion_k + its
+    # Once a member has liked a few papers (taste_min_likes), their turn's ranking (the above, with
+    # novelty) is fused by rank with arxiv-sanity's per-member linear classifier (`taste_classifier`:
+    # their interests and likes against the library and their dislikes): reciprocal rank fusion, each paper scoring 1 / (fusion_k + its
     # rank) in each, k = 60 as Cormack, Clarke and Buettcher (SIGIR 2009) give it, not tuned here; 0
     # turns the classifier off. The classifier wins where a member's words describe their topic badly
     # (out-of-distribution, offline RL, optimization), the stated interest where they describe it well
@@ -139,6 +139,13 @@ class PickSettings:
     # through the bot's path on cosine relevance it matches the baseline (iclr2024 0.786 against
     # 0.788) until paperclub's 👎 term also steers the turns before a member's first like (0.766).
     fusion_k: float = 60.0
+    # The classifier gets its say from a member's taste_min_likes-th liked paper on: trained on one or two, it
+    # is mostly the member's words and those papers, and the ranking follows a lone like too far. Chosen on
+    # iclr2024 (seed 1, clear, days 21-60 at 0.6 / 0.3, `--modes clear --no-cards`): from the first like
+    # (before) 30 teams 0.801 / 0.747, 100 teams 0.815 / 0.770; from the third 0.812 / 0.772 and 0.818 /
+    # 0.781; from the fifth (30 teams) 0.807 / 0.773. Then neurips2023, not looked at for it: 0.816 / 0.768 ->
+    # 0.822 / 0.767 (30 teams), 0.814 / 0.769 -> 0.816 / 0.766 (100): level there.
+    taste_min_likes: int = 3
     taste_ridge: float = 0.024  # the classifier's ridge: the SVM's C = 0.1 over ~830 papers, as 1 / (C n / 2)
     taste_background: int = 800  # the library counts as this many negatives (the bench SVM's sample)
     # A member's likes are measured from the library's mean (Library.mean): every abstract shares a
@@ -491,13 +498,14 @@ class FeedbackModel:
 
     def learned(self, member: str | None, anchors: np.ndarray) -> np.ndarray | None:
         """Every paper's score by the member's `taste_classifier` (`anchors`: their interests' vectors,
-        the same on every call for a member), None before their first like or with `fusion_k` 0."""
+        the same on every call for a member), None before their `taste_min_likes`-th liked paper or with
+        `fusion_k` 0."""
         if member is None or not self.settings.fusion_k:
             return None
         if member not in self._learned:
             w = self.weights.get(member)
             scores = None
-            if w is not None and (w > 0).any():
+            if w is not None and (w > 0).sum() >= max(1, self.settings.taste_min_likes):
                 src = self.src
                 coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self.library.moments,
                                         self.settings.taste_background, self.settings.taste_ridge)
@@ -829,7 +837,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         for i in taken:
             base[i] = score[i] = -np.inf
         learned = fb.learned(member or None, anchors[member]) if fb.active else None
-        if learned is not None:  # fused by rank with the member's classifier, once they have a like
+        if learned is not None:  # fused by rank with the member's classifier, once it has likes to learn from
             score = rank_fusion(score, learned, k=settings.fusion_k)
         i = int(np.argmax(score))
         if not np.isfinite(score[i]):
