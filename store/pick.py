@@ -125,26 +125,28 @@ class PickSettings:
     feedback_contrast: float = 0.5
     # Once a member has liked a few papers (taste_min_likes), their turn's ranking (the above, with
     # novelty) is fused by rank with arxiv-sanity's per-member linear classifier (`taste_classifier`:
-    # their interests and likes against the library and their dislikes): reciprocal rank fusion, each paper scoring 1 / (fusion_k + its
-    # rank) in each, k = 60 as Cormack, Clarke and Buettcher (SIGIR 2009) give it, not tuned here; 0
-    # turns the classifier off. The classifier wins where a member's words describe their topic badly
-    # (out-of-distribution, offline RL, optimization), the stated interest where they describe it well
-    # (RL, LLMs): `bench/picks.py --by-topic`. Tried on iclr2024 first (seed 1, 100 teams, clear, days
-    # 21-60 at 0.6 / 0.3) with the bench's own LinearSVC in place of the closed form: 0.809 / 0.776
-    # against 0.793 / 0.769 without (k 10: 0.805 at 0.6). As shipped (`bench/picks.py --teams 100
-    # --modes clear --no-cards`): iclr2024 0.815 / 0.770, then neurips2023, not looked at before,
-    # 0.826 / 0.775 against 0.802 / 0.764; the gain aims' margins went from -0.030 / -0.006 and
-    # -0.031 / -0.020 to -0.009 / -0.006 and -0.006 / -0.009, each within its paired ± (about 0.012).
-    # Why the LinearSVC ranking turns alone did worse inside paperclub than as the baseline (below):
-    # through the bot's path on cosine relevance it matches the baseline (iclr2024 0.786 against
-    # 0.788) until paperclub's 👎 term also steers the turns before a member's first like (0.766).
+    # their interests and likes against the library and their dislikes): reciprocal rank fusion, each
+    # paper scoring 1 / (fusion_k + its rank) in each, k = 60 as Cormack, Clarke and Buettcher (SIGIR
+    # 2009) give it, not tuned here; 0 turns the classifier off. The classifier wins where a member's
+    # words describe their topic badly (out-of-distribution, offline RL, optimization), the stated
+    # interest where they describe it well (RL, LLMs): `bench/picks.py --by-topic`. Tried on iclr2024
+    # first (seed 1, 100 teams, clear, days 21-60 at 0.6 / 0.3) with the bench's own LinearSVC in place
+    # of the closed form: 0.809 / 0.776 against 0.793 / 0.769 without (k 10: 0.805 at 0.6). As shipped
+    # (`bench/picks.py --teams 100 --modes clear --no-cards`, stop 44's install): iclr2024 0.815 /
+    # 0.770, then neurips2023, not looked at before, 0.826 / 0.775 against 0.802 / 0.764; the gain aims'
+    # margins went from -0.030 / -0.006 and -0.031 / -0.020 to -0.009 / -0.006 and -0.006 / -0.009, each
+    # within its paired ± (about 0.012). Why the LinearSVC ranking turns alone did worse inside
+    # paperclub than as the baseline (below): through the bot's path on cosine relevance it matches the
+    # baseline (iclr2024 0.786 against 0.788) until paperclub's 👎 term also steers the turns before a
+    # member's first like (0.766).
     fusion_k: float = 60.0
-    # The classifier gets its say from a member's taste_min_likes-th liked paper on: trained on one or two, it
-    # is mostly the member's words and those papers, and the ranking follows a lone like too far. Chosen on
-    # iclr2024 (seed 1, clear, days 21-60 at 0.6 / 0.3, `--modes clear --no-cards`): from the first like
-    # (before) 30 teams 0.801 / 0.747, 100 teams 0.815 / 0.770; from the third 0.812 / 0.772 and 0.818 /
-    # 0.781; from the fifth (30 teams) 0.807 / 0.773. Then neurips2023, not looked at for it: 0.816 / 0.768 ->
-    # 0.822 / 0.767 (30 teams), 0.814 / 0.769 -> 0.816 / 0.766 (100): level there.
+    # The classifier gets its say from a member's taste_min_likes-th liked paper on: trained on one or
+    # two, it is mostly the member's words and those papers, and the ranking follows a lone like too
+    # far. Chosen on iclr2024 (seed 1, clear, days 21-60 at 0.6 / 0.3, `--modes clear --no-cards`): from
+    # the first like (before; stop 45's install, whose embeddings and baselines differ) 30 teams 0.801 /
+    # 0.747, 100 teams 0.815 / 0.770; from the third 0.812 / 0.772 and 0.818 / 0.781; from the fifth (30
+    # teams) 0.807 / 0.773. Then neurips2023, not looked at for it: 0.816 / 0.768 -> 0.822 / 0.767 (30
+    # teams), 0.814 / 0.769 -> 0.816 / 0.766 (100): level there.
     taste_min_likes: int = 3
     taste_ridge: float = 0.024  # the classifier's ridge: the SVM's C = 0.1 over ~830 papers, as 1 / (C n / 2)
     taste_background: int = 800  # the library counts as this many negatives (the bench SVM's sample)
