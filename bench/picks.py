@@ -110,7 +110,8 @@ pick's 0.038 + 0.03, -0.016 ±0.008; random scores give about 0.055: without rea
 interest says nothing of the member's topic). Where the install differs the figures move: the run
 before this one (stop 44's, another machine, the classifier from a member's first like) had the
 SVM's iclr2024 clear gain at +0.141 / +0.081, this install's same code +0.161 / +0.058 (the eval
-papers embedded anew, scikit-learn's solver): compare figures within one run only. 30 teams are
+papers embedded anew: even the naive pick moved, vague 0.042 to 0.038): compare figures within
+one run only. 30 teams are
 few for the clear cells: with 100 (`--teams 100 --modes clear --no-cards`, 0.6 / 0.3, this
 install) paperclub's gains are iclr2024 +0.155 / +0.118 against the SVM's +0.168 and Rocchio's
 +0.126 (-0.013 ±0.015, -0.008 ±0.013), neurips2023 +0.156 / +0.107 against Rocchio's +0.171 /
