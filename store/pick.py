@@ -441,7 +441,7 @@ class FeedbackModel:
         # paper that is not a candidate (on a day of fresh papers the team's reactions are all on
         # older ones) is read from it. None: the candidates are the library.
         self.library = library if library is not None else Library(ids, matrix, row)
-        self._learned: dict[str, np.ndarray | None] = {}
+        self._learned: dict[str, np.ndarray] = {}
         self.direct = np.zeros(n, dtype=np.float32)
         self.notes: dict[int, str] = {}
         lib = self.library
@@ -498,21 +498,24 @@ class FeedbackModel:
         self._cache[member] = (lift, sink)
         return self._cache[member]
 
+    def classifies(self, member: str | None) -> bool:
+        """Whether the member's turns are fused with their `taste_classifier`: `fusion_k` on and at
+        least `taste_min_likes` papers they liked."""
+        if member is None or not self.settings.fusion_k:
+            return False
+        w = self.weights.get(member)
+        return w is not None and int((w > 0).sum()) >= max(1, self.settings.taste_min_likes)
+
     def learned(self, member: str | None, anchors: np.ndarray) -> np.ndarray | None:
         """Every paper's score by the member's `taste_classifier` (`anchors`: their interests' vectors,
-        the same on every call for a member), None before their `taste_min_likes`-th liked paper or with
-        `fusion_k` 0."""
-        if member is None or not self.settings.fusion_k:
+        the same on every call for a member), None unless `classifies(member)`."""
+        if not self.classifies(member):
             return None
         if member not in self._learned:
-            w = self.weights.get(member)
-            scores = None
-            if w is not None and (w > 0).sum() >= max(1, self.settings.taste_min_likes):
-                src = self.src
-                coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self.library.moments,
-                                        self.settings.taste_background, self.settings.taste_ridge)
-                scores = self.matrix @ coef[:-1].astype(np.float32) + np.float32(coef[-1])
-            self._learned[member] = scores
+            w, src = self.weights[member], self.src
+            coef = taste_classifier(np.vstack([anchors, src[w > 0]]), src[w < 0], self.library.moments,
+                                    self.settings.taste_background, self.settings.taste_ridge)
+            self._learned[member] = self.matrix @ coef[:-1].astype(np.float32) + np.float32(coef[-1])
         return self._learned[member]
 
     def for_member(self, member: str | None) -> np.ndarray:
@@ -545,7 +548,7 @@ class FeedbackModel:
         lift = float(likes[chosen] - likes[instead]) if likes is not None else 0.0
         sink = float(dislikes[instead] - dislikes[chosen]) if dislikes is not None else 0.0
         if lift <= 0 and sink <= 0:
-            if self._learned.get(member) is None:
+            if not self.classifies(member):
                 return self.notes.get(chosen)
             lift = 1.0  # the member's classifier (`learned`) moved it: their likes, trained on, did
         w = self._voice(member)
