@@ -188,7 +188,7 @@ class PickSettings:
     # (--set lexical_weight=0 prf_docs=0 typical_weight=0 mmr_lambda=1) the gain is +0.154 / +0.102
     # against Rocchio's +0.148 / +0.126 (no classifier +0.138 / +0.086, Rocchio's own uncentred form
     # at strength 1 +0.154 / +0.112): at half engagement the learner trails Rocchio from the same start.
-    # That form on the full relevance: iclr2024 0.820 / 0.772, neurips2023 0.812 / 0.771 (as shipped
+    # That form, classifier on, full relevance: iclr2024 0.820 / 0.772, neurips2023 0.812 / 0.771 (as shipped
     # 0.816 / 0.766), and vague lost on both (30 teams: 0.413 / 0.296 -> 0.383 / 0.273, 0.468 / 0.312 ->
     # 0.419 / 0.254): centring and 1.5 stay. Dropped too, iclr2024: liked recent posts exempt from
     # novelty 0.822 / 0.774; no expansion (30 teams, 0.812 / 0.772 as shipped) or no typicality once a
