@@ -57,30 +57,22 @@ BREADTH = "breadth"
 class PickSettings:
     """The knobs of the pick; the defaults are what bench/picks.py measured (the same for every dataset).
 
-    The bench figures quoted below were measured before bench/picks.py matched topic keywords only
-    where a word starts ("ood" had also matched "likelihood"). That fix moved the full bench's cells
-    by 0.012 at most and its 100-team clear ones by 0.004 at most."""
+    The runs behind each default, the variants dropped and what each choice looked at: docs/pick-tuning.md
+    (its figures predate the bench's word-start keyword match, which moved them by 0.012 at most)."""
 
     exploration_rate: float = 0.1  # share of days that show a paper next to, not inside, the interests
-    # Where that paper goes. The paper of the day belongs to the served member (issue 30): by default
-    # the exploration paper is an extra, labelled slot after the runners-up. True puts it in the main
-    # slot instead, as before; held-out figures had the served member's precision near zero on those
-    # days (10% of days, -0.06 of precision over all days).
+    # The exploration paper gets an extra, labelled slot after the runners-up, as the paper of the day is
+    # the served member's: in the main slot (True) their precision fell near zero on those days, -0.06 over
+    # all days (docs/pick-tuning.md#explore_in_main).
     explore_in_main: bool = False
-    # Relevance vs. novelty against recent posts (MMR). bench/picks.py (issue 14, 10 teams, clear
-    # interests): 0.85 and 1.0 (no MMR) gave the same served-member precision (0.628 / 0.627), so the
-    # novelty that keeps days from piling onto one sub-topic stays. With reactions, `bench/picks.py
-    # --teams 100 --modes clear --no-cards`, iclr2024, days 21-60 at 0.6 / 0.3: on plain cosine (--set
-    # lexical_weight=0, prf_docs=0, typical_weight=0) novelty held the taste back, 0.732 / 0.676
-    # against 0.767 / 0.715 at 1; on the full relevance it does not, 0.795 / 0.768 against 0.798 / 0.768.
+    # Relevance vs. novelty against recent posts (MMR): novelty keeps days from piling onto one sub-topic
+    # and costs no precision (0.628 against 0.627 without) (docs/pick-tuning.md#mmr_lambda).
     mmr_lambda: float = 0.85
     recent_days: int = 7  # posts that count as "recent" for diversity
     fairness_window: int = 30  # posts over which members' shares are counted
-    # Relevance = cosine + lexical_weight x BM25 scaled to the interest's best paper, after adding the
-    # mean of the prf_docs best papers to the interest (pseudo-relevance feedback). bench/picks.py,
-    # 10 teams, clear interests, served-member precision: cosine 0.650, + 0.4 BM25 (search's weight)
-    # 0.627, PRF 10 alone 0.707, + 0.4 BM25 0.685, + 0.15 BM25 0.703, PRF 20 0.677 (greedy 0.657).
-    # The lexical part stays small: the bench's interests are paraphrases, people also type acronyms.
+    # Relevance = cosine + lexical_weight x BM25 scaled to the interest's best paper, after adding the mean
+    # of the prf_docs best papers to the interest (pseudo-relevance feedback: precision 0.650 -> 0.707);
+    # BM25 stays small, there for the acronyms people type (docs/pick-tuning.md#lexical_weight-and-prf_docs).
     lexical_weight: float = 0.15
     lexical_candidates: int = 300  # papers scored by BM25 per interest
     prf_docs: int = 10
@@ -89,113 +81,35 @@ class PickSettings:
     explore_skip: int = 30
     breadth_lambda: float = 0.85  # no interests yet: MMR spreads the days across areas
     density_sample: int = 1500  # corpus sample for "strength" (how central a paper is to its area)
-    # Relevance also gains typical_weight x how typical a paper is of the library (`typicality`: the
-    # rank, 0 to 1, of its density, its mean similarity to its 10 nearest papers in a sample), in a
-    # library of at least typical_min_papers (fewer: too few for areas to show). A paper in the thick
-    # of an active area is likelier to be on a reader's topic than a stray at an area's edge (half in
-    # another field, a garbled abstract), whoever is served and whatever they liked. bench/picks.py,
-    # 30 teams, served precision days 21-60 with reactions, clear 0.6 / clear 0.3 / vague 0.6 / vague
-    # 0.3, chosen on iclr2024 seeds 1 and 2 (neurips2023 not looked at): weight 0 (before) 0.791 /
-    # 0.764 / 0.347 / 0.191 and 0.797 / 0.760 / 0.313 / 0.201; 0.1 0.803 / 0.772 / 0.381 / 0.226 and
-    # 0.782 / 0.740 / 0.303 / 0.240; 0.15 (seed 2) 0.777 / 0.740 / 0.326 / 0.228; 0.2 0.797 / 0.773
-    # / 0.403 / 0.289 and 0.791 / 0.741 / 0.326 / 0.229; 0.3 (seed 1) 0.782 / 0.745 / 0.443 / 0.312.
-    # Then, not tuned on: iclr2024 seed 3 0.812 / 0.787 / 0.340 / 0.207 -> 0.808 / 0.790 / 0.426 /
-    # 0.316, neurips2023 seed 1 0.777 / 0.763 / 0.305 / 0.190 -> 0.794 / 0.755 / 0.418 / 0.306:
-    # vague interests gain on both datasets, clear ones stay level (-0.019 to +0.017). Density
-    # against its neighbours' own (a local outlier factor) instead, seed 1: 0.787 / 0.753 / 0.378 / 0.243.
+    # Relevance gains typical_weight x how typical a paper is of a library of typical_min_papers or more: a
+    # paper in the thick of an area is likelier on a reader's topic than a stray at its edge (vague interests
+    # gain, clear ones stay level) (docs/pick-tuning.md#typical_weight-and-typical_min_papers).
     typical_weight: float = 0.2
     typical_min_papers: int = 1000
     candidate_sample: int = 3000  # breadth candidates considered per day
     runners_up: int = 2
     spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
-    # A reaction to a runner-up teaches the taste but leaves it available (a Save uses it up).
-    # bench/picks.py, clear interests: using reacted runners-up up cost 0.22 of precision (0.81 -> 0.59),
-    # the same collapse as spending every runner-up shown.
+    # A reaction to a runner-up teaches the taste but leaves it available (a Save uses it up): using it
+    # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up).
     spend_reacted_runners_up: bool = False
-    # Reactions move each member's query the textbook way (Rocchio): relevance + strength x (cosine to
-    # the weighted mean of their likes - contrast x cosine to the mean of their dislikes). contrast 0.5
-    # is Rocchio's gamma/beta. bench/picks.py, iclr2024 seed 2, 30 teams, gain from reactions days
-    # 21-60, clear 0.6 / clear 0.3 / vague 0.6 / vague 0.3 (Rocchio +0.164 / +0.132 / +0.242 / +0.130):
-    # strength 1 +0.132 / +0.098 / +0.170 / +0.089, 1.5 +0.172 / +0.118 / +0.214 / +0.148, 2 +0.175 /
-    # +0.075 / +0.306 / +0.129; 1.5 is furthest from losing anywhere (neurips2023 not looked at). Also
-    # tried there and dropped, no gain: sinking the region right around a disliked paper (0.3: +0.162
-    # / +0.099 / +0.217 / +0.151 at 1.5), no novelty term (mmr_lambda 1: +0.130 / +0.110 / +0.255 /
-    # +0.139). The old blend (taste share W / (W + 3), capped at 0.7): see the issue 30 notes.
+    # Reactions move a member's query as Rocchio does: relevance + strength x (cosine to their likes' mean
+    # - contrast x cosine to their dislikes'); contrast 0.5 is Rocchio's gamma/beta, strength 1.5 the
+    # furthest from losing anywhere (docs/pick-tuning.md#feedback_strength-and-feedback_contrast).
     feedback_strength: float = 1.5
     feedback_contrast: float = 0.5
-    # Once a member has liked a few papers (taste_min_likes), their turn's ranking (the above, with
-    # novelty) is fused by rank with arxiv-sanity's per-member linear classifier (`taste_classifier`:
-    # their interests and likes against the library and their dislikes): reciprocal rank fusion, each
-    # paper scoring 1 / (fusion_k + its rank) in each, k = 60 as Cormack, Clarke and Buettcher (SIGIR
-    # 2009) give it, not tuned here; 0 turns the classifier off. The classifier wins where a member's
-    # words describe their topic badly (out-of-distribution, offline RL, optimization), the stated
-    # interest where they describe it well (RL, LLMs): `bench/picks.py --by-topic`. Tried on iclr2024
-    # first (seed 1, 100 teams, clear, days 21-60 at 0.6 / 0.3) with the bench's own LinearSVC in place
-    # of the closed form: 0.809 / 0.776 against 0.793 / 0.769 without (k 10: 0.805 at 0.6). As shipped
-    # (`bench/picks.py --teams 100 --modes clear --no-cards`, stop 44's install): iclr2024 0.815 /
-    # 0.770, then neurips2023, not looked at before, 0.826 / 0.775 against 0.802 / 0.764; the gain aims'
-    # margins went from -0.030 / -0.006 and -0.031 / -0.020 to -0.009 / -0.006 and -0.006 / -0.009, each
-    # within its paired ± (about 0.012). Why the LinearSVC ranking turns alone did worse inside
-    # paperclub than as the baseline (below): through the bot's path on cosine relevance it matches the
-    # baseline (iclr2024 0.786 against 0.788) until paperclub's 👎 term also steers the turns before a
-    # member's first like (0.766).
+    # From taste_min_likes likes on, a member's turn is fused by rank (1 / (fusion_k + rank)) with their own
+    # linear classifier (`taste_classifier`), which reads topics their words describe badly; k = 60 as
+    # Cormack et al. give it, not tuned here; 0 turns it off (docs/pick-tuning.md#fusion_k).
     fusion_k: float = 60.0
-    # The classifier gets its say from a member's taste_min_likes-th liked paper on: trained on one or
-    # two, it is mostly the member's words and those papers, and the ranking follows a lone like too
-    # far. Chosen on iclr2024 (seed 1, clear, days 21-60 at 0.6 / 0.3, `--modes clear --no-cards`): from
-    # the first like (before; stop 45's install, whose embeddings and baselines differ) 30 teams 0.801 /
-    # 0.747, 100 teams 0.815 / 0.770; from the third 0.812 / 0.772 and 0.818 / 0.781; from the fifth (30
-    # teams) 0.807 / 0.773. Then neurips2023, not looked at for it: 0.816 / 0.768 -> 0.822 / 0.767 (30
-    # teams), 0.814 / 0.769 -> 0.816 / 0.766 (100): level there.
+    # Trained on one or two likes the classifier is mostly the member's words and those papers, and follows
+    # a lone like too far; from the third, iclr2024 rose and neurips2023 held level
+    # (docs/pick-tuning.md#taste_min_likes).
     taste_min_likes: int = 3
     taste_ridge: float = 0.024  # the classifier's ridge: the SVM's C = 0.1 over ~830 papers, as 1 / (C n / 2)
     taste_background: int = 800  # the library counts as this many negatives (the bench SVM's sample)
-    # A member's likes are measured from the library's mean (Library.mean): every abstract shares a
-    # direction ("this is ML"), which made the lift mostly how ML-like a paper was. bench/picks.py,
-    # iclr2024 seed 2, 30 teams, gain from reactions days 21-60, clear 0.6 / clear 0.3 / vague 0.6 /
-    # vague 0.3 (the better of Rocchio and the SVM: +0.197 / +0.132 / +0.242 / +0.130): uncentred
-    # (before) +0.172 / +0.118 / +0.214 / +0.148, centred +0.172 / +0.135 / +0.263 / +0.151. Also
-    # whitening by the library's covariance shrunk towards the identity (a linear discriminant):
-    # shrinkage 3 x the mean variance gave +0.219 / +0.137 / +0.242 / +0.147 there, but against
-    # centring alone it won clear 0.6 and lost vague 0.6 on every sample (iclr2024 seeds 1-3,
-    # neurips2023 seed 1), lost 3 of 4 cells at iclr2024 seed 3 and bench/feedback.py's vague run
-    # (20.0% against 24.0%), and a liked paper pulled the next pick less towards itself
-    # (tests/test_reactions_e2e.py): dropped. Centring the dislikes too: +0.177 / +0.133 / +0.226
-    # / +0.136; contrast 1: +0.118 / +0.062 / +0.154 / +0.068; strength 2 or 2.5 with centring: no
-    # better than 1.5 anywhere but vague 0.6. With 100 teams (iclr2024 seed 1, clear, gain days 21-60 at
-    # 0.6 / 0.3; a 30-team cell moves about ±0.02 from noise alone, bench/picks.py's paired ±): 1.5
-    # +0.131 / +0.104, strength 1 +0.128 / +0.100, uncentred at 1 (Rocchio's own form on this
-    # relevance) +0.107 / +0.082, against the better baseline's from the naive pick: the SVM's +0.169 at
-    # 0.6, Rocchio's +0.126 at 0.3.
-    # Also tried on top of this and dropped (`bench/picks.py --teams 100 --modes clear --no-cards`, seed
-    # 1): each member's taste as a linear classifier in closed form, arxiv-sanity's SVM without the
-    # solver (class-balanced least squares, ridge 0.01, their likes and interests against 800 library
-    # papers and their dislikes), relevance + 0.3 x its score. Gain days 21-60 at 0.6 / 0.3, clear,
-    # iclr2024: +0.142 / +0.110 against +0.131 / +0.104 (bars +0.169 / +0.126); neurips2023, its first
-    # form (without the interests): +0.145 / +0.108 against +0.137 / +0.102 (bars +0.171 / +0.123);
-    # vague iclr2024: +0.367 / +0.227 against +0.353 / +0.241. Every change inside the paired ± (about
-    # 0.015), both bars still missed, a 385 x 385 solve more per member with likes in every pick, and six
-    # 🔥 on a neighbouring topic outweighed the stated interest (tests/test_pick_quality.py). Weight 0.15
-    # to 1, ridge 0.003 to 0.05, a weight growing with the share of dislikes or the number of likes, the
-    # classifier in place of the centroid, or a LinearSVC itself (C 0.1, weight 0.1 or 0.3), iclr2024
-    # clear: +0.130 to +0.158 at 0.6, +0.088 to +0.118 at 0.3; none past both bars. Half the lift as
-    # closeness to the nearest liked paper instead of their mean (a member's topic in several clumps),
-    # the same run: days 21-60 at 0.6 / 0.3 0.787 / 0.765 against 0.795 / 0.768. The baseline's
-    # LinearSVC ranking a member's turns instead (relevance outweighed) once they have a like: 0.792
-    # at 0.6, out-of-distribution 0.36 where the SVM baseline reaches 0.51 (`--by-topic`); only for
-    # members with over half their verdicts 👎 (the topics their words rank badly): 0.780.
-    # Stop 46, 100 teams, clear, iclr2024 (as shipped 0.818 / 0.781): from the naive pick's start
-    # (--set lexical_weight=0 prf_docs=0 typical_weight=0 mmr_lambda=1) the gain is +0.154 / +0.102
-    # against Rocchio's +0.148 / +0.126 (no classifier +0.138 / +0.086, Rocchio's own uncentred form
-    # at strength 1 +0.154 / +0.112): at half engagement the learner trails Rocchio from the same start.
-    # That form, classifier on, full relevance: iclr2024 0.820 / 0.772, neurips2023 0.812 / 0.771 (as shipped
-    # 0.816 / 0.766), and vague lost on both (30 teams: 0.413 / 0.296 -> 0.383 / 0.273, 0.468 / 0.312 ->
-    # 0.419 / 0.254): centring and 1.5 stay. Dropped too, iclr2024: liked recent posts exempt from
-    # novelty 0.822 / 0.774; no expansion (30 teams, 0.812 / 0.772 as shipped) or no typicality once a
-    # member has a like, 0.805 / 0.756 and 0.798 / 0.748.
-    # Stop 47, 30 teams, clear, iclr2024 / neurips2023 (0.812 / 0.772, 0.822 / 0.767 as shipped): a lift by
-    # BM25 of the liked papers' words (x 0.15) 0.828 / 0.780, 0.821 / 0.758; contrast 0.25 0.818 / 0.767,
-    # 0.809 / 0.752; fusion weighted by the share of 👎 0.805 / 0.769, 0.810 / 0.764: dropped, none wins both.
+    # FeedbackModel measures a member's likes from the library's mean (Library.mean): every abstract shares
+    # a direction ("this is ML") that made the lift mostly how ML-like a paper was. That run, and the taste
+    # variants tried since and dropped: docs/pick-tuning.md#centring-the-likes.
 
 
 @dataclass(frozen=True)
