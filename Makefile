@@ -17,13 +17,15 @@ STAMP  := $(VENV)/.installed
 
 venv: $(STAMP)
 
-# The versions the image ships (deploy/requirements.lock), so the tests run what ships; torch
-# and pip are left to the lines above (a CPU or a default torch build; the venv's own pip).
-$(STAMP): pyproject.toml Makefile deploy/requirements.lock
+# The versions the image ships, so the tests run what ships, and the test tools' own
+# (deploy/requirements-test.lock: deploy/requirements.lock's pins plus pytest and the rest, so a
+# new release of one cannot turn a green tree red); torch and pip are left to the lines above
+# (a CPU or a default torch build; the venv's own pip).
+$(STAMP): pyproject.toml Makefile deploy/requirements-test.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps \
 	    $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH)"
-	grep -v -E '^(torch|pip)==' deploy/requirements.lock > $(VENV)/constraints.txt
+	grep -v -E '^(torch|pip)==' deploy/requirements-test.lock > $(VENV)/constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c $(VENV)/constraints.txt -e '.[test]'
 	touch $(STAMP)
 
@@ -54,7 +56,8 @@ check: $(STAMP)
 	    -n $(CHECK_WORKERS) $(PYTEST_ARGS)
 
 # deploy/requirements.lock: the image's exact versions, from pyproject.toml and
-# deploy/requirements.in (the CPU torch), for Linux x86_64 and Python 3.11. Needs uv
+# deploy/requirements.in (the CPU torch), for Linux x86_64 and Python 3.11; then
+# deploy/requirements-test.lock: the same pins and the test extra's (what `make test` installs). Needs uv
 # (pip install uv). Where PyTorch's index is not reachable, a folder with the wheel does:
 #   make lock LOCK_TORCH='--find-links /opt/wheels'
 UV         ?= uv
@@ -63,6 +66,9 @@ lock:
 	$(UV) pip compile pyproject.toml deploy/requirements.in --python-version 3.11 \
 	    --python-platform x86_64-manylinux_2_28 $(LOCK_TORCH) \
 	    --custom-compile-command 'make lock' -o deploy/requirements.lock
+	$(UV) pip compile pyproject.toml deploy/requirements.in --extra test -c deploy/requirements.lock \
+	    --python-version 3.11 --python-platform x86_64-manylinux_2_28 $(LOCK_TORCH) \
+	    --custom-compile-command 'make lock' -o deploy/requirements-test.lock
 
 # The image, as a user builds it (CI's extra steps: deploy/ci-image-prereqs.sh).
 image:

@@ -162,10 +162,10 @@ def test_the_readme_says_the_compose_file_needs_compose_v2():
 
 
 # -- 6. the image installs exactly the locked versions ------------------------------------------
-def lock() -> dict[str, tuple[Version, set[str]]]:
-    """name -> (pinned version, what requires it) from deploy/requirements.lock (uv's format)."""
+def lock(file: str = "requirements.lock") -> dict[str, tuple[Version, set[str]]]:
+    """name -> (pinned version, what requires it) from a lock in deploy/ (uv's format)."""
     out, name = {}, None
-    for line in (DEPLOY / "requirements.lock").read_text().splitlines():
+    for line in (DEPLOY / file).read_text().splitlines():
         if m := re.match(r"^([A-Za-z0-9._-]+)==(\S+)$", line):
             name = canonicalize_name(m[1])
             out[name] = (Version(m[2]), set())
@@ -198,6 +198,22 @@ def test_the_lock_pins_exactly_pyproject_dependencies_and_what_they_need():
     assert "--no-deps" in makefile and "--index-url $(TORCH_INDEX)" in makefile
     runs = " ".join(a for w, a in dockerfile_steps() if w == "RUN")
     assert "pip install -r /tmp/requirements.lock" in runs and "--no-deps --no-build-isolation /tmp/src" in runs
+
+
+def test_make_test_installs_what_ships_and_pinned_test_tools():
+    """A new release of pytest or a plugin cannot turn a green tree red: `make test` installs the
+    image's pins and the test extra's, both from deploy/requirements-test.lock."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    image, tests = lock(), lock("requirements-test.lock")
+    assert {n: v for n, (v, _) in tests.items() if n in image} == {n: v for n, (v, _) in image.items()}, \
+        "run `make lock`: the test lock must hold the image's pins unchanged"
+    for d in map(Requirement, spec):
+        name = canonicalize_name(d.name)
+        assert name in tests, f"{d.name} is not in deploy/requirements-test.lock: run `make lock`"
+        assert d.specifier.contains(tests[name][0], prereleases=True), f"{d} but the test lock has {tests[name][0]}"
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"grep -v -E '\^\(torch\|pip\)==' deploy/requirements-test\.lock > \$\(VENV\)/constraints\.txt",
+                     makefile), "the venv is constrained by the test lock"
 
 
 def test_any_python_from_3_11_up_is_accepted_and_the_makefile_finds_one(tmp_path):
