@@ -1,0 +1,100 @@
+"""The pick's stated relevance alone, part by part, on both datasets: precision of each interest's top papers.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/pick_relevance.py [--data ...] [--k 20] [--set NAME=VALUE]
+
+bench/picks.py measures the pick over days, with turns, novelty and reactions, where a 30-team
+cell moves about ±0.02 from noise. This measures only what a member's words rank, before any of
+that: for each of bench/picks.py's 54 clear interest texts (18 topics, 3 ways to say each), the
+share of its k best papers that are relevant to the topic (bench/picks.py's rule: the label, or
+the author keywords), with relevance built up one part at a time, the naive pick's cosine first:
+- cosine: the naive pick's ranking;
+- + BM25: `lexical_weight` x the interest's BM25 scaled to its best paper (no expansion);
+- expansion: the interest plus the mean of its `prf_docs` best papers (no BM25);
+- expansion + BM25: both (`interest_scores`);
+- as shipped: + `typical_weight` x `typicality` (`turn_relevance`, what a member's turn ranks by).
+And for the vague interest ("machine learning"), the share of its k best papers relevant to a
+member of a topic drawn at random (the mean over topics), beside a random paper's.
+Seconds a dataset once bench/picks.py has cached its vectors under the temp dir (minutes to embed
+them the first time).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import numpy as np
+
+from picks import DATASETS, TOPICS, VAGUE, load_world, relevant
+from store import PickSettings, Searcher
+from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
+
+PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "as shipped")
+
+
+def rankings(world, searcher, text: str, settings: PickSettings, typical) -> dict[str, np.ndarray]:
+    """Each part's relevance of every paper to `text`."""
+    it = Interest(0, text, "U", world.vector(text))
+    lex = lexical_for(searcher, [it], settings.lexical_candidates)
+    variants = {"cosine": dict(lexical_weight=0, prf_docs=0), "+ BM25": dict(prf_docs=0),
+                "expansion": dict(lexical_weight=0), "expansion + BM25": {}}
+    out = {}
+    for name, change in variants.items():
+        s = dataclasses.replace(settings, **change)
+        out[name] = interest_scores(world.matrix, world.ids, [it], lex, s)[0]
+    out["as shipped"] = turn_relevance(out["expansion + BM25"], typical, settings)
+    return {name: (h if h.ndim == 1 else h[:, 0]) for name, h in out.items()}
+
+
+def run(data, args, settings: PickSettings) -> None:
+    started = time.perf_counter()
+    world = load_world(data, args.model)
+    searcher = Searcher(world.store, world.embedder)
+    typical = typicality(world.matrix, settings)
+    on = {label: np.array([relevant(world.rec_of.get(pid, {}), label) for pid in world.ids]) for label in TOPICS}
+    per: dict[str, dict[str, list[float]]] = {label: {p: [] for p in PARTS} for label in TOPICS}
+    for label, (texts, _) in TOPICS.items():
+        for text in texts:
+            for name, score in rankings(world, searcher, text, settings, typical).items():
+                per[label][name].append(float(on[label][np.argsort(-score, kind="stable")[:args.k]].mean()))
+    print(f"\n{data.name}: {len(world.ids)} papers; precision of each clear interest's {args.k} best papers "
+          f"(mean of its 3 texts)")
+    print(f"  {'topic':<26}" + "".join(f"{p:>18}" for p in PARTS))
+    for label in TOPICS:
+        print(f"  {label:<26}" + "".join(f"{np.mean(per[label][p]):>18.3f}" for p in PARTS))
+    every = {p: [x for label in TOPICS for x in per[label][p]] for p in PARTS}
+    print(f"  {'all 54 texts':<26}" + "".join(f"{np.mean(every[p]):>18.3f}" for p in PARTS))
+    base = np.array(every["cosine"])
+    print(f"  {'against cosine, ± paired':<26}" + "".join(
+        f"{np.mean(np.array(every[p]) - base):>+11.3f} ±{np.std(np.array(every[p]) - base, ddof=1) / np.sqrt(len(base)):.3f}"
+        for p in PARTS))
+    vague = rankings(world, searcher, VAGUE, settings, typical)
+    chance = np.mean([on[label].mean() for label in TOPICS])
+    print(f"  vague (\"{VAGUE}\"), a member of a random topic: random paper {chance:.3f}; "
+          + ", ".join(f"{p} {np.mean([on[label][np.argsort(-vague[p], kind='stable')[:args.k]].mean() for label in TOPICS]):.3f}"
+                      for p in PARTS))
+    print(f"  {time.perf_counter() - started:.0f} s")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, action="append", default=None,
+                    help="eval JSONL (repeatable; default: iclr2024 and neurips2023)")
+    ap.add_argument("--k", type=int, default=20, help="papers per interest that count (default 20)")
+    ap.add_argument("--model", default="all-MiniLM-L6-v2")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a PickSettings field, e.g. --set typical_weight=0 (repeatable)")
+    args = ap.parse_args()
+    overrides = {}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        kind = type(getattr(PickSettings(), name))
+        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+    print(f"the pick's stated relevance, part by part; settings {overrides or 'default'}")
+    for data in args.data or DATASETS:
+        run(data, args, PickSettings(**overrides))
+
+
+if __name__ == "__main__":
+    main()
