@@ -11,6 +11,8 @@ the author keywords), with relevance built up one part at a time, the naive pick
 - + BM25: `lexical_weight` x the interest's BM25 scaled to its best paper (no expansion);
 - expansion: the interest plus the mean of its `prf_docs` best papers (no BM25);
 - expansion + BM25: both (`interest_scores`);
+- + BM25 words: BM25 also searches the `lexical_expansion` words the interest's `prf_docs` nearest
+  papers share (`expansion_words`), as the pick's does;
 - as shipped: + `typical_weight` x `typicality` (`turn_relevance`, what a member's turn ranks by).
 And for the vague interest ("machine learning"), the share of its k best papers relevant to a
 member of a topic drawn at random (the mean over topics), beside a random paper's.
@@ -30,20 +32,23 @@ from picks import DATASETS, TOPICS, VAGUE, load_world, relevant
 from store import PickSettings, Searcher
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
 
-PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "as shipped")
+PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "+ BM25 words", "as shipped")
 
 
 def rankings(world, searcher, text: str, settings: PickSettings, typical) -> dict[str, np.ndarray]:
     """Each part's relevance of every paper to `text`."""
     it = Interest(0, text, "U", world.vector(text))
-    lex = lexical_for(searcher, [it], settings.lexical_candidates)
-    variants = {"cosine": dict(lexical_weight=0, prf_docs=0), "+ BM25": dict(prf_docs=0),
-                "expansion": dict(lexical_weight=0), "expansion + BM25": {}}
+    words = lexical_for(searcher, [it], settings.lexical_candidates)
+    expanded = lexical_for(searcher, [it], settings.lexical_candidates, expand_from=settings.prf_docs,
+                           expand_words=settings.lexical_expansion)
+    variants = {"cosine": (dict(lexical_weight=0, prf_docs=0), words), "+ BM25": (dict(prf_docs=0), words),
+                "expansion": (dict(lexical_weight=0), words), "expansion + BM25": ({}, words),
+                "+ BM25 words": ({}, expanded)}
     out = {}
-    for name, change in variants.items():
+    for name, (change, lex) in variants.items():
         s = dataclasses.replace(settings, **change)
         out[name] = interest_scores(world.matrix, world.ids, [it], lex, s)[0]
-    out["as shipped"] = turn_relevance(out["expansion + BM25"], typical, settings)
+    out["as shipped"] = turn_relevance(out["+ BM25 words"], typical, settings)
     return {name: (h if h.ndim == 1 else h[:, 0]) for name, h in out.items()}
 
 

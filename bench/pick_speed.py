@@ -21,7 +21,8 @@ Not in those figures: how typical each paper is of the library (`store.pick.typi
 scan of the whole library), made once per library version and kept by the searcher's index: the
 first pick after new papers arrive pays it. Its cost is printed on its own. The same holds for each
 interest's relevance over the library (`store.daily.library_relevance`), the library's mean and its
-second moments (`store.pick.library_moments`, printed too).
+second moments (`store.pick.library_moments`, printed too), and each interest's BM25 with the words
+its nearest papers add (`store.pick.lexical_for`, printed beside its own words' alone).
 
 Measured alone on the 2-core CI machine, `--runs 40`, one BLAS thread, three runs paired with the
 commit before the pick kept each interest's relevance (ab29b3f), medians: 30.9 / 40.3 / 46.5 ms
@@ -52,7 +53,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
 from store.daily import library_vectors  # noqa: E402
-from store.pick import PickSettings, library_moments, typicality  # noqa: E402
+from store.pick import PickSettings, interests_for, lexical_for, library_moments, typicality  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",
@@ -136,14 +137,22 @@ def main() -> None:
         papers = store.count_papers()
         _, matrix = library_vectors(store, searcher)
         typical_ms, moments_ms = [], []
+        lexical_ms: dict[str, list[float]] = {"its own words": [], "with its nearest papers' words": []}
+        interests = interests_for(store, channel, searcher.embedder)
+        settings = PickSettings()
         for _ in range(5):
             with threadpool_limits(1, user_api="blas"):
                 t = time.perf_counter()
-                typicality(matrix, PickSettings())
+                typicality(matrix, settings)
                 typical_ms.append(1000 * (time.perf_counter() - t))
                 t = time.perf_counter()
                 library_moments(matrix)
                 moments_ms.append(1000 * (time.perf_counter() - t))
+                for name, words in zip(lexical_ms, (0, settings.lexical_expansion)):
+                    t = time.perf_counter()
+                    lexical_for(searcher, interests, settings.lexical_candidates, expand_from=settings.prf_docs,
+                                expand_words=words)
+                    lexical_ms[name].append(1000 * (time.perf_counter() - t))
         store.close()
     print(f"pick_for_day at {papers} papers, {args.days} days of history, {reactions} reactions "
           f"(aim <= 50 ms):")
@@ -154,6 +163,8 @@ def main() -> None:
           f"{statistics.median(typical_ms):.0f} ms of 5")
     print(f"  the library's second moments (the learned tastes' background), once per library version: "
           f"median {statistics.median(moments_ms):.0f} ms of 5")
+    print(f"  the {len(INTERESTS)} interests' BM25 (`lexical_for`), once per library version: "
+          + ", ".join(f"{name} median {statistics.median(xs):.0f} ms" for name, xs in lexical_ms.items()))
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def calibration_round(store: Store, searcher: Searcher, channel: str, user: str,
     if not chosen:
         return CalibrationRound()
     ids, matrix = library_vectors(store, searcher)
-    lexical = interest_lexical(searcher, chosen, settings.lexical_candidates) if settings.lexical_weight else None
+    lexical = interest_lexical(searcher, chosen, settings) if settings.lexical_weight else None
     exclude = judged_by(store, user, now=now) | {it.paper_id for it in chosen if it.paper_id}
     typical = library_typicality(searcher, ids, matrix, settings)
     rows, dropped = round_rows(ids, matrix, chosen, exclude=exclude, lexical=lexical, settings=settings,

@@ -44,8 +44,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     reactions = store.reactions(channel=channel)  # read once: for the feedback, and for history_for (who reacted)
     adjust = _reactions(store, channel, day, feedback, reactions) if feedback is not None else None
     interests = interests_for(store, channel, searcher.embedder)
-    lexical = interest_lexical(searcher, interests, settings.lexical_candidates) \
-        if interests and settings.lexical_weight else None
+    lexical = interest_lexical(searcher, interests, settings) if interests and settings.lexical_weight else None
     # A paper the channel's reading group read, chose or voted on counts as shown: never the paper of the day.
     read = [PastPost(date.min, pid) for pid in sorted(club_papers(store, channel))]
     history = history_for(store, channel, reactions) + read
@@ -85,14 +84,17 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     return store.load_vectors(searcher.embedder.name)
 
 
-def interest_lexical(searcher: Searcher, interests, limit: int) -> dict[int, dict[str, float]]:
-    """`lexical_for` each interest, kept by the searcher's index until the library changes: an
-    interest's BM25 over an unchanged library is the same every day (a third of a pick at 10k papers)."""
+def interest_lexical(searcher: Searcher, interests, settings: PickSettings) -> dict[int, dict[str, float]]:
+    """`lexical_for` each interest as `settings` say, kept by the searcher's index until the library
+    changes: an interest's BM25 over an unchanged library is the same every day (a third of a pick at
+    10k papers), and so are the words its nearest papers add to it."""
     index = searcher.index()
+    limit, expand = settings.lexical_candidates, (settings.prf_docs, settings.lexical_expansion)
     out: dict[int, dict[str, float]] = {}
     for it in interests:
-        key = ("lexical", it.id, it.text, it.paper_id, limit)
-        out.update(index.derived(key, lambda it=it: lexical_for(searcher, [it], limit)))
+        key = ("lexical", it.id, it.text, it.paper_id, limit, expand)
+        out.update(index.derived(key, lambda it=it: lexical_for(searcher, [it], limit, expand_from=expand[0],
+                                                                 expand_words=expand[1])))
     return out
 
 
@@ -110,7 +112,7 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
     the library changes: the same every day until a paper or an interest changes (a sixth of a pick
     at 10k papers). Read-only: a pick must not write into what the next one reads."""
     key = ("relevance", tuple((it.id, it.text, it.paper_id) for it in interests), settings.lexical_weight,
-           settings.prf_docs, settings.lexical_candidates)
+           settings.prf_docs, settings.lexical_candidates, settings.lexical_expansion)
 
     def make():
         scores = interest_scores(matrix, ids, interests, lexical, settings)

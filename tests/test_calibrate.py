@@ -21,8 +21,8 @@ from conftest import Clock, block_action_body, dispatch_command, make_deps, make
 from store import HashingEmbedder, Searcher
 from store import feedback as fb
 from store.calibrate import ROUND_SIZE, round_rows, spread_choice
-from store.daily import library_vectors
-from store.pick import Interest, PickSettings, interest_scores, interests_for, lexical_for
+from store.daily import interest_lexical, library_vectors
+from store.pick import Interest, PickSettings, interest_scores, interests_for
 from test_reactions_e2e import THU, bot, searcher  # noqa: F401 (the real-model app on Socket Mode)
 from test_verdicts_e2e import next_pick, press
 
@@ -162,7 +162,7 @@ def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_open
     ids, matrix = library_vectors(store, deps.searcher)
     interests = interests_for(store, CH, deps.embedder)
     settings = PickSettings()
-    hybrid, _ = interest_scores(matrix, ids, interests, lexical_for(deps.searcher, interests), settings)
+    hybrid, _ = interest_scores(matrix, ids, interests, interest_lexical(deps.searcher, interests, settings), settings)
     order = list(np.argsort(-hybrid[:, 0], kind="stable"))
     row = {pid: i for i, pid in enumerate(ids)}
     assert mean_pairwise(matrix, [row[p] for p in shown]) < mean_pairwise(matrix, order[:len(shown)])

@@ -333,3 +333,52 @@ def test_the_fresh_papers_pick_carries_the_members_reactions(hashing_store):
     pick = pick_for_day(hashing_store, searcher, CH, day, feedback=Feedback())
     assert pick.paper_id in fresh and "new on arXiv" in pick.explain()
     assert pick.choice.feedback > 0  # the 👍 on the older paper reached the pick among the new ones
+
+
+def test_an_interest_in_its_own_words_also_finds_its_fields_terms(tmp_path):
+    """A paraphrase ("explaining model predictions") rarely names its field's terms; its nearest papers
+    do, so the pick's BM25 also finds the field's papers that share none of the member's words."""
+    from store import HashingEmbedder, Record, Searcher, bundled_sample_paths, ingest_paths, ingest_records, open_store
+
+    near = ["We study explaining model predictions of deep classifiers with saliency maps; attribution "
+            "heatmaps show which pixels matter, and our saliency attribution is faithful.",
+            "Explaining model predictions for text: token saliency and attribution scores, checked against "
+            "human rationales; saliency beats attention weights.",
+            "Model predictions explained by counterfactual attribution: saliency heatmaps for tabular data "
+            "and a sanity check of attribution methods.",
+            "Do explanations of model predictions help users? A study of saliency maps and attribution "
+            "heatmaps shown to doctors reading scans."]
+    field = ["Saliency maps and attribution heatmaps for vision transformers, computed in one pass over the patches.",
+             "Attribution by layer-wise relevance: sharper saliency heatmaps for speech recognisers.",
+             "Integrated gradients revisited: attribution baselines decide what saliency maps show."]
+    embedder = HashingEmbedder(256, name="hashing-256")
+    store = open_store(tmp_path / "lib.db")
+    # The rest of the library: the bundled abstracts and enough others that an interest's few nearest
+    # papers are a small part of it (in a small library they span topics and nothing is expanded).
+    ingest_paths(store, bundled_sample_paths(), embedder, now=0.0)
+    rng = np.random.default_rng(5)
+    vocabulary = [f"{a}{b}" for a in ("graph", "kernel", "bandit", "spline", "quant", "tensor", "sparse", "robot")
+                  for b in ("net", "flow", "wise", "form", "mix", "fit", "rank", "path", "cast", "scope")]
+    ingest_records(store, [Record(abstract="We propose " + " and ".join(rng.choice(vocabulary, 12, replace=False))
+                                  + f" for task {n}.", title=f"OTHER{n}") for n in range(420)], embedder, now=0.0)
+    others = {p.id for p in store.list_papers(limit=1000)}
+    assert len(others) >= 400
+    ingest_records(store, [Record(abstract=a, title=f"PAPER{n}") for n, a in enumerate(near + field)], embedder, now=0.0)
+    searcher = Searcher(store, embedder)
+    field_ids = {p.id for p in store.list_papers(limit=1000) if p.abstract in field}
+    assert len(field_ids) == len(field)
+    text = "explaining model predictions"
+    interest = Interest(1, text, "UA", embedder.encode([text])[0])
+    settings = PickSettings()
+
+    own_words = lexical_for(searcher, [interest], settings.lexical_candidates)
+    assert not field_ids & set(own_words.get(1, {}))  # the member's own words never reach them
+    expanded = lexical_for(searcher, [interest], settings.lexical_candidates, expand_from=4,
+                           expand_words=settings.lexical_expansion)
+    assert field_ids <= set(expanded[1])
+    assert min(expanded[1][pid] for pid in field_ids) > max(s for pid, s in expanded[1].items() if pid in others)
+    # What the pick reads (`interest_lexical`, the defaults: its prf_docs nearest papers) finds them too.
+    from store.daily import interest_lexical
+
+    assert field_ids <= set(interest_lexical(searcher, [interest], settings)[1])
+    store.close()

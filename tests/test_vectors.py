@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from store import HashingEmbedder, Searcher, bundled_sample_paths, ingest_paths, ingest_records, open_store
+from store import HashingEmbedder, PickSettings, Searcher, bundled_sample_paths, ingest_paths, ingest_records, open_store
 from store.ingest import Record
 from store.search import MatrixIndex
 from store.vectors import DenseIndex, recall_at
@@ -63,15 +63,15 @@ def test_an_interests_bm25_is_kept_until_a_new_paper_arrives(store):
     searcher = Searcher(store, embedder)
     old_ids = {p.id for p in store.list_papers()}
     topic = [Interest(7, "quantum annealing", "UANN", embedder.encode(["quantum annealing"])[0])]
-    before = interest_lexical(searcher, topic, 300)
+    before = interest_lexical(searcher, topic, PickSettings())
     calls = []
     searcher_bm25 = searcher.bm25
     searcher.bm25 = lambda *a, **k: calls.append(a) or searcher_bm25(*a, **k)
-    assert interest_lexical(searcher, topic, 300) == before and not calls  # kept: no second BM25
+    assert interest_lexical(searcher, topic, PickSettings()) == before and not calls  # kept: no second BM25
 
     ingest_records(store, [Record(abstract=QUANTUM, venue="QIP 2026", year=2026, source="test", line=1)],
                    embedder, now=time.time())
-    after = interest_lexical(searcher, topic, 300)
+    after = interest_lexical(searcher, topic, PickSettings())
     new = ({p.id for p in store.list_papers()} - old_ids).pop()
     assert calls  # the library changed: computed again
     assert new not in before.get(7, {}) and after[7][new] == 1.0  # the new paper is the best match now
