@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from picks import DATASETS, TOPICS, VAGUE, load_world, relevant
+from picks import DATASETS, TOPICS, VAGUE, load_world, relevant, setting_overrides
 from store import PickSettings, Searcher
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
 
@@ -91,11 +91,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a PickSettings field, e.g. --set typical_weight=0 (repeatable)")
     args = ap.parse_args()
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        kind = type(getattr(PickSettings(), name))
-        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+    overrides = setting_overrides(args.set)
     print(f"the pick's stated relevance, part by part; settings {overrides or 'default'}")
     for data in args.data or DATASETS:
         run(data, args, PickSettings(**overrides))

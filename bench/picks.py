@@ -935,6 +935,16 @@ def modes(text: str) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
+def setting_overrides(items: list[str]) -> dict:
+    """`--set NAME=VALUE` items as PickSettings fields of their own types ("1", "true", "yes": True)."""
+    overrides = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        kind = type(getattr(PickSettings(), name))
+        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+    return overrides
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, action="append", default=None,
@@ -960,11 +970,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.no_cards and args.cards_at_half:
         ap.error("--no-cards leaves out the variant --cards-at-half would run at half: give one of them")
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        kind = type(getattr(PickSettings(), name))
-        overrides[name] = (value.lower() in ("1", "true", "yes")) if kind is bool else kind(value)
+    overrides = setting_overrides(args.set)
     settings = PickSettings(**overrides)
     datasets = args.data or DATASETS
     started = time.perf_counter()
