@@ -235,7 +235,7 @@ def main() -> None:
     libraries = {}
     for mode in ("off", "on"):
         store, searcher = world.library(Path(scratch.name) / f"{mode}.db")
-        libraries[mode] = (store, searcher, bot_deps(store, searcher, clock), clock)
+        libraries[mode] = (store, searcher, bot_deps(store, searcher, clock, settings), clock)
     for t, team in enumerate(teams):
         for mode in ("off", "on"):
             sim = Sim(team, t, world, libraries[mode], args, settings, mode == "on", centroids)

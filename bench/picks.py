@@ -143,8 +143,9 @@ beside Rocchio and the SVM fed the same answers and verdicts:
   (+0.483). paperclub ends highest in all four; with clear interests on neurips2023 its first
   weeks are behind Rocchio's fed the same (0.868 against 0.880), and its gain is behind the
   better fed baseline's on both (the SVM's +0.233 and +0.252). Before PickSettings.lexical_expansion:
-  clear 0.905 / 0.878 and 0.897 / 0.861, vague 0.383 / 0.602 and 0.463 / 0.582. `--set` does not
-  reach the calibration round (the bot builds it with its own settings).
+  clear 0.905 / 0.878 and 0.897 / 0.861, vague 0.383 / 0.602 and 0.463 / 0.582. `--set` reaches
+  the calibration round too (the bot's deps carry the run's settings; before stop 49 the round
+  ranked with the defaults whatever `--set` said).
 - The aim (vague) is met on both datasets. Vague days 1-20 without reactions 0.038 / 0.062,
   with reactions only 0.180 / 0.225: the round and the card verdicts make the first weeks.
 - The round ranks as the member's turns do, typicality included. Before it did (the round by
@@ -546,13 +547,14 @@ class Clock:
         return self.now
 
 
-def bot_deps(store: Store, searcher: Searcher, clock: Clock):
-    """The bot's wiring (bot.wiring.build_deps) over a private library, without a Slack client."""
+def bot_deps(store: Store, searcher: Searcher, clock: Clock, pick: PickSettings | None = None):
+    """The bot's wiring (bot.deps.build.build_deps) over a private library, without a Slack client,
+    picking with `pick` (the run's settings, `--set` included: the calibration round reads them too)."""
     from bot.config import Settings
     from bot.deps.build import build_deps
 
     settings = Settings(_env_file=None, db=str(store), command="/paper", llm_url=None)
-    return build_deps(settings, store, searcher, clock=clock)
+    return build_deps(settings, store, searcher, clock=clock, pick=pick)
 
 
 def reaction_payload(channel: str, ts: str, user: str, emoji: str, at: float, event_id: str) -> dict:
@@ -676,7 +678,7 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
 
     store, searcher = world.library(path)
     clock = Clock()
-    deps = bot_deps(store, searcher, clock)
+    deps = bot_deps(store, searcher, clock, settings)
     for t, team in enumerate(teams):
         channel = f"C{t:03d}"
         label_of = {member: label for member, label, _ in team}

@@ -53,7 +53,8 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
     """The round for `user` in `channel`: near `topic`, or near every interest they added here."""
     cmd = deps.command
     now = deps.clock().timestamp()
-    found = calibration_round(deps.store, deps.searcher, channel, user, now=now, topic=topic or None)
+    found = calibration_round(deps.store, deps.searcher, channel, user, now=now, topic=topic or None,
+                              settings=deps.pick)
     if not found.interests:
         others = "" if not deps.store.interests(channel) else " of your own"
         return problem_reply(deps, f"You have no interests{others} in this channel yet, so there is nothing to "

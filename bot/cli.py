@@ -713,7 +713,7 @@ def pick(c: Ctx, channel, day, post, as_json):
                       slack=make_client(c.settings) if post else None, replica=replica_id())
     if post:
         result = post_daily(deps.slack, store, searcher, channel, now, day=when, feedback=deps.feedback,
-                            settings=c.settings, llm=deps.llm, poster=deps.poster)
+                            settings=c.settings, llm=deps.llm, poster=deps.poster, pick_settings=deps.pick)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
                    + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))
@@ -722,7 +722,7 @@ def pick(c: Ctx, channel, day, post, as_json):
         return
     row = store.get_post(channel, when.isoformat())
     chosen = DailyPick.from_dict(row["pick"], channel, when) if row and row.get("pick") else pick_for_day(
-        store, searcher, channel, when, feedback=deps.feedback)
+        store, searcher, channel, when, feedback=deps.feedback, settings=deps.pick)
     if as_json:
         data = chosen.to_dict() if chosen else None
         click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,

@@ -137,7 +137,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         status = ("it is being posted right now." if row["status"] == PostStatus.CLAIMED else
                   "Slack did not take it yet; it will be retried.")
     else:
-        pick = pick_for_day(deps.store, deps.searcher, channel, day, feedback=deps.feedback)
+        pick = pick_for_day(deps.store, deps.searcher, channel, day, feedback=deps.feedback, settings=deps.pick)
         if pick is None:
             return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
         status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else

@@ -32,7 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
 from store.errors import PaperNotFound, StoreError
-from store.pick import DailyPick
+from store.pick import DailyPick, PickSettings
 from store.posts import PostStatus
 from store import feedback as fb
 from store.daily import pick_for_day
@@ -309,9 +309,10 @@ class Poster:
 # -- the paper of the day ---------------------------------------------------------------------
 def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str, now: datetime, *,
                feedback: Feedback, day: date | None = None, settings: Settings | None = None, llm=None,
-               poster: Poster | None = None, budget: float = POST_BUDGET,
+               poster: Poster | None = None, budget: float = POST_BUDGET, pick_settings: PickSettings | None = None,
                sleep: Callable[[float], None] = time.sleep) -> PostResult:
-    """Post the channel's paper of the day for `day` (default: today in its zone) exactly once."""
+    """Post the channel's paper of the day for `day` (default: today in its zone) exactly once,
+    picked with `pick_settings` (the deps' `pick`; default PickSettings()'s)."""
     poster = poster or Poster()
     day = day or local_today(channel_tz(store, channel, getattr(settings, "timezone", None)), now)
     key = day.isoformat()
@@ -325,7 +326,7 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
     for _ in range(2):  # a second round only when a concurrent pick took "our" paper
         pick = None
         if store.get_post(channel, key) is None:
-            pick = pick_for_day(store, searcher, channel, day, feedback=feedback)
+            pick = pick_for_day(store, searcher, channel, day, feedback=feedback, settings=pick_settings)
             if pick is None:
                 return _post_empty(client, store, channel, day, poster.replica, now, command, budget, sleep)
             log.info("picked for %s on %s: %s (%s)", channel, key, pick.paper_id,

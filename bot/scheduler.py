@@ -246,7 +246,8 @@ class DailyService:
             deps = self.deps
             result = post_daily(self.client, store or self.store, deps.searcher, channel, now, day=day,
                                 feedback=deps.feedback, settings=deps.settings, llm=deps.llm,
-                                poster=deps.poster, budget=self.budget, sleep=self.sleep)
+                                poster=deps.poster, budget=self.budget, pick_settings=deps.pick,
+                                sleep=self.sleep)
         except LeaseLost:
             raise  # the sweep stops here (SweepLease.under says so once)
         except Exception as exc:  # a scheduler job must never die silently

@@ -207,6 +207,27 @@ def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_i
     assert liked in round_papers(ask(app, fake, "calibrate machine learning", user="UBOB"))
 
 
+def test_the_round_ranks_with_the_pick_settings_the_bot_was_built_with(world):
+    """A deployment (or the bench's `--set`) that tunes the pick gets rounds ranked the same way as
+    its picks: the round reads the deps' PickSettings, not a copy of the defaults."""
+    app, fake, store, deps = world
+    ask(app, fake, "interests add graph neural networks for molecules")
+    tuned = make_deps(deps.settings, store, deps.searcher, clock=deps.clock,
+                      pick=PickSettings(lexical_weight=3.0, prf_docs=0))  # words first, no expansion
+    tuned_app = create_app(tuned, process_before_response=True)
+    as_default, as_tuned = round_papers(ask(app, fake, "calibrate")), round_papers(ask(tuned_app, fake, "calibrate"))
+
+    ids, matrix = library_vectors(store, deps.searcher)
+    interests = interests_for(store, CH, deps.embedder)
+
+    def expected(settings: PickSettings) -> list[str]:
+        lexical = interest_lexical(deps.searcher, interests, settings)
+        return [ids[i] for i in round_rows(ids, matrix, interests, lexical=lexical, settings=settings)[0]]
+
+    assert as_tuned == expected(tuned.pick) and as_default == expected(PickSettings())
+    assert as_tuned != as_default
+
+
 def test_calibrate_without_interests_says_what_to_do_and_a_topic_still_works(world):
     app, fake, store, _ = world
     bare = ask(app, fake, "calibrate")

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from store.feedback import Feedback  # how reactions count; built once from Settings
+from store.pick import PickSettings  # the pick's knobs: every pick and calibration round of this process
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -77,6 +78,7 @@ class Deps:
     commands: Commands
     later: Later
     feedback: Feedback = field(default_factory=Feedback)
+    pick: PickSettings = field(default_factory=PickSettings)  # the daily pick's, the preview's and the round's
     llm: LLMClient | None = None
     slack: WebClient | None = None  # None in the console: nothing there talks to Slack
     reschedule: Rescheduler = field(default_factory=lambda: Rescheduler())  # /paper schedule -> the scheduler

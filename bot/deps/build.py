@@ -36,7 +36,7 @@ from ..later import make_later
 from ..outgoing import SafeClient, gated
 from ..posting import Poster
 from ..unfurl import unfurl_queue
-from . import Clock, Deps, Feedback, Later
+from . import Clock, Deps, Feedback, Later, PickSettings
 
 if TYPE_CHECKING:
     from store import Store
@@ -57,16 +57,18 @@ def command_table() -> Commands:
 
 def build_deps(settings: Settings, store: Store, searcher: Searcher, *, clock: Clock,
                slack: WebClient | None = None, later: Later | None = None, sources: Sources | None = None,
-               replica: str = "local") -> Deps:
+               replica: str = "local", pick: PickSettings | None = None) -> Deps:
     """Everything handlers, listeners and jobs use.
 
     `later` defaults to running work inline (the console, tests); `paperclub run` passes a pool.
     The scheduler is not in here: it is built from the Deps (bot.scheduler.DailyService(deps)),
     and `/paper schedule` reaches it through `deps.reschedule`. `replica` names this process among
-    several on one database (its event claims, the sweeps' lease, `health`).
+    several on one database (its event claims, the sweeps' lease, `health`). `pick`: the pick's
+    settings for every daily pick, preview and calibration round (default: PickSettings()'s).
     """
     return Deps(settings=settings, store=store, searcher=searcher, clock=clock, commands=command_table(),
                 later=later or make_later(None), feedback=Feedback.from_settings(settings),
+                pick=pick or PickSettings(),
                 llm=make_llm(settings), slack=gated(slack), home_sections=home.SECTIONS,
                 sources=sources or make_sources(settings, store=store), replica=replica,
                 claims=EventClaims(store, replica, clock), unfurls=unfurl_queue(threaded=later is not None),
