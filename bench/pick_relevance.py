@@ -16,6 +16,12 @@ the author keywords), with relevance built up one part at a time, the naive pick
 - as shipped: + `typical_weight` x `typicality` (`turn_relevance`, what a member's turn ranks by).
 And for the vague interest ("machine learning"), the share of its k best papers relevant to a
 member of a topic drawn at random (the mean over topics), beside a random paper's.
+
+The last column, "labels' ceiling", is what no member's words or reactions could be expected to
+beat on these vectors: the k best papers of the library by the baseline's linear SVM (arxiv-sanity's
+form, class-balanced, C = 1) trained on every label, cross-fitted (each paper scored by a classifier
+trained on the four fifths of the library it is not in; `picks.ceiling`). A member who has reacted a
+dozen times knows far less than that; a learned taste's end over days sits below it.
 Seconds a dataset once bench/picks.py has cached its vectors under the temp dir (minutes to embed
 them the first time).
 """
@@ -28,11 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
-from picks import DATASETS, TOPICS, VAGUE, load_world, relevant, setting_overrides
+from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, relevant, setting_overrides
 from store import PickSettings, Searcher
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
 
 PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "+ BM25 words", "as shipped")
+CEILING = "labels' ceiling"
 
 
 def rankings(world, searcher, text: str, settings: PickSettings, typical) -> dict[str, np.ndarray]:
@@ -63,13 +70,15 @@ def run(data, args, settings: PickSettings) -> None:
         for text in texts:
             for name, score in rankings(world, searcher, text, settings, typical).items():
                 per[label][name].append(float(on[label][np.argsort(-score, kind="stable")[:args.k]].mean()))
+    top = {label: ceiling(world.matrix, on[label], args.k) for label in TOPICS}
     print(f"\n{data.name}: {len(world.ids)} papers; precision of each clear interest's {args.k} best papers "
           f"(mean of its 3 texts)")
-    print(f"  {'topic':<26}" + "".join(f"{p:>18}" for p in PARTS))
+    print(f"  {'topic':<26}" + "".join(f"{p:>18}" for p in (*PARTS, CEILING)))
     for label in TOPICS:
-        print(f"  {label:<26}" + "".join(f"{np.mean(per[label][p]):>18.3f}" for p in PARTS))
+        print(f"  {label:<26}" + "".join(f"{np.mean(per[label][p]):>18.3f}" for p in PARTS) + f"{top[label]:>18.3f}")
     every = {p: [x for label in TOPICS for x in per[label][p]] for p in PARTS}
-    print(f"  {'all 54 texts':<26}" + "".join(f"{np.mean(every[p]):>18.3f}" for p in PARTS))
+    print(f"  {'all 54 texts':<26}" + "".join(f"{np.mean(every[p]):>18.3f}" for p in PARTS)
+          + f"{np.mean(list(top.values())):>18.3f}")
     base = np.array(every["cosine"])
     print(f"  {'against cosine, ± paired':<26}" + "".join(
         f"{np.mean(np.array(every[p]) - base):>+11.3f} ±{np.std(np.array(every[p]) - base, ddof=1) / np.sqrt(len(base)):.3f}"
