@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from .base import Store
     from .feedback import Feedback
+    from .pick import PickSettings
     from .search import Searcher
 
 WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
@@ -500,15 +501,17 @@ def decide(store: Store, channel: str, day: date, now: datetime) -> dict:
 
 
 def propose(store: Store, searcher: Searcher, channel: str, day: date, *, feedback: Feedback | None,
-            count: int = 3) -> list[str]:
+            count: int = 3, settings: PickSettings | None = None) -> list[str]:
     """With no nominations: `count` papers from the team's interests, ranked as the paper of the day
-    is ranked (`store.daily.pick_for_day`: their reactions, the interests' words and how typical a
-    paper is, over the whole library), none the club read or the channel was shown before."""
+    is ranked (`store.daily.pick_for_day` with the pick's `settings`, default PickSettings()'s: their
+    reactions, the interests' words and how typical a paper is, over the whole library), none the
+    club read or the channel was shown before."""
     from .daily import pick_for_day
     from .pick import PickSettings
 
+    base = settings or PickSettings()
     pick = pick_for_day(store, searcher, channel, day, feedback=feedback, fresh_first=False,
-                        settings=PickSettings(runners_up=count - 1, exploration_rate=0.0))
+                        settings=dataclasses.replace(base, runners_up=count - 1, exploration_rate=0.0))
     if pick is None:
         return []
     return [pick.paper_id, *[c.paper_id for c in pick.runners_up]][:count]

@@ -136,7 +136,8 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
             cl.assign_presenter(store, channel, day, now)
         note = None
         if not store.nominations(channel, day.isoformat()):
-            for pid in cl.propose(store, deps.searcher, channel, day, feedback=deps.feedback):
+            for pid in cl.propose(store, deps.searcher, channel, day, feedback=deps.feedback,
+                                   settings=deps.pick):
                 store.add_nomination(channel, day.isoformat(), pid, None, now=now.timestamp())
             note = "Nobody nominated a paper, so here are three from the team's interests, none read before."
 
