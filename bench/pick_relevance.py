@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, relevant, setting_overrides
+from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, setting_overrides
 from store import PickSettings, Searcher
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
 
@@ -64,7 +64,7 @@ def run(data, args, settings: PickSettings) -> None:
     world = load_world(data, args.model)
     searcher = Searcher(world.store, world.embedder)
     typical = typicality(world.matrix, settings)
-    on = {label: np.array([relevant(world.rec_of.get(pid, {}), label) for pid in world.ids]) for label in TOPICS}
+    on = {label: world.on_topic(label) for label in TOPICS}
     per: dict[str, dict[str, list[float]]] = {label: {p: [] for p in PARTS} for label in TOPICS}
     for label, (texts, _) in TOPICS.items():
         for text in texts:

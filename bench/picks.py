@@ -88,8 +88,8 @@ Each aim's line ends with the margin (figure minus bar) and its standard error p
 spread). A gain aim's line also gives the end it asks paperclub for (its start plus the better
 baseline's gain) and the labels' ceiling for the teams' members (`ceiling`: a linear SVM trained
 on every label, cross-fitted; iclr2024 0.878, neurips2023 0.892): a taste a dozen reactions
-taught ends below it. At 30 teams one precision figure is about ±0.01 and a gain against a baseline's gain
-±0.02 to 0.04: a setting that moves a cell by less than twice its ± has not been told apart from the
+taught ends below it. At 30 teams one precision figure is about ±0.01 and a gain against a
+baseline's gain ±0.02 to 0.04: a setting that moves a cell by less than twice its ± has not been told apart from the
 default. For instance, on both years' records as one library (`--data` a file holding both: 5,616
 papers; seed 1, default settings), clear interests with reactions at 0.6 over all days: with 30
 teams paperclub was behind naive + Rocchio (0.803 against 0.810), with 100 teams level (0.817
@@ -363,6 +363,10 @@ class World:
         self.path = path  # the cached database, copied for each run that writes channels into it
         self.row = {pid: i for i, pid in enumerate(ids)}
         self._vec: dict[str, np.ndarray] = {}
+
+    def on_topic(self, label: str) -> np.ndarray:
+        """Each paper (in `ids` order) `relevant` to a member who cares about `label`, or not."""
+        return np.array([relevant(self.rec_of.get(pid, {}), label) for pid in self.ids])
 
     def vector(self, text: str) -> np.ndarray:
         if text not in self._vec:
@@ -812,7 +816,7 @@ def run_dataset(data: Path, args, settings: PickSettings, scratch: Path) -> dict
     levels = [args.engagement, args.engagement / 2]
     out: dict = {"papers": len(world.ids), "matched": len(world.rec_of)}
     # The labels' ceiling for the teams' members (their topics as drawn): what the gain aims ask for beside it.
-    top = {label: ceiling(world.matrix, np.array([relevant(world.rec_of.get(p, {}), label) for p in world.ids]))
+    top = {label: ceiling(world.matrix, world.on_topic(label))
            for label in {label for team in teams for _, label, _ in team}}
     out["ceiling"] = float(np.mean([top[label] for team in teams for _, label, _ in team]))
     for mode in args.modes:
