@@ -36,13 +36,13 @@ import numpy as np
 
 from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, setting_overrides
 from store import PickSettings, Searcher
-from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality
+from store.pick import Interest, interest_scores, lexical_for
 
 PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "+ BM25 words", "as shipped")
 CEILING = "labels' ceiling"
 
 
-def rankings(world, searcher, text: str, settings: PickSettings, typical) -> dict[str, np.ndarray]:
+def rankings(world, searcher, text: str, settings: PickSettings) -> dict[str, np.ndarray]:
     """Each part's relevance of every paper to `text`."""
     it = Interest(0, text, "U", world.vector(text))
     words = lexical_for(searcher, [it], settings.lexical_candidates)
@@ -55,7 +55,7 @@ def rankings(world, searcher, text: str, settings: PickSettings, typical) -> dic
     for name, (change, lex) in variants.items():
         s = dataclasses.replace(settings, **change)
         out[name] = interest_scores(world.matrix, world.ids, [it], lex, s)[0]
-    out["as shipped"] = turn_relevance(out["+ BM25 words"], typical, settings)
+    out["as shipped"] = world.stated(text, settings)  # + typicality: what a member's turn ranks by
     return {name: (h if h.ndim == 1 else h[:, 0]) for name, h in out.items()}
 
 
@@ -63,12 +63,11 @@ def run(data, args, settings: PickSettings) -> None:
     started = time.perf_counter()
     world = load_world(data, args.model)
     searcher = Searcher(world.store, world.embedder)
-    typical = typicality(world.matrix, settings)
     on = {label: world.on_topic(label) for label in TOPICS}
     per: dict[str, dict[str, list[float]]] = {label: {p: [] for p in PARTS} for label in TOPICS}
     for label, (texts, _) in TOPICS.items():
         for text in texts:
-            for name, score in rankings(world, searcher, text, settings, typical).items():
+            for name, score in rankings(world, searcher, text, settings).items():
                 per[label][name].append(float(on[label][np.argsort(-score, kind="stable")[:args.k]].mean()))
     top = {label: ceiling(world.matrix, on[label], args.k) for label in TOPICS}
     print(f"\n{data.name}: {len(world.ids)} papers; precision of each clear interest's {args.k} best papers "
@@ -83,7 +82,7 @@ def run(data, args, settings: PickSettings) -> None:
     print(f"  {'against cosine, ± paired':<26}" + "".join(
         f"{np.mean(np.array(every[p]) - base):>+11.3f} ±{np.std(np.array(every[p]) - base, ddof=1) / np.sqrt(len(base)):.3f}"
         for p in PARTS))
-    vague = rankings(world, searcher, VAGUE, settings, typical)
+    vague = rankings(world, searcher, VAGUE, settings)
     chance = np.mean([on[label].mean() for label in TOPICS])
     print(f"  vague (\"{VAGUE}\"), a member of a random topic: random paper {chance:.3f}; "
           + ", ".join(f"{p} {np.mean([on[label][np.argsort(-vague[p], kind='stable')[:args.k]].mean() for label in TOPICS]):.3f}"

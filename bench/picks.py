@@ -69,6 +69,17 @@ Baselines, in the same run, fed the same reaction rule on their own daily post:
 - naive + SVM (arxiv-sanity-lite): a per-member linear SVM, the member's likes
   and their interest against every other paper (800 sampled, plus their
   dislikes), class-balanced, C=0.1, once the member has a like.
+The same two learners also run from paperclub's start: each member's turns ranked by the pick's
+stated relevance (`World.stated`: the expanded interest's cosine, its BM25 with the words its
+nearest papers share, typicality) where the naive pick ranks by cosine; Rocchio adds the cosine
+to its move (+ mean(liked) - 0.5 mean(disliked)) to that start, the SVM ranks alone from the
+member's first like. Issue 30's gain aims compare each learner's gain from its own start, and
+the higher the start the less room a gain has; the "same start" lines compare paperclub's gain
+with theirs from (about) its own start: where the learner itself stands (not an aim). Seed 1,
+days 21-60 at 0.6 / 0.3, paperclub's gain against the better textbook learner's from its start:
+clear +0.073 / +0.046 against +0.067 / +0.038 (iclr2024), +0.147 / +0.102 against +0.112 /
++0.068 (neurips2023); vague +0.414 / +0.276 against +0.270 / +0.203, +0.407 / +0.262 against
++0.330 / +0.217; seeds 2 and 3 ahead in every clear cell too (docs/pick-tuning.md, stop 50).
 
 Each kind of interest ends with issue 30's aims, each figure beside its bar and "met" or
 "MISSED" (served precision over all days >= the naive pick's + 0.03, with and without reactions;
@@ -197,6 +208,7 @@ from store import (  # noqa: E402
 )
 from store import feedback as fb  # noqa: E402
 from store.ingest import embed_text  # noqa: E402
+from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 DEFAULT_DATA = EVAL / "iclr2024.jsonl"  # where defaults are tuned; neurips2023 is reported untouched
@@ -363,6 +375,8 @@ class World:
         self.path = path  # the cached database, copied for each run that writes channels into it
         self.row = {pid: i for i, pid in enumerate(ids)}
         self._vec: dict[str, np.ndarray] = {}
+        self._stated: dict[tuple, np.ndarray] = {}
+        self._typical: dict[PickSettings, np.ndarray | None] = {}
 
     def on_topic(self, label: str) -> np.ndarray:
         """Each paper (in `ids` order) `relevant` to a member who cares about `label`, or not."""
@@ -372,6 +386,22 @@ class World:
         if text not in self._vec:
             self._vec[text] = self.embedder.encode([text])[0]
         return self._vec[text]
+
+    def stated(self, text: str, settings: PickSettings) -> np.ndarray:
+        """Every paper's stated relevance to an interest `text`, as the pick ranks a member's turn before
+        anyone reacts (`turn_relevance`: the expanded interest's cosine, its BM25 with the words its nearest
+        papers share, and typicality): paperclub's start, for the textbook learners run from it."""
+        key = (text, settings)
+        if key not in self._stated:
+            if settings not in self._typical:
+                self._typical[settings] = typicality(self.matrix, settings)
+            searcher = Searcher(self.store, self.embedder)
+            it = Interest(0, text, "U", self.vector(text))
+            lex = lexical_for(searcher, [it], settings.lexical_candidates, expand_from=settings.prf_docs,
+                              expand_words=settings.lexical_expansion) if settings.lexical_weight else None
+            hybrid = interest_scores(self.matrix, self.ids, [it], lex, settings)[0]
+            self._stated[key] = turn_relevance(hybrid, self._typical[settings], settings)
+        return self._stated[key]
 
     def library(self, into: Path) -> tuple[Store, Searcher]:
         """A private copy of the embedded papers (a run writes its teams' channels into it) and its searcher."""
@@ -438,7 +468,10 @@ class Naive:
     """Members in turn, the best unposted paper by cosine to the member's interest; with `learn`,
     'rocchio' moves the interest to interest + mean(liked) - 0.5 mean(disliked), 'svm' ranks by
     a per-member linear SVM (arxiv-sanity-lite: the member's likes and their interest against
-    every other paper, class-balanced, C=0.1) once the member has a like."""
+    every other paper, class-balanced, C=0.1) once the member has a like. With a `start` (the
+    interest's every-paper scores, `World.stated`) in place of the cosine, the same learners run
+    from paperclub's start: Rocchio adds its move's cosine to the start (the query moved as the
+    textbook moves it), the SVM ranks alone once it has a like, as from the naive pick's."""
 
     def __init__(self, world: World, learn: str | None, seed: int):
         self.world, self.learn = world, learn
@@ -446,13 +479,18 @@ class Naive:
                                                             replace=False)
         self._svm: dict[tuple, np.ndarray] = {}
 
-    def scores(self, q: np.ndarray, likes: list[int], dislikes: list[int]) -> np.ndarray:
+    def scores(self, q: np.ndarray, likes: list[int], dislikes: list[int],
+               start: np.ndarray | None = None) -> np.ndarray:
         m = self.world.matrix
         if self.learn == "rocchio":
+            moved = q
             if likes:
-                q = q + m[likes].mean(axis=0)
+                moved = moved + m[likes].mean(axis=0)
             if dislikes:
-                q = q - 0.5 * m[dislikes].mean(axis=0)
+                moved = moved - 0.5 * m[dislikes].mean(axis=0)
+            if start is not None:
+                return start + m @ (moved - q) if moved is not q else start
+            q = moved
         elif self.learn == "svm" and likes:
             key = (q.tobytes(), tuple(likes), tuple(dislikes))
             if key not in self._svm:
@@ -466,17 +504,19 @@ class Naive:
                 clf.fit(x, y)
                 self._svm[key] = clf.decision_function(m)
             return self._svm[key]
-        return m @ q
+        return m @ q if start is None else start
 
-    def pick(self, member: str, q: np.ndarray, posted: set[str], log: list[dict], cutoff: float) -> str | None:
-        """The member's best paper not in `posted` (by their learned scores when learning)."""
+    def pick(self, member: str, q: np.ndarray, posted: set[str], log: list[dict], cutoff: float,
+             start: np.ndarray | None = None) -> str | None:
+        """The member's best paper not in `posted` (by their learned scores when learning), from the
+        cosine to `q` or from `start`."""
         likes, dislikes = [], []
         if self.learn and log:
             for pid, r in fb.reacted_from_rows(log, cutoff=cutoff).items():
                 w = r.by_member.get(member, 0)
                 if w:
                     (likes if w > 0 else dislikes).append(self.world.row[pid])
-        scores = self.scores(q, sorted(likes), sorted(dislikes))
+        scores = self.scores(q, sorted(likes), sorted(dislikes), start)
         for i in np.argsort(-scores, kind="stable"):
             if self.world.ids[i] not in posted:
                 return self.world.ids[i]
@@ -492,12 +532,18 @@ def note(log: list[dict], pid: str, who: str, emoji: str, at: float, card: bool 
 
 
 def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement: float, run: Run,
-              rounds: dict | None = None) -> None:
+              rounds: dict | None = None, start: PickSettings | None = None) -> None:
     """The baselines' days. With `rounds` (the cards variant's calibration answers, (channel, member) ->
     [(paper id, verdict)]), the learner is fed what paperclub + cards & calibration was: those answers
     on day 0, and each day For me / Not for me on two runners-up (the next two members' best papers,
-    by the same rule and draws as paperclub's cards), logged once per member and paper."""
+    by the same rule and draws as paperclub's cards), logged once per member and paper. With `start`
+    (the pick's settings), each member's turns start from paperclub's stated relevance (`World.stated`)
+    instead of the cosine."""
     picker = Naive(world, learn, args.seed)
+
+    def begin(text: str) -> np.ndarray | None:
+        return None if start is None else world.stated(text, start)
+
     for t, team in enumerate(teams):
         texts = texts_of(team)
         label_of = {member: label for member, label, _ in team}
@@ -519,7 +565,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
             k = d % len(team)
             member = team[k][0]
-            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff)
+            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, begin(texts[k]))
             if pid is None:
                 break
             posted.append(pid)
@@ -537,7 +583,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
                 for j in (1, 2):  # the runners-up: the next members' best, in turn
                     kj = (k + j) % len(team)
                     other = picker.pick(team[kj][0], world.vector(texts[kj]), set(posted) | judged | today,
-                                        log, cutoff)
+                                        log, cutoff, begin(texts[kj]))
                     if other is None:
                         continue
                     today.add(other)
@@ -560,6 +606,7 @@ BOT = "UBOTPAPERCLUB"
 CARDS = "paperclub+cards"  # the variant: reactions, verdicts on the other cards, a calibration round
 AIM_GAIN, AIM_EARLY = 0.15, 0.25  # issue 30, vague interests with cards and calibration
 AIM_OVER_NAIVE = 0.03  # issue 30: served precision over all days >= the naive pick's + this, same run
+SAME_START = "@start"  # a baseline run from paperclub's stated relevance instead of the cosine
 
 
 class Clock:
@@ -824,10 +871,12 @@ def run_dataset(data: Path, args, settings: PickSettings, scratch: Path) -> dict
             return [text if mode == "clear" else VAGUE for _, _, text in team]
 
         for name, learn in (("naive", None), ("rocchio", "rocchio"), ("svm", "svm")):
-            for e in ([None] if learn is None else levels):
-                run, cpu = Run(), time.process_time()
-                run_naive(world, teams, texts_of, learn, args, e or 0.0, run)
-                out[(mode, name, e)] = figures(run) | {"cpu": time.process_time() - cpu}
+            for begin in (None, settings):  # from the naive pick's start, then from paperclub's
+                for e in ([None] if learn is None else levels):
+                    run, cpu = Run(), time.process_time()
+                    run_naive(world, teams, texts_of, learn, args, e or 0.0, run, start=begin)
+                    out[(mode, name + (SAME_START if begin else ""), e)] = figures(run) | {
+                        "cpu": time.process_time() - cpu}
         for e in [None, *levels]:
             run, cpu = Run(), time.process_time()
             run_paperclub(world, teams, texts_of, e is not None, args, e or 0.0, settings, run,
@@ -880,6 +929,23 @@ def aim_lines(out: dict, mode: str, levels: list[float]) -> list[str]:
     return lines
 
 
+def same_start_lines(out: dict, mode: str, levels: list[float]) -> list[str]:
+    """The learners compared from one start (beside issue 30's gain aims, which compare each from its
+    own): paperclub's gain from reactions against textbook Rocchio's and the SVM's run from paperclub's
+    stated relevance, each gain against that start without reactions, "ahead" or "BEHIND"."""
+    lines = []
+    start, begin = out[(mode, "paperclub", None)]["late"], out[(mode, "naive" + SAME_START, None)]
+    for e in levels:
+        gain = out[(mode, "paperclub", e)]["late"] - start
+        best, which = max((out[(mode, c + SAME_START, e)]["late"] - begin["late"], c) for c in ("rocchio", "svm"))
+        paired = noise((1, out[(mode, "paperclub", e)], "late"), (-1, out[(mode, "paperclub", None)], "late"),
+                       (-1, out[(mode, which + SAME_START, e)], "late"), (1, begin, "late"))
+        lines.append(f"same start: gain from reactions at {e:g}, days 21-60, against the better of Rocchio and "
+                     f"the SVM run from paperclub's start ({best:+.3f}): paperclub {gain:+.3f} "
+                     f"{'ahead' if gain >= best else 'BEHIND'} ({gain - best:+.3f} {paired})")
+    return lines
+
+
 def print_table(name: str, out: dict, args) -> None:
     levels = [args.engagement, args.engagement / 2]
     print(f"\n{name}: {out['papers']} papers ({out['matched']} matched to records), {args.teams} teams of 3 x "
@@ -912,6 +978,10 @@ def print_table(name: str, out: dict, args) -> None:
             print(f"{'':<6}reactions delivered: Rocchio {got['rocchio']['reactions']} "
                   f"({got['rocchio']['likes']} likes), SVM {got['svm']['reactions']}, paperclub "
                   f"{got['paperclub']['reactions']} ({got['paperclub']['likes']} likes)")
+            same = {c: out[(mode, c + SAME_START, e)] for c in ("rocchio", "svm")}
+            begin = out[(mode, "naive" + SAME_START, None)]["late"]
+            print(f"{'':<6}from paperclub's start (days 21-60 without reactions {fmt(begin)}): Rocchio "
+                  + ", SVM ".join(f"{fmt(same[c]['late'])} ({fmt(same[c]['late'] - begin, True)})" for c in same))
             cards = out.get((mode, CARDS, e))
             if cards is None:
                 continue
@@ -934,7 +1004,7 @@ def print_table(name: str, out: dict, args) -> None:
                   "a verdict already given)")
         if args.by_topic:
             print_topics(out, mode, levels)
-        for line in aim_lines(out, mode, levels):
+        for line in aim_lines(out, mode, levels) + same_start_lines(out, mode, levels):
             print(f"{'':<6}{line}")
         for e in [None, *levels]:
             f = out[(mode, "paperclub", e)]
@@ -1020,6 +1090,12 @@ def main() -> None:
               if "MISSED" in line]
     print(f"\nwhere paperclub is behind an aim ({len(missed)}):" if missed else "\nevery aim above is met")
     for line in missed:
+        print(f"  {line}")
+    behind = [f"{name} {mode}: {line}" for name, out in results.items() for mode in args.modes
+              for line in same_start_lines(out, mode, [args.engagement, args.engagement / 2]) if "BEHIND" in line]
+    print(f"\nwhere paperclub learns less than a textbook learner from the same start ({len(behind)}):" if behind
+          else "\nfrom the same start paperclub gains at least as much as Rocchio and the SVM in every cell above")
+    for line in behind:
         print(f"  {line}")
     cpu = Counter()
     for out in results.values():
