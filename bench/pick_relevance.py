@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, setting_overrides
-from store import PickSettings, Searcher
+from store import PickSettings
 from store.pick import Interest, interest_scores, lexical_for
 
 PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "+ BM25 words", "as shipped")
@@ -62,7 +62,7 @@ def rankings(world, searcher, text: str, settings: PickSettings) -> dict[str, np
 def run(data, args, settings: PickSettings) -> None:
     started = time.perf_counter()
     world = load_world(data, args.model)
-    searcher = Searcher(world.store, world.embedder)
+    searcher = world.searcher
     on = {label: world.on_topic(label) for label in TOPICS}
     per: dict[str, dict[str, list[float]]] = {label: {p: [] for p in PARTS} for label in TOPICS}
     for label, (texts, _) in TOPICS.items():

@@ -377,6 +377,14 @@ class World:
         self._vec: dict[str, np.ndarray] = {}
         self._stated: dict[tuple, np.ndarray] = {}
         self._typical: dict[PickSettings, np.ndarray | None] = {}
+        self._searcher: Searcher | None = None
+
+    @property
+    def searcher(self) -> Searcher:
+        """A searcher over the embedded papers, made once (its index and BM25 serve every interest)."""
+        if self._searcher is None:
+            self._searcher = Searcher(self.store, self.embedder)
+        return self._searcher
 
     def on_topic(self, label: str) -> np.ndarray:
         """Each paper (in `ids` order) `relevant` to a member who cares about `label`, or not."""
@@ -395,9 +403,8 @@ class World:
         if key not in self._stated:
             if settings not in self._typical:
                 self._typical[settings] = typicality(self.matrix, settings)
-            searcher = Searcher(self.store, self.embedder)
             it = Interest(0, text, "U", self.vector(text))
-            lex = lexical_for(searcher, [it], settings.lexical_candidates, expand_from=settings.prf_docs,
+            lex = lexical_for(self.searcher, [it], settings.lexical_candidates, expand_from=settings.prf_docs,
                               expand_words=settings.lexical_expansion) if settings.lexical_weight else None
             hybrid = interest_scores(self.matrix, self.ids, [it], lex, settings)[0]
             self._stated[key] = turn_relevance(hybrid, self._typical[settings], settings)
