@@ -71,15 +71,17 @@ Baselines, in the same run, fed the same reaction rule on their own daily post:
   dislikes), class-balanced, C=0.1, once the member has a like.
 The same two learners also run from paperclub's start: each member's turns ranked by the pick's
 stated relevance (`World.stated`: the expanded interest's cosine, its BM25 with the words its
-nearest papers share, typicality) where the naive pick ranks by cosine; Rocchio adds the cosine
-to its move (+ mean(liked) - 0.5 mean(disliked)) to that start, the SVM ranks alone from the
-member's first like. Issue 30's gain aims compare each learner's gain from its own start, and
-the higher the start the less room a gain has; the "same start" lines compare paperclub's gain
-with theirs from (about) its own start: where the learner itself stands (not an aim). Seed 1,
-days 21-60 at 0.6 / 0.3, paperclub's gain against the better textbook learner's from its start:
-clear +0.073 / +0.046 against +0.067 / +0.038 (iclr2024), +0.147 / +0.102 against +0.112 /
-+0.068 (neurips2023); vague +0.414 / +0.276 against +0.270 / +0.203, +0.407 / +0.262 against
-+0.330 / +0.217; seeds 2 and 3 ahead in every clear cell too (docs/pick-tuning.md, stop 50).
+nearest papers share, typicality) where the naive pick ranks by cosine; Rocchio adds to that
+start each paper's cosine to its move (+ mean(liked) - 0.5 mean(disliked)), the SVM ranks alone
+from the member's first like. Issue 30's gain aims compare each learner's gain from its own
+start, and the higher the start the less room a gain has; the "same start" lines compare
+paperclub's gain with theirs from (about) its own start: where the learner itself stands (not
+an aim). Stop 50's install, seed 1, days 21-60 at 0.6 / 0.3, paperclub's gain against the
+better textbook learner's from its start: clear +0.073 / +0.046 against +0.067 / +0.038
+(iclr2024), +0.147 / +0.102 against +0.112 / +0.068 (neurips2023); vague +0.414 / +0.276
+against +0.270 / +0.203, +0.407 / +0.262 against +0.330 / +0.217; seeds 2 and 3 ahead in every
+clear cell too. The same textbook Rocchio gains +0.148 / +0.133 on iclr2024 from the naive
+pick's start (0.628) and +0.067 / +0.038 from paperclub's (0.726) (docs/pick-tuning.md, stop 50).
 
 Each kind of interest ends with issue 30's aims, each figure beside its bar and "met" or
 "MISSED" (served precision over all days >= the naive pick's + 0.03, with and without reactions;
