@@ -1023,17 +1023,19 @@ def print_table(name: str, out: dict, args) -> None:
 
 
 def print_topics(out: dict, mode: str, levels: list[float]) -> None:
-    """--by-topic: days 21-60 per served member's topic, worst for paperclub first (where the misses are)."""
-    runs = [("naive", None), ("paperclub", None)] + [(c, e) for e in levels
-                                                      for c in ("rocchio", "svm", "paperclub")]
-    heads = ["naive", "paperclub"] + [f"{c} {e:g}" for e in levels for c in ("Rocchio", "SVM", "paperclub")]
+    """--by-topic: days 21-60 per served member's topic, worst for paperclub first (where the misses are).
+    Beside paperclub, the textbook learners from the naive pick's start and from paperclub's (@start)."""
+    learners = ("rocchio", "svm", "paperclub", "rocchio" + SAME_START, "svm" + SAME_START)
+    runs = [("naive", None), ("paperclub", None)] + [(c, e) for e in levels for c in learners]
+    heads = ["naive", "paperclub"] + [f"{c} {e:g}" for e in levels
+                                      for c in ("Rocchio", "SVM", "paperclub", "R@start", "S@start")]
     print(f"{'':<6}days 21-60 by the served member's topic (no reactions: naive, paperclub; then each engagement):")
-    print(f"{'':<8}{'topic':<26}{'days':>6}" + "".join(f"{h:>15}" for h in heads))
+    print(f"{'':<8}{'topic':<26}{'days':>6}" + "".join(f"{h:>14}" for h in heads))
     topics = out[(mode, "paperclub", levels[0])]["topics"]
     for label in sorted(topics, key=lambda k: (topics[k][0], k)):
         cells = [out[(mode, c, e)]["topics"].get(label) for c, e in runs]
         print(f"{'':<8}{label:<26}{topics[label][1]:>6}"
-              + "".join(f"{'-' if x is None else f'{x[0]:.3f}':>15}" for x in cells))
+              + "".join(f"{'-' if x is None else f'{x[0]:.3f}':>14}" for x in cells))
 
 
 def modes(text: str) -> list[str]:
