@@ -36,7 +36,7 @@ import numpy as np
 
 from picks import DATASETS, TOPICS, VAGUE, ceiling, load_world, setting_overrides
 from store import PickSettings
-from store.pick import Interest, interest_scores, lexical_for
+from store.pick import Interest, interest_scores, lexical_for, turn_relevance
 
 PARTS = ("cosine", "+ BM25", "expansion", "expansion + BM25", "+ BM25 words", "as shipped")
 CEILING = "labels' ceiling"
@@ -55,7 +55,8 @@ def rankings(world, searcher, text: str, settings: PickSettings) -> dict[str, np
     for name, (change, lex) in variants.items():
         s = dataclasses.replace(settings, **change)
         out[name] = interest_scores(world.matrix, world.ids, [it], lex, s)[0]
-    out["as shipped"] = world.stated(text, settings)  # + typicality: what a member's turn ranks by
+    # + typicality: what a member's turn ranks by (`World.stated`), from the hybrid just made
+    out["as shipped"] = turn_relevance(out["+ BM25 words"], world.typical(settings), settings)
     return {name: (h if h.ndim == 1 else h[:, 0]) for name, h in out.items()}
 
 

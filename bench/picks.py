@@ -403,14 +403,18 @@ class World:
         papers share, and typicality): paperclub's start, for the textbook learners run from it."""
         key = (text, settings)
         if key not in self._stated:
-            if settings not in self._typical:
-                self._typical[settings] = typicality(self.matrix, settings)
             it = Interest(0, text, "U", self.vector(text))
             lex = lexical_for(self.searcher, [it], settings.lexical_candidates, expand_from=settings.prf_docs,
                               expand_words=settings.lexical_expansion) if settings.lexical_weight else None
             hybrid = interest_scores(self.matrix, self.ids, [it], lex, settings)[0]
-            self._stated[key] = turn_relevance(hybrid, self._typical[settings], settings)
+            self._stated[key] = turn_relevance(hybrid, self.typical(settings), settings)
         return self._stated[key]
+
+    def typical(self, settings: PickSettings) -> np.ndarray | None:
+        """`typicality` of every paper under `settings`, made once per settings."""
+        if settings not in self._typical:
+            self._typical[settings] = typicality(self.matrix, settings)
+        return self._typical[settings]
 
     def library(self, into: Path) -> tuple[Store, Searcher]:
         """A private copy of the embedded papers (a run writes its teams' channels into it) and its searcher."""
@@ -498,7 +502,7 @@ class Naive:
             if dislikes:
                 moved = moved - 0.5 * m[dislikes].mean(axis=0)
             if start is not None:
-                return start + m @ (moved - q) if moved is not q else start
+                return start + m @ (moved - q) if likes or dislikes else start
             q = moved
         elif self.learn == "svm" and likes:
             key = (q.tobytes(), tuple(likes), tuple(dislikes))
@@ -541,17 +545,17 @@ def note(log: list[dict], pid: str, who: str, emoji: str, at: float, card: bool 
 
 
 def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement: float, run: Run,
-              rounds: dict | None = None, start: PickSettings | None = None) -> None:
+              rounds: dict | None = None, stated: PickSettings | None = None) -> None:
     """The baselines' days. With `rounds` (the cards variant's calibration answers, (channel, member) ->
     [(paper id, verdict)]), the learner is fed what paperclub + cards & calibration was: those answers
     on day 0, and each day For me / Not for me on two runners-up (the next two members' best papers,
-    by the same rule and draws as paperclub's cards), logged once per member and paper. With `start`
+    by the same rule and draws as paperclub's cards), logged once per member and paper. With `stated`
     (the pick's settings), each member's turns start from paperclub's stated relevance (`World.stated`)
     instead of the cosine."""
     picker = Naive(world, learn, args.seed)
 
-    def begin(text: str) -> np.ndarray | None:
-        return None if start is None else world.stated(text, start)
+    def start_of(text: str) -> np.ndarray | None:
+        return None if stated is None else world.stated(text, stated)
 
     for t, team in enumerate(teams):
         texts = texts_of(team)
@@ -574,7 +578,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
             k = d % len(team)
             member = team[k][0]
-            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, begin(texts[k]))
+            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, start_of(texts[k]))
             if pid is None:
                 break
             posted.append(pid)
@@ -592,7 +596,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
                 for j in (1, 2):  # the runners-up: the next members' best, in turn
                     kj = (k + j) % len(team)
                     other = picker.pick(team[kj][0], world.vector(texts[kj]), set(posted) | judged | today,
-                                        log, cutoff, begin(texts[kj]))
+                                        log, cutoff, start_of(texts[kj]))
                     if other is None:
                         continue
                     today.add(other)
@@ -880,11 +884,11 @@ def run_dataset(data: Path, args, settings: PickSettings, scratch: Path) -> dict
             return [text if mode == "clear" else VAGUE for _, _, text in team]
 
         for name, learn in (("naive", None), ("rocchio", "rocchio"), ("svm", "svm")):
-            for begin in (None, settings):  # from the naive pick's start, then from paperclub's
+            for stated in (None, settings):  # from the naive pick's start, then from paperclub's
                 for e in ([None] if learn is None else levels):
                     run, cpu = Run(), time.process_time()
-                    run_naive(world, teams, texts_of, learn, args, e or 0.0, run, start=begin)
-                    out[(mode, name + (SAME_START if begin else ""), e)] = figures(run) | {
+                    run_naive(world, teams, texts_of, learn, args, e or 0.0, run, stated=stated)
+                    out[(mode, name + (SAME_START if stated else ""), e)] = figures(run) | {
                         "cpu": time.process_time() - cpu}
         for e in [None, *levels]:
             run, cpu = Run(), time.process_time()
@@ -943,12 +947,13 @@ def same_start_lines(out: dict, mode: str, levels: list[float]) -> list[str]:
     own): paperclub's gain from reactions against textbook Rocchio's and the SVM's run from paperclub's
     stated relevance, each gain against that start without reactions, "ahead" or "BEHIND"."""
     lines = []
-    start, begin = out[(mode, "paperclub", None)]["late"], out[(mode, "naive" + SAME_START, None)]
+    start, unlearned = out[(mode, "paperclub", None)]["late"], out[(mode, "naive" + SAME_START, None)]
     for e in levels:
         gain = out[(mode, "paperclub", e)]["late"] - start
-        best, which = max((out[(mode, c + SAME_START, e)]["late"] - begin["late"], c) for c in ("rocchio", "svm"))
+        best, which = max((out[(mode, c + SAME_START, e)]["late"] - unlearned["late"], c)
+                          for c in ("rocchio", "svm"))
         paired = noise((1, out[(mode, "paperclub", e)], "late"), (-1, out[(mode, "paperclub", None)], "late"),
-                       (-1, out[(mode, which + SAME_START, e)], "late"), (1, begin, "late"))
+                       (-1, out[(mode, which + SAME_START, e)], "late"), (1, unlearned, "late"))
         lines.append(f"same start: gain from reactions at {e:g}, days 21-60, against the better of Rocchio and "
                      f"the SVM run from paperclub's start ({best:+.3f}): paperclub {gain:+.3f} "
                      f"{'ahead' if gain >= best else 'BEHIND'} ({gain - best:+.3f} {paired})")
@@ -988,9 +993,10 @@ def print_table(name: str, out: dict, args) -> None:
                   f"({got['rocchio']['likes']} likes), SVM {got['svm']['reactions']}, paperclub "
                   f"{got['paperclub']['reactions']} ({got['paperclub']['likes']} likes)")
             same = {c: out[(mode, c + SAME_START, e)] for c in ("rocchio", "svm")}
-            begin = out[(mode, "naive" + SAME_START, None)]["late"]
-            print(f"{'':<6}from paperclub's start (days 21-60 without reactions {fmt(begin)}): Rocchio "
-                  + ", SVM ".join(f"{fmt(same[c]['late'])} ({fmt(same[c]['late'] - begin, True)})" for c in same))
+            unlearned = out[(mode, "naive" + SAME_START, None)]["late"]
+            print(f"{'':<6}from paperclub's start (days 21-60 without reactions {fmt(unlearned)}): Rocchio "
+                  + ", SVM ".join(f"{fmt(same[c]['late'])} ({fmt(same[c]['late'] - unlearned, True)})"
+                                  for c in same))
             cards = out.get((mode, CARDS, e))
             if cards is None:
                 continue
