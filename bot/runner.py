@@ -26,6 +26,11 @@ log = logging.getLogger("paperclub.runner")
 
 HEARTBEAT_SECONDS = BEAT_SECONDS  # `paperclub health` calls the bot disconnected after 45 s without one
 DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
+# How long closing the Socket Mode connection may take on shutdown, before the drain. The
+# builtin client's close waits for its reader's lock, held through a 3 s receive timeout and
+# taken back at once when a pong arrives; in CI one exit took 21.9 s where ~13 s is usual
+# (3 s close, 10 s drain), so the close gets a bound of its own.
+CLOSE_SECONDS = 5.0
 # The Socket Mode client notices a dropped connection only on its monitor tick, once per
 # ping interval (Bolt's default 10 s): commands sent meanwhile fail in Slack. 3 s measured
 # ~3 s instead of ~10 s of deafness after a reset; a link counts as dead after 4 missed pongs.
@@ -295,8 +300,8 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         if scheduler.running:
             scheduler.pause()  # no new daily posts from here on; one in flight goes on
         log.info("closing the Slack connection")
-        handler.close()
-        drained = _drain(work, scheduler, deps.claims)
+        closed = _within(CLOSE_SECONDS, handler.close, "closing the Slack connection")
+        drained = _drain(work, scheduler, deps.claims) and closed
         daily.release_lease()  # after the drain: a post in flight under the lease finishes under it
         log.info("stopped")
     return drained
@@ -315,10 +320,15 @@ def _drain(work: ThreadPoolExecutor, scheduler=None, claims=None) -> bool:
             claims.close()  # deliveries acked but not yet claimed: claimed, and handed to `work`
         work.shutdown()
 
-    waiter = threading.Thread(target=finish, daemon=True)
+    return _within(DRAIN_SECONDS, finish, "work in flight")
+
+
+def _within(seconds: float, step, what: str) -> bool:
+    """Run `step` on a daemon thread for at most `seconds`; False (and a warning) if it is still going."""
+    waiter = threading.Thread(target=step, daemon=True)
     waiter.start()
-    waiter.join(DRAIN_SECONDS)
+    waiter.join(seconds)
     if waiter.is_alive():
-        log.warning("gave up waiting for work in flight after %.0f s", DRAIN_SECONDS)
+        log.warning("gave up waiting for %s after %.0f s", what, seconds)
         return False
     return True
