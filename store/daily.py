@@ -112,7 +112,8 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
     the library changes: the same every day until a paper or an interest changes (a sixth of a pick
     at 10k papers). Read-only: a pick must not write into what the next one reads."""
     key = ("relevance", tuple((it.id, it.text, it.paper_id) for it in interests), settings.lexical_weight,
-           settings.prf_docs, settings.lexical_candidates, settings.lexical_expansion)
+           settings.prf_docs, settings.lexical_candidates, settings.lexical_expansion, settings.specific_margin,
+           settings.typical_weight, settings.typical_min_papers)
 
     def make():
         scores = interest_scores(matrix, ids, interests, lexical, settings)

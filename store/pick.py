@@ -89,6 +89,13 @@ class PickSettings:
     # gain, clear ones stay level) (docs/pick-tuning.md#typical_weight-and-typical_min_papers).
     typical_weight: float = 0.2
     typical_min_papers: int = 1000
+    # An interest whose best papers stand no further above its average one than the library centre's
+    # do ("machine learning" among ML papers) says nothing of where to look: its relevance is scaled
+    # down (`specificity`, to SPECIFIC_FLOOR below this margin) and typicality ranks its member's turns.
+    # The margin is the gap of iclr2024's least specific clear text; every clear text keeps its ranking
+    # on both datasets and vague interests rose on both, with reactions or without; 0 turns it off
+    # (docs/pick-tuning.md#specific_margin-stop-51).
+    specific_margin: float = 0.02
     candidate_sample: int = 3000  # breadth candidates considered per day
     runners_up: int = 2
     spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
@@ -585,11 +592,17 @@ def strength(matrix: np.ndarray, rows: np.ndarray, *, signals: np.ndarray | None
     return score
 
 
+def areas_show(papers: int, settings: PickSettings) -> bool:
+    """Whether a library of `papers` ranks by how typical a paper is: `typical_weight` on and at least
+    `typical_min_papers` papers."""
+    return bool(settings.typical_weight) and papers >= settings.typical_min_papers
+
+
 def typicality(matrix: np.ndarray, settings: PickSettings) -> np.ndarray | None:
     """How typical each paper is of the library, 0 to 1: the rank of its density (`strength` over
     every paper: how crowded its neighbourhood is). None below `typical_min_papers` (too few papers
     for areas to show) or with the weight off."""
-    if not settings.typical_weight or len(matrix) < settings.typical_min_papers:
+    if not areas_show(len(matrix), settings):
         return None
     return strength(matrix, np.arange(len(matrix)), sample=settings.density_sample, seed=0)
 
@@ -628,7 +641,32 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
         expanded = imat + matrix[top].mean(axis=0)
         expanded /= np.linalg.norm(expanded, axis=1, keepdims=True)
         hybrid = matrix @ expanded.T + settings.lexical_weight * lex
+    if settings.specific_margin and areas_show(len(matrix), settings):  # else nothing ranks in its place
+        hybrid = hybrid * specificity(matrix, cos, settings.specific_margin)
     return hybrid.astype(np.float32), cos
+
+
+SPECIFIC_TOP = 20  # an interest's best papers, against its average one
+SPECIFIC_FLOOR = 0.1  # the least an interest counts: it still orders papers equally typical
+
+
+def specificity(matrix: np.ndarray, cos: np.ndarray, margin: float) -> np.ndarray:
+    """How much each interest (`cos`'s columns) says, SPECIFIC_FLOOR to 1: how far its best papers
+    stand above its average paper beyond how far the library centre's do, over `margin`. "machine
+    learning" in a library of ML papers stands no further out than the centre: "anything here"."""
+    n = len(matrix)
+    if n <= SPECIFIC_TOP:
+        return np.ones(cos.shape[1], dtype=np.float32)
+
+    def spread(c: np.ndarray) -> np.ndarray:
+        return np.partition(c, n - SPECIFIC_TOP, axis=0)[n - SPECIFIC_TOP:].mean(axis=0) - c.mean(axis=0)
+
+    centre = matrix.mean(axis=0)
+    norm = float(np.linalg.norm(centre))
+    if norm == 0:
+        return np.ones(cos.shape[1], dtype=np.float32)
+    base = spread(matrix @ (centre / norm))
+    return np.clip((spread(cos) - base) / margin, SPECIFIC_FLOOR, 1.0).astype(np.float32)
 
 
 def expansion_size(prf_docs: int, papers: int) -> int:

@@ -6,6 +6,7 @@ The date is always passed in.
 """
 import re
 import time
+from dataclasses import replace
 from collections import Counter
 from datetime import date, timedelta
 
@@ -145,6 +146,30 @@ def test_a_paper_at_the_heart_of_an_area_beats_an_equally_close_outlier():
     assert pick(PickSettings(prf_docs=0, exploration_rate=0.0, typical_weight=0.0)) == "stray"
     small = list(range(0, 1200, 2)) + [len(ids) - 1]  # 601 papers, the stray among them
     assert pick(settings, small) == "stray"
+
+
+def test_an_interest_as_broad_as_the_library_gets_papers_from_the_thick_of_its_areas():
+    """"machine learning" in a library of ML papers says nothing of where to look: its closest papers
+    are the vaguest ones, halfway between every area. Such an interest is read as "anything here",
+    and the day goes to a paper typical of an area; a specific interest is ranked as before."""
+    ids, matrix, centres = corpus(topics=6, per_topic=200)
+    rng = np.random.default_rng(5)
+    middle = unit(np.mean(centres, axis=0))
+    vague = [unit(middle + unit(rng.normal(size=DIM))) for _ in range(3)]  # overviews of it all
+    ids = ids + [f"overview-{k}" for k in range(3)]
+    matrix = np.vstack([matrix, vague]).astype(np.float32)
+    settings = PickSettings(exploration_rate=0.0)
+    typical = typicality(matrix, settings)
+
+    def picks(interest, settings=settings):
+        pick = pick_daily("C1", START, ids, matrix, [Interest(1, "x", "UA", interest)], [],
+                          settings=settings, typical=typical)
+        return [c.paper_id for c in [pick.choice, *pick.shown]]
+
+    broad = unit(matrix.mean(axis=0))
+    assert not [p for p in picks(broad) if p.startswith("overview")]
+    assert picks(broad, replace(settings, specific_margin=0))[0].startswith("overview")  # read word for word
+    assert all(topic_of(p) == 2 for p in picks(centres[2]))
 
 
 def test_diversity_keeps_days_from_piling_onto_one_topic():
