@@ -123,7 +123,11 @@ paperclub ends highest in all eight cells. The run's list of aims missed has fiv
 clear gain from reactions on iclr2024 at 0.6 (-0.088 ±0.031) and 0.3 (-0.099 ±0.017) and on
 neurips2023 at 0.6 (-0.029 ±0.021) and 0.3 (-0.009 ±0.022), and iclr2024 vague without reactions
 (0.043 against the naive pick's 0.038 + 0.03, -0.024 ±0.006; random scores give about 0.055:
-without reactions a vague interest says nothing of the member's topic). The clear gains are
+without reactions a vague interest says nothing of the member's topic). Since stop 51 an interest
+no more specific than the library centre ranks its member's turns by typicality
+(PickSettings.specific_margin): iclr2024 vague without reactions 0.066 (-0.002 ±0.008), with them
+0.511 / 0.398; neurips2023 0.068, 0.482 / 0.345; the clear cells as before, but neurips2023's gains
+-0.031 / -0.011 (docs/pick-tuning.md#specific_margin-stop-51). The clear gains are
 against a higher start: without reactions paperclub is 0.101 and 0.079 above the naive pick over
 days 21-60 (0.725 and 0.682), since BM25 also searches the words an interest's nearest papers
 share (PickSettings.lexical_expansion; before it, 0.675 and 0.650, gains +0.137 / +0.097 and
