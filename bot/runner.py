@@ -27,8 +27,8 @@ log = logging.getLogger("paperclub.runner")
 HEARTBEAT_SECONDS = BEAT_SECONDS  # `paperclub health` calls the bot disconnected after 45 s without one
 DRAIN_SECONDS = 10.0  # how long replies in flight get to finish on shutdown
 # How long closing the Socket Mode connection may take on shutdown, before the drain. The
-# builtin client's close waits for its reader's lock, held through a 3 s receive timeout and
-# taken back at once when a pong arrives; in CI one exit took 21.9 s where ~13 s is usual
+# builtin client's close waits for its reader's lock, held through each 3 s receive timeout
+# (and the reader may take it back first); in CI one exit took 21.9 s where ~13 s is usual
 # (3 s close, 10 s drain), so the close gets a bound of its own.
 CLOSE_SECONDS = 5.0
 # The Socket Mode client notices a dropped connection only on its monitor tick, once per

@@ -92,9 +92,9 @@ class PickSettings:
     # An interest whose best papers stand no further above its average one than the library centre's
     # do ("machine learning" among ML papers) says nothing of where to look: its relevance is scaled
     # down (`specificity`, to SPECIFIC_FLOOR below this margin) and typicality ranks its member's turns.
-    # The margin is the gap of iclr2024's least specific clear text; every clear text keeps its ranking
-    # on both datasets and vague interests rose on both, with reactions or without; 0 turns it off
-    # (docs/pick-tuning.md#specific_margin-stop-51).
+    # The margin is the gap of iclr2024's least specific clear text: every clear text counts 1 but that
+    # one (0.99; on neurips2023 0.94), and vague interests rose on both datasets in every cell but one
+    # (iclr2024 cards & calibration, days 21-60); 0 turns it off (docs/pick-tuning.md#specific_margin-stop-51).
     specific_margin: float = 0.02
     candidate_sample: int = 3000  # breadth candidates considered per day
     runners_up: int = 2

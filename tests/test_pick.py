@@ -6,8 +6,8 @@ The date is always passed in.
 """
 import re
 import time
-from dataclasses import replace
 from collections import Counter
+from dataclasses import replace
 from datetime import date, timedelta
 
 import numpy as np
