@@ -111,9 +111,9 @@ def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, le
     """`interest_scores` of the whole library for these interests, kept by the searcher's index until
     the library changes: the same every day until a paper or an interest changes (a sixth of a pick
     at 10k papers). Read-only: a pick must not write into what the next one reads."""
-    key = ("relevance", tuple((it.id, it.text, it.paper_id) for it in interests), settings.lexical_weight,
-           settings.prf_docs, settings.lexical_candidates, settings.lexical_expansion, settings.specific_margin,
-           settings.typical_weight, settings.typical_min_papers)
+    # Keyed on the whole (frozen) settings: interest_scores reads several of them, and a list by hand
+    # goes stale when it reads one more.
+    key = ("relevance", tuple((it.id, it.text, it.paper_id) for it in interests), settings)
 
     def make():
         scores = interest_scores(matrix, ids, interests, lexical, settings)

@@ -169,7 +169,9 @@ def test_an_interest_as_broad_as_the_library_gets_papers_from_the_thick_of_its_a
     broad = unit(matrix.mean(axis=0))
     assert not [p for p in picks(broad) if p.startswith("overview")]
     assert picks(broad, replace(settings, specific_margin=0))[0].startswith("overview")  # read word for word
-    assert all(topic_of(p) == 2 for p in picks(centres[2]))
+    specific = picks(centres[2])
+    assert all(topic_of(p) == 2 for p in specific)
+    assert specific == picks(centres[2], replace(settings, specific_margin=0))
 
 
 def test_diversity_keeps_days_from_piling_onto_one_topic():
