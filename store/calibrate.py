@@ -95,7 +95,7 @@ def round_rows(ids: Sequence[str], matrix: np.ndarray, interests: Sequence[Inter
     if not len(ids) or not interests:
         return [], 0
     matrix = np.asarray(matrix, dtype=np.float32)
-    hybrid, _cos = interest_scores(matrix, ids, interests, lexical, settings)
+    hybrid = interest_scores(matrix, ids, interests, lexical, settings).hybrid
     relevance = turn_relevance(hybrid, typical, settings)
     order = np.argsort(-relevance, kind="stable")
     # Near means near: in a small library the `pool` closest would be most of it.

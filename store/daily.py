@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, Library, PastPost, PickSettings, club_papers, history_for, interest_scores, interests_for,
-    lexical_for, pick_daily, typicality,
+    DailyPick, Library, PastPost, PickSettings, Relevance, club_papers, history_for, interest_scores,
+    interests_for, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -107,7 +107,7 @@ def library_typicality(searcher: Searcher, ids, matrix: np.ndarray, settings: Pi
 
 
 def library_relevance(searcher: Searcher, ids, matrix: np.ndarray, interests, lexical,
-                      settings: PickSettings) -> tuple[np.ndarray, np.ndarray]:
+                      settings: PickSettings) -> Relevance:
     """`interest_scores` of the whole library for these interests, kept by the searcher's index until
     the library changes: the same every day until a paper or an interest changes (a sixth of a pick
     at 10k papers). Read-only: a pick must not write into what the next one reads."""

@@ -40,7 +40,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -192,6 +192,8 @@ class Choice:
     member: str | None = None
     feedback: float = 0.0
     feedback_why: str | None = None
+    # The interest spans the library (`BROAD`): typicality, not its words, chose the paper.
+    broad: bool = False
 
     def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*",
                 main: bool = True) -> str:
@@ -202,7 +204,10 @@ class Choice:
         e = emphasis
         if self.kind == INTEREST and self.interest is not None:
             who = f" (added by {mention(self.interest.added_by)})" if self.interest.added_by else ""
-            why = f"matches {e}{self.interest.text}{e}{who}, {closeness(self.similarity)}"
+            if self.broad:  # its words ranked nothing: typicality did (and reactions, said after it)
+                why = f"for {e}{self.interest.text}{e}{who}, as wide as the library: a paper from the thick of one of its areas"
+            else:
+                why = f"matches {e}{self.interest.text}{e}{who}, {closeness(self.similarity)}"
         elif self.kind == EXPLORATION:
             near = (f", next to {e}{self.interest.text}{e} ({closeness(self.similarity)})"
                     if self.interest is not None else "")
@@ -222,7 +227,7 @@ class Choice:
             "interest_text": self.interest.text if self.interest else None,
             "added_by": self.interest.added_by if self.interest else None,
             "member": self.member, "feedback": round(float(self.feedback), 4),
-            "feedback_why": self.feedback_why,
+            "feedback_why": self.feedback_why, "broad": self.broad,
         }
 
 
@@ -266,7 +271,7 @@ class DailyPick:
             if d.get("interest_text") is not None:
                 interest = Interest(d.get("interest_id") or 0, d["interest_text"], d.get("added_by"), None)
             return Choice(d["paper_id"], d["kind"], d.get("score", 0.0), d.get("similarity", 0.0), interest,
-                          d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"))
+                          d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"), bool(d.get("broad")))
 
         return cls(channel if channel is not None else data["channel"],
                    day if day is not None else date.fromisoformat(data["day"]),
@@ -615,14 +620,25 @@ def _sample_rows(rows: np.ndarray, limit: int, seed: int) -> np.ndarray:
 
 
 # -- relevance ----------------------------------------------------------------------------
+class Relevance(NamedTuple):
+    """`interest_scores`: every paper's relevance to every interest."""
+
+    hybrid: np.ndarray  # (papers, interests): what a member's turn ranks by
+    cos: np.ndarray  # (papers, interests): the plain cosine, said in words by an explanation
+    weight: np.ndarray  # (interests,): how much each counts (`specificity`; 1 where it is not applied)
+
+
+BROAD = 0.5  # an interest counting less than this is as wide as the library: typicality ranks its turns
+
+
 def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[Interest],
                     lexical: Mapping[int, Mapping[str, float]] | None,
-                    settings: PickSettings, row: Mapping[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(hybrid score, cosine) of every paper for every interest, each (papers, interests).
+                    settings: PickSettings, row: Mapping[str, int] | None = None) -> Relevance:
+    """The hybrid score and cosine of every paper for every interest, and each interest's weight.
 
-    hybrid = cosine (to the interest, expanded by its top papers when `prf_docs`)
+    hybrid = weight x (cosine (to the interest, expanded by its top papers when `prf_docs`)
     + `lexical_weight` x BM25 scaled so the interest's best paper is 1 (`lexical`:
-    interest id -> {paper id: scaled BM25}, from `lexical_for`).
+    interest id -> {paper id: scaled BM25}, from `lexical_for`)).
     """
     imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
     cos = matrix @ imat.T
@@ -641,9 +657,11 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
         expanded = imat + matrix[top].mean(axis=0)
         expanded /= np.linalg.norm(expanded, axis=1, keepdims=True)
         hybrid = matrix @ expanded.T + settings.lexical_weight * lex
+    weight = np.ones(len(interests), dtype=np.float32)
     if settings.specific_margin and areas_show(len(matrix), settings):  # else nothing ranks in its place
-        hybrid = hybrid * specificity(matrix, cos, settings.specific_margin)
-    return hybrid.astype(np.float32), cos
+        weight = specificity(matrix, cos, settings.specific_margin)
+        hybrid = hybrid * weight
+    return Relevance(hybrid.astype(np.float32), cos, weight)
 
 
 SPECIFIC_TOP = 20  # an interest's best papers, against its average one
@@ -733,7 +751,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
                lexical: Mapping[int, Mapping[str, float]] | None = None,
                labels: Mapping[str, str] | None = None,
                typical: np.ndarray | None = None,
-               relevance: tuple[np.ndarray, np.ndarray] | None = None,
+               relevance: Relevance | None = None,
                library: Library | None = None) -> DailyPick | None:
     """The paper of the day for `channel` on `day`, or None when every paper was already used up.
 
@@ -803,8 +821,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         return _breadth_pick(matrix, open_rows, fb.for_member(None), sig, redundancy, seed, settings, choice,
                              channel, day)
 
-    hybrid, cos = relevance if relevance is not None else interest_scores(matrix, ids, interests, lexical,
-                                                                          settings, row)
+    hybrid, cos, weight = relevance if relevance is not None else interest_scores(matrix, ids, interests,
+                                                                                  lexical, settings, row)
     members = list(dict.fromkeys(it.added_by or "" for it in interests))
     cols_of = {m: [j for j, it in enumerate(interests) if (it.added_by or "") == m] for m in members}
     anchors = {m: np.stack([np.asarray(interests[j].vector, dtype=np.float32) for j in cols])
@@ -840,8 +858,11 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             return None
         cols = cols_of[member]
         j = cols[int(hybrid[i, cols].argmax())]
-        return choice(i, INTEREST, float(score[i]), float(cos[i, j]), interests[j], member or None,
+        made = choice(i, INTEREST, float(score[i]), float(cos[i, j]), interests[j], member or None,
                       instead=int(np.argmax(base)), adjust=adjust)
+        # Said as it was chosen: an interest that spans the library ranked its papers by typicality.
+        made.broad = typical is not None and bool(weight[j] < BROAD)
+        return made
 
     picked: list[Choice] = []
     also = None

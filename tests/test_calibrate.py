@@ -162,7 +162,8 @@ def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_open
     ids, matrix = library_vectors(store, deps.searcher)
     interests = interests_for(store, CH, deps.embedder)
     settings = PickSettings()
-    hybrid, _ = interest_scores(matrix, ids, interests, interest_lexical(deps.searcher, interests, settings), settings)
+    hybrid = interest_scores(matrix, ids, interests, interest_lexical(deps.searcher, interests, settings),
+                             settings).hybrid
     order = list(np.argsort(-hybrid[:, 0], kind="stable"))
     row = {pid: i for i, pid in enumerate(ids)}
     assert mean_pairwise(matrix, [row[p] for p in shown]) < mean_pairwise(matrix, order[:len(shown)])

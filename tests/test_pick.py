@@ -161,17 +161,25 @@ def test_an_interest_as_broad_as_the_library_gets_papers_from_the_thick_of_its_a
     settings = PickSettings(exploration_rate=0.0)
     typical = typicality(matrix, settings)
 
-    def picks(interest, settings=settings):
-        pick = pick_daily("C1", START, ids, matrix, [Interest(1, "x", "UA", interest)], [],
+    def day(interest, settings=settings):
+        return pick_daily("C1", START, ids, matrix, [Interest(1, "x", "UA", interest)], [],
                           settings=settings, typical=typical)
+
+    def picks(interest, settings=settings):
+        pick = day(interest, settings)
         return [c.paper_id for c in [pick.choice, *pick.shown]]
 
     broad = unit(matrix.mean(axis=0))
     assert not [p for p in picks(broad) if p.startswith("overview")]
     assert picks(broad, replace(settings, specific_margin=0))[0].startswith("overview")  # read word for word
+    # The explanation says what chose the paper: not the interest's words, which matched nothing.
+    assert day(broad).explain() == ("for *x* (added by @UA), as wide as the library: "
+                                    "a paper from the thick of one of its areas")
+    assert day(broad, replace(settings, specific_margin=0)).explain().startswith("matches *x*")
     specific = picks(centres[2])
     assert all(topic_of(p) == 2 for p in specific)
     assert specific == picks(centres[2], replace(settings, specific_margin=0))
+    assert day(centres[2]).explain().startswith("matches *x* (added by @UA), ")
 
 
 def test_diversity_keeps_days_from_piling_onto_one_topic():
