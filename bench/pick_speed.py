@@ -52,8 +52,8 @@ from picks import BOT, Clock, bot_deps, reaction_payload  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
-from store.daily import library_vectors  # noqa: E402
-from store.pick import PickSettings, interests_for, lexical_for, library_moments, typicality  # noqa: E402
+from store.daily import interests_for, library_vectors  # noqa: E402
+from store.pick import PickSettings, lexical_for, library_moments, typicality  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def offer_blocks(deps: Deps, topic: str) -> list:
-    """The offer under an added interest: one line and a button that opens the round."""
-    return bk.calibrate_offer(f"Want better picks for *{bk.esc(topic)}*? Say which of a few papers near it "
+def offer_blocks(deps: Deps, topic: str, *, broad: bool = False) -> list:
+    """The offer under an added interest: one line and a button that opens the round (`broad`: the
+    interest is as wide as the library, so the round's papers are not "near it")."""
+    where = "from across the library" if broad else "near it"
+    return bk.calibrate_offer(f"Want better picks for *{bk.esc(topic)}*? Say which of a few papers {where} "
                               "you would read.", topic, typed=f"{deps.command} calibrate {topic}")
 
 
@@ -64,7 +66,9 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
     if not found.papers:
         return problem_reply(deps, f"You have already rated the papers nearest *{about}*: nothing left to ask.",
                              hint=f"{code(cmd + ' today')} shows today's pick.")
-    note = (f"{len(found.papers)} papers near *{about}*, spread across it. Press *👍 For me* on the ones "
+    where = (f"from across the library (*{about}* is as wide as it)" if found.broad
+             else f"near *{about}*, spread across it")
+    note = (f"{len(found.papers)} papers {where}. Press *👍 For me* on the ones "
             "you would read and *👎 Not for me* on the rest you can judge: each answer steers your turns of "
             "this channel's paper of the day. Only you see this.")
     if found.judged:

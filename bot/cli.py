@@ -764,7 +764,8 @@ def replay(c: Ctx, channel, half_life, strength, horizon, as_json):
     --half-life/--strength) a candidate setting.
     """
     from store.feedback import replay_channel
-    from store.pick import PickSettings, interests_for
+    from store.daily import interests_for
+    from store.pick import PickSettings
 
     from .deps import Feedback
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from store import closeness
+from store import closeness, interest_is_broad
 from store.pick import like_text
 from store.text import parse_number
 
@@ -115,11 +115,27 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
                             paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
-    closest = _closest(deps, vector, exclude=paper_id)
+    broad = _broad(deps, vector)
+    if broad:  # its closest papers are the vaguest ones, which the pick will not bring: say what it will
+        closest = ("It is as wide as this library, so its words can't say where to look: your turns bring "
+                   "papers from the thick of the library's areas until your ratings and reactions show "
+                   "what you read. A narrower topic, in a few words, gets closer picks at once.")
+    else:
+        closest = _closest(deps, vector, exclude=paper_id)
     reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip())
     # A new interest tells the pick little yet: offer a calibration round, right under the note.
-    reply.blocks[2:2] = offer_blocks(deps, label)
+    reply.blocks[2:2] = offer_blocks(deps, label, broad=broad)
     return reply
+
+
+def _broad(deps: Deps, vector) -> bool:
+    """Whether the interest is as wide as the library (store.interest_is_broad); False when that can't be
+    told: the interest is added either way."""
+    try:
+        return interest_is_broad(deps.store, deps.searcher, vector, deps.pick)
+    except Exception:
+        log.warning("could not tell how broad an added interest is", exc_info=True)
+        return False
 
 
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:

@@ -25,10 +25,10 @@ _LAZY = {
     "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
                      "read_file", "bundled_sample_paths"],
     "store.search": ["Searcher", "Hit", "hits_json", "closeness"],
-    "store.daily": ["pick_for_day"],
+    "store.daily": ["pick_for_day", "interest_is_broad", "interests_for"],
     "store.calibrate": ["calibration_round", "CalibrationRound"],
     "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost",
-                   "Reacted", "interests_for", "like_text"],
+                   "Reacted", "like_text"],
     "store.summary": ["paper_summary", "paper_summaries", "Summary", "summarize", "summarize_jsonl"],
     "store.overview": ["topic_overview", "Overview"],
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
@@ -70,9 +70,9 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .llm import LLMClient, LLMConfig, LLMError  # noqa: F401
     from .overview import Overview, topic_overview  # noqa: F401
     from .pick import (  # noqa: F401
-        DailyPick, Interest, PastPost, PickSettings, Reacted, interests_for, like_text, pick_daily,
+        DailyPick, Interest, PastPost, PickSettings, Reacted, like_text, pick_daily,
     )
-    from .daily import pick_for_day  # noqa: F401
+    from .daily import interest_is_broad, interests_for, pick_for_day  # noqa: F401
     from .calibrate import CalibrationRound, calibration_round  # noqa: F401
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .daily import interest_lexical, library_typicality, library_vectors
+from .daily import interest_is_broad, interest_lexical, interests_for, library_typicality, library_vectors
 from .feedback import current_reactions
 from .paper import Paper
-from .pick import Interest, PickSettings, interest_scores, interests_for, turn_relevance
+from .pick import Interest, PickSettings, interest_scores, turn_relevance
 
 if TYPE_CHECKING:
     from .base import Store
@@ -49,11 +49,14 @@ class CalibrationRound:
 
     interests: what the round is near (empty: the member has none here and named no topic).
     judged: how many of the closest papers were left out because the member judged them already.
+    broad: every interest is as wide as the library (`interest_is_broad`): the round's papers are
+    typical ones from across it, not near the interests' words.
     """
 
     papers: list[Paper] = field(default_factory=list)
     interests: list[Interest] = field(default_factory=list)
     judged: int = 0
+    broad: bool = False
 
     @property
     def topic(self) -> str:
@@ -142,4 +145,5 @@ def calibration_round(store: Store, searcher: Searcher, channel: str, user: str,
     rows, dropped = round_rows(ids, matrix, chosen, exclude=exclude, lexical=lexical, settings=settings,
                                size=size, pool=pool, typical=typical)
     papers = {p.id: p for p in store.get_papers([ids[i] for i in rows])}
-    return CalibrationRound([papers[ids[i]] for i in rows if ids[i] in papers], chosen, dropped)
+    broad = all(interest_is_broad(store, searcher, it.vector, settings) for it in chosen)
+    return CalibrationRound([papers[ids[i]] for i in rows if ids[i] in papers], chosen, dropped, broad)

@@ -389,7 +389,7 @@ def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime
     spec = club_for(store, channel)
     if spec is None or not spec.active:
         raise ClubError("This channel has no reading group, or it is off; an admin can set one up.")
-    from .pick import read_papers
+    from .daily import read_papers
 
     if paper_id in read_papers(store, channel):
         raise ClubError("The club has read that paper already.")

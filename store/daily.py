@@ -1,8 +1,8 @@
 """The day's pick for a channel: what `paperclub pick`, the scheduled post, `/paper today` and the benches all call.
 
 `pick_for_day` loads the channel's inputs from the store (interests, what it was
-shown, what its reading group read, how it reacted) and hands them to the pure
-`store.pick.pick_daily`. A channel with feeds picks among the papers its feeds
+shown, what its reading group read, how it reacted: the loaders at the end of
+this module) and hands them to the pure `store.pick.pick_daily`. A channel with feeds picks among the papers its feeds
 announced in the last `fresh_days` first; the library's older stock is the
 fallback when none of them is left. The searcher comes in as an argument: its
 in-memory vectors and its BM25 serve every pick.
@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import logging
 from datetime import date
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
 
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, Library, PastPost, PickSettings, Relevance, club_papers, history_for, interest_scores,
-    interests_for, lexical_for, pick_daily, typicality,
+    BROAD, EXPLORATION, DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
+    interest_weights, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from .embed import Embedder
     from .search import Searcher
 
 log = logging.getLogger("paperclub.daily")
@@ -84,6 +85,17 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     return store.load_vectors(searcher.embedder.name)
 
 
+def interest_is_broad(store: Store, searcher: Searcher, vector, settings: PickSettings) -> bool:
+    """Whether an interest with this `vector` is as wide as the library ("machine learning" among ML
+    papers): its weight (`interest_weights`) under BROAD, so typicality, not its words, ranks its
+    member's turns. What the reply to an added interest says of it."""
+    ids, matrix = library_vectors(store, searcher)
+    if len(ids) == 0:
+        return False
+    cos = matrix @ np.asarray(vector, dtype=np.float32).reshape(-1, 1)
+    return bool(interest_weights(matrix, cos, settings)[0] < BROAD)
+
+
 def interest_lexical(searcher: Searcher, interests, settings: PickSettings) -> dict[int, dict[str, float]]:
     """`lexical_for` each interest as `settings` say, kept by the searcher's index until the library
     changes: an interest's BM25 over an unchanged library is the same every day (a third of a pick at
@@ -131,3 +143,53 @@ def _reactions(store: Store, channel: str, day: date, feedback: Feedback, rows: 
     except Exception:  # feedback is a refinement: a failure here must not stop the post
         log.warning("reaction feedback for %s failed; picking without it", channel, exc_info=True)
         return {}
+
+
+# -- loading a channel's inputs from the store ---------------------------------------------
+def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Interest]:
+    """The channel's interests as vectors of the current model (re-embedding any left from another)."""
+    rows = store.interests(channel)
+    stale = [r for r in rows if r["model"] != embedder.name or r["vector"] is None]
+    if stale:
+        fresh = []
+        for r in stale:
+            vec = store.get_vector(r["paper_id"], embedder.name) if r["paper_id"] else None
+            if vec is None:
+                vec = embedder.encode([r["text"]])[0]
+            fresh.append((r["id"], embedder.name, vec))
+            r["vector"] = vec
+        store.set_interest_vectors(fresh)
+    return [Interest(r["id"], r["text"], r["added_by"], np.asarray(r["vector"], dtype=np.float32),
+                     r["paper_id"]) for r in rows]
+
+
+def read_papers(store: Store, channel: str) -> set[str]:
+    """Papers the channel's reading group read or chose: never proposed, nominated or picked again."""
+    return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
+
+
+def club_papers(store: Store, channel: str) -> set[str]:
+    """Papers the channel's reading group read, chose or had on a ballot (a member's nomination, the
+    bot's proposal, won or lost): the team has seen them there, so never the paper of the day."""
+    return read_papers(store, channel) | {r["paper_id"] for r in store.nominations(channel)}
+
+
+def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
+    """What the channel was shown before, from its post rows; runners-up a member saved are engaged.
+
+    reactions: the channel's reaction log, when the caller has read it (who reacted is a member)."""
+    rows = store.post_history(channel)
+    members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
+    members |= {r["user"] for r in (store.reactions(channel=channel) if reactions is None else reactions)}
+    saved = {s["paper_id"] for user in sorted(members) for s in store.saved_papers(user)}
+    out = []
+    for r in rows:
+        pick = r.get("pick") or {}
+        choice = pick.get("choice") or {}
+        shown = [*(pick.get("runners_up") or ()), *([pick["also"]] if pick.get("also") else [])]
+        runners = tuple(c["paper_id"] for c in shown)  # the exploration slot is shown like a runner-up
+        out.append(PastPost(
+            day=date.fromisoformat(r["day"]), paper_id=r["paper_id"], served=choice.get("member"),
+            exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
+            engaged=tuple(p for p in runners if p in saved)))
+    return out

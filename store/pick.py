@@ -10,7 +10,9 @@ the naive pick: members in turn, best unposted paper by cosine):
   so its best paper is 1, the fusion that wins in search (an average over
   interests would blur "video" and "graphs" into a topic nobody asked for),
   plus `typical_weight` x how typical the paper is of the library (a paper in
-  the thick of an area over a stray at its edge; `typicality`);
+  the thick of an area over a stray at its edge; `typicality`); an interest as
+  wide as the library ("machine learning" among ML papers, `specificity`) counts
+  less, so typicality ranks its member's turns, and the explanation says so;
 - turns: the member furthest below their equal share of recent days is served,
   whatever their best score (a vague interest is still a member's turn);
   members holding the same interest text are each served on their own turns;
@@ -44,8 +46,6 @@ from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from .base import Store
-from .embed import Embedder
 from .search import closeness
 
 INTEREST = "interest"
@@ -657,11 +657,17 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
         expanded = imat + matrix[top].mean(axis=0)
         expanded /= np.linalg.norm(expanded, axis=1, keepdims=True)
         hybrid = matrix @ expanded.T + settings.lexical_weight * lex
-    weight = np.ones(len(interests), dtype=np.float32)
-    if settings.specific_margin and areas_show(len(matrix), settings):  # else nothing ranks in its place
-        weight = specificity(matrix, cos, settings.specific_margin)
-        hybrid = hybrid * weight
-    return Relevance(hybrid.astype(np.float32), cos, weight)
+    weight = interest_weights(matrix, cos, settings)
+    return Relevance((hybrid * weight).astype(np.float32), cos, weight)
+
+
+def interest_weights(matrix: np.ndarray, cos: np.ndarray, settings: PickSettings) -> np.ndarray:
+    """How much each interest (`cos`: its cosine to every paper, a column each) counts in its relevance:
+    its `specificity` where `specific_margin` is on and areas show (`areas_show`: else nothing would
+    rank in its place), 1 otherwise. Under BROAD it is as wide as the library."""
+    if settings.specific_margin and areas_show(len(matrix), settings):
+        return specificity(matrix, cos, settings.specific_margin)
+    return np.ones(cos.shape[1], dtype=np.float32)
 
 
 SPECIFIC_TOP = 20  # an interest's best papers, against its average one
@@ -944,56 +950,6 @@ def _breadth_pick(matrix, open_rows, fb, sig, redundancy, seed, settings, choice
     return DailyPick(channel, day, picked[0], picked[1:], no_interests=True)
 
 
-# -- loading a channel's inputs from the store ---------------------------------------------
 def like_text(paper) -> str:
     """How an interest seeded from a paper reads in lists and explanations."""
     return f"papers like {paper.short_name}"
-
-
-def interests_for(store: Store, channel: str, embedder: Embedder) -> list[Interest]:
-    """The channel's interests as vectors of the current model (re-embedding any left from another)."""
-    rows = store.interests(channel)
-    stale = [r for r in rows if r["model"] != embedder.name or r["vector"] is None]
-    if stale:
-        fresh = []
-        for r in stale:
-            vec = store.get_vector(r["paper_id"], embedder.name) if r["paper_id"] else None
-            if vec is None:
-                vec = embedder.encode([r["text"]])[0]
-            fresh.append((r["id"], embedder.name, vec))
-            r["vector"] = vec
-        store.set_interest_vectors(fresh)
-    return [Interest(r["id"], r["text"], r["added_by"], np.asarray(r["vector"], dtype=np.float32),
-                     r["paper_id"]) for r in rows]
-
-
-def read_papers(store: Store, channel: str) -> set[str]:
-    """Papers the channel's reading group read or chose: never proposed, nominated or picked again."""
-    return {r["paper_id"] for r in store.club_sessions(channel) if r["paper_id"] and r["state"] != "skipped"}
-
-
-def club_papers(store: Store, channel: str) -> set[str]:
-    """Papers the channel's reading group read, chose or had on a ballot (a member's nomination, the
-    bot's proposal, won or lost): the team has seen them there, so never the paper of the day."""
-    return read_papers(store, channel) | {r["paper_id"] for r in store.nominations(channel)}
-
-
-def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
-    """What the channel was shown before, from its post rows; runners-up a member saved are engaged.
-
-    reactions: the channel's reaction log, when the caller has read it (who reacted is a member)."""
-    rows = store.post_history(channel)
-    members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
-    members |= {r["user"] for r in (store.reactions(channel=channel) if reactions is None else reactions)}
-    saved = {s["paper_id"] for user in sorted(members) for s in store.saved_papers(user)}
-    out = []
-    for r in rows:
-        pick = r.get("pick") or {}
-        choice = pick.get("choice") or {}
-        shown = [*(pick.get("runners_up") or ()), *([pick["also"]] if pick.get("also") else [])]
-        runners = tuple(c["paper_id"] for c in shown)  # the exploration slot is shown like a runner-up
-        out.append(PastPost(
-            day=date.fromisoformat(r["day"]), paper_id=r["paper_id"], served=choice.get("member"),
-            exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
-            engaged=tuple(p for p in runners if p in saved)))
-    return out

@@ -18,11 +18,12 @@ from slack_bolt import BoltRequest
 from bot import blocks as bk
 from bot.app import create_app
 from conftest import Clock, block_action_body, dispatch_command, make_deps, make_settings, text_of
-from store import HashingEmbedder, Searcher
+from store import HashingEmbedder, Searcher, ingest_paths, open_store, pick_for_day
 from store import feedback as fb
 from store.calibrate import ROUND_SIZE, round_rows, spread_choice
-from store.daily import interest_lexical, library_vectors
-from store.pick import Interest, PickSettings, interest_scores, interests_for
+from store.daily import interest_lexical, interests_for, library_vectors
+from store.pick import Interest, PickSettings, interest_scores
+from test_ingest import synthetic_jsonl
 from test_reactions_e2e import THU, bot, searcher  # noqa: F401 (the real-model app on Socket Mode)
 from test_verdicts_e2e import next_pick, press
 
@@ -168,6 +169,41 @@ def test_adding_an_interest_offers_a_round_of_spread_papers_that_the_button_open
     row = {pid: i for i, pid in enumerate(ids)}
     assert mean_pairwise(matrix, [row[p] for p in shown]) < mean_pairwise(matrix, order[:len(shown)])
     assert {row[p] for p in shown} <= set(order[:max(2 * ROUND_SIZE, len(ids) // 10)])
+
+
+@pytest.fixture
+def wide_world(fake_slack, tmp_path):
+    """A library of 1,200 abstracts (enough for areas to show), recombined from the seed's sentences."""
+    embedder = HashingEmbedder()
+    store = open_store(tmp_path / "wide.db")
+    ingest_paths(store, [synthetic_jsonl(tmp_path / "wide.jsonl", 1200)], embedder, now=MONDAY.timestamp())
+    deps = make_deps(make_settings(slack_api_url=fake_slack.api_url), store, Searcher(store, embedder),
+                     clock=Clock(MONDAY))
+    yield create_app(deps, process_before_response=True), fake_slack, store, deps
+    store.close()
+
+
+def test_an_interest_as_wide_as_the_library_is_told_so_and_asked_about_papers_from_across_it(wide_world):
+    """"machine learning" among ML papers: its closest papers are the vaguest abstracts, which the pick
+    does not bring. The reply says what the member's turns will bring instead, the round's papers come
+    from across the library, and the paper of the day says why it was chosen."""
+    app, fake, store, deps = wide_world
+    added = text_of(ask(app, fake, "interests add machine learning"))
+    assert "Added *machine learning*. It is as wide as this library" in added
+    assert "Closest papers right now" not in added
+    assert "Say which of a few papers from across the library you would read" in added
+    [answer] = click(app, fake, bk.ACTION_CALIBRATE, "machine learning")
+    assert "papers from across the library (*machine learning* is as wide as it)" in text_of(answer)
+    assert 6 <= len(round_papers(answer)) <= 8
+    pick = pick_for_day(store, deps.searcher, CH, MONDAY.date(), feedback=deps.feedback, settings=deps.pick)
+    assert pick.explain().startswith("for *machine learning* (added by @UANN), as wide as the library: ")
+
+    # A topic in the same library is answered as before: its closest papers, a round near it.
+    specific = text_of(ask(app, fake, "interests add temporal video grounding", user="UBEN"))
+    assert "Closest papers right now:" in specific and "as wide as" not in specific
+    assert "Say which of a few papers near it you would read" in specific
+    [answer] = click(app, fake, bk.ACTION_CALIBRATE, "temporal video grounding", user="UBEN")
+    assert "papers near *temporal video grounding*, spread across it" in text_of(answer)
 
 
 def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_it(world):

@@ -13,7 +13,7 @@ from datetime import date, timedelta
 import numpy as np
 import pytest
 
-from store import Searcher, pick_for_day
+from store import Searcher, interests_for, pick_for_day
 from store.search import closeness
 from store.pick import (
     BREADTH,
@@ -23,7 +23,6 @@ from store.pick import (
     Interest,
     PastPost,
     PickSettings,
-    interests_for,
     is_exploration_day,
     pick_daily,
     typicality,

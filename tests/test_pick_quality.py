@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from store import pick_for_day
+from store.daily import history_for
 from store.pick import (
     EXPLORATION,
     INTEREST,
@@ -24,7 +25,6 @@ from store.pick import (
     PastPost,
     PickSettings,
     Reacted,
-    history_for,
     is_exploration_day,
     lexical_for,
     pick_daily,
