@@ -2,9 +2,9 @@
 
 `pick_for_day` loads the channel's inputs from the store (interests, what it was
 shown, what its reading group read, how it reacted: the loaders at the end of
-this module) and hands them to the pure `store.pick.pick_daily`. A channel with feeds picks among the papers its feeds
-announced in the last `fresh_days` first; the library's older stock is the
-fallback when none of them is left. The searcher comes in as an argument: its
+this module) and hands them to the pure `store.pick.pick_daily`. A channel with
+feeds picks among the papers its feeds announced in the last `fresh_days` first;
+the library's older stock is the fallback when none of them is left. The searcher comes in as an argument: its
 in-memory vectors and its BM25 serve every pick.
 """
 from __future__ import annotations
@@ -58,9 +58,11 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
 
     def pick(rows=None, labels=None) -> DailyPick | None:
         cand_ids, cand = (ids, matrix) if rows is None else ([ids[i] for i in rows], matrix[rows])
-        # Fresh candidates expand each interest by their own top papers: only the library's is kept.
-        relevance = library_relevance(searcher, ids, matrix, interests, lexical, settings) \
-            if interests and rows is None else None
+        relevance = library_relevance(searcher, ids, matrix, interests, lexical, settings) if interests else None
+        if relevance is not None and rows is not None:
+            # Fresh candidates expand each interest by their own top papers (only the library's is kept),
+            # but how wide an interest is, is told against the library: a night's papers can't say.
+            relevance = interest_scores(cand, cand_ids, interests, lexical, settings, weight=relevance.weight)
         return pick_daily(channel, day, cand_ids, cand, interests, history, signals=signals,
                           feedback=adjust or None, settings=settings, lexical=lexical, labels=labels,
                           typical=typical if typical is None or rows is None else typical[rows],

@@ -633,12 +633,15 @@ BROAD = 0.5  # an interest counting less than this is as wide as the library: ty
 
 def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[Interest],
                     lexical: Mapping[int, Mapping[str, float]] | None,
-                    settings: PickSettings, row: Mapping[str, int] | None = None) -> Relevance:
+                    settings: PickSettings, row: Mapping[str, int] | None = None,
+                    weight: np.ndarray | None = None) -> Relevance:
     """The hybrid score and cosine of every paper for every interest, and each interest's weight.
 
     hybrid = weight x (cosine (to the interest, expanded by its top papers when `prf_docs`)
     + `lexical_weight` x BM25 scaled so the interest's best paper is 1 (`lexical`:
-    interest id -> {paper id: scaled BM25}, from `lexical_for`)).
+    interest id -> {paper id: scaled BM25}, from `lexical_for`)). weight: each interest's
+    (`interest_weights`) when the caller has it from the whole library, as a day among a few
+    fresh papers does: how wide an interest is, is told against the library, not those papers.
     """
     imat = np.stack([np.asarray(it.vector, dtype=np.float32) for it in interests])
     cos = matrix @ imat.T
@@ -657,7 +660,7 @@ def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[
         expanded = imat + matrix[top].mean(axis=0)
         expanded /= np.linalg.norm(expanded, axis=1, keepdims=True)
         hybrid = matrix @ expanded.T + settings.lexical_weight * lex
-    weight = interest_weights(matrix, cos, settings)
+    weight = interest_weights(matrix, cos, settings) if weight is None else weight
     return Relevance((hybrid * weight).astype(np.float32), cos, weight)
 
 

@@ -206,6 +206,25 @@ def test_an_interest_as_wide_as_the_library_is_told_so_and_asked_about_papers_fr
     assert "papers near *temporal video grounding*, spread across it" in text_of(answer)
 
 
+def test_a_channel_following_arxiv_reads_a_wide_interest_against_the_library_not_the_nights_papers(wide_world):
+    """On a day the pick is among a feed's new papers, "machine learning" is still as wide as the
+    library (a few dozen new papers say nothing of that): the paper is a typical one, not the new
+    abstract closest to those words, and the post says why."""
+    app, fake, store, deps = wide_world
+    ask(app, fake, "interests add machine learning")
+    ids, matrix = library_vectors(store, deps.searcher)
+    closest = list(np.argsort(-(matrix @ deps.searcher.embed_query("machine learning")))[:40])
+    night = [ids[i] for i in closest[::2]]  # among them the very closest papers and those at the edge
+    day = MONDAY.date()
+    midnight = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    store.add_feed(CH, "arxiv", "cs.LG", "UADMIN", now=midnight - 86400)
+    store.mark_announced([(pid, "arxiv", midnight - 3600) for pid in night])
+    pick = pick_for_day(store, deps.searcher, CH, day, feedback=deps.feedback, settings=deps.pick)
+    assert pick.paper_id in night and pick.paper_id != night[0]
+    assert pick.explain().startswith("for *machine learning* (added by @UANN), as wide as the library: ")
+    assert pick.explain().endswith("new on arXiv today")
+
+
 def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_it(world):
     app, fake, store, deps = world
     ask(app, fake, "interests add machine learning")
