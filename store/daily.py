@@ -4,8 +4,8 @@
 shown, what its reading group read, how it reacted: the loaders at the end of
 this module) and hands them to the pure `store.pick.pick_daily`. A channel with
 feeds picks among the papers its feeds announced in the last `fresh_days` first;
-the library's older stock is the fallback when none of them is left. The searcher comes in as an argument: its
-in-memory vectors and its BM25 serve every pick.
+the library's older stock is the fallback when none of them is left. The searcher
+comes in as an argument: its in-memory vectors and its BM25 serve every pick.
 """
 from __future__ import annotations
 
