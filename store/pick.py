@@ -192,7 +192,8 @@ class Choice:
     member: str | None = None
     feedback: float = 0.0
     feedback_why: str | None = None
-    # The interest spans the library (`BROAD`): typicality, not its words, chose the paper.
+    # The interest spans the library (`BROAD`): typicality, not its words, chose the paper (an
+    # exploration paper: every interest does, so none is outside them).
     broad: bool = False
 
     def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*",
@@ -205,9 +206,12 @@ class Choice:
         if self.kind == INTEREST and self.interest is not None:
             who = f" (added by {mention(self.interest.added_by)})" if self.interest.added_by else ""
             if self.broad:  # its words ranked nothing: typicality did (and reactions, said after it)
-                why = f"for {e}{self.interest.text}{e}{who}, as wide as the library: a paper from the thick of one of its areas"
+                why = (f"for {e}{self.interest.text}{e}{who}, as wide as the library: "
+                       "a paper from the thick of one of its areas")
             else:
                 why = f"matches {e}{self.interest.text}{e}{who}, {closeness(self.similarity)}"
+        elif self.kind == EXPLORATION and self.broad:  # the team's interests are all as wide as the library
+            why = f"{'exploration day' if main else 'exploration'}: a paper beyond the next ones your turns bring"
         elif self.kind == EXPLORATION:
             near = (f", next to {e}{self.interest.text}{e} ({closeness(self.similarity)})"
                     if self.interest is not None else "")
@@ -879,10 +883,13 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         found = _exploration(open_mask, [scores_of(m)[2] for m in members], fb, matrix, settings)
         if found is not None:
             i = found
-            j = int(cos[i].argmax())
+            # Named after the nearest interest that says where to look; one as wide as the library is
+            # near everything, and with only such interests nothing lies "outside" them.
+            said = [c for c in range(len(interests)) if typical is None or weight[c] >= BROAD]
+            j = said[int(cos[i, said].argmax())] if said else int(cos[i].argmax())
             also = Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
                           float(cos[i, j]), interests[j], None, float(fb.for_member(None)[i]),
-                          _with_label(None, ids[i]))
+                          _with_label(None, ids[i]), broad=not said)
             taken.add(i)
             if settings.explore_in_main:
                 picked.append(also)

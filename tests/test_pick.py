@@ -180,6 +180,17 @@ def test_an_interest_as_broad_as_the_library_gets_papers_from_the_thick_of_its_a
     assert specific == picks(centres[2], replace(settings, specific_margin=0))
     assert day(centres[2]).explain().startswith("matches *x* (added by @UA), ")
 
+    # Nothing lies "just outside" an interest that wide: the exploration slot says what it is instead.
+    explore = next(d for d in (START + timedelta(days=k) for k in range(100)) if is_exploration_day("C1", d))
+
+    def also(*vectors):
+        interests = [Interest(n, t, "UA", v) for n, (t, v) in enumerate(zip(("x", "y"), vectors))]
+        return pick_daily("C1", explore, ids, matrix, interests, [], typical=typical).also.explain(main=False)
+
+    assert also(broad) == "exploration: a paper beyond the next ones your turns bring"
+    assert also(centres[2]).startswith("exploration: a paper just outside your interests, next to *x*")
+    assert also(broad, centres[2]).startswith("exploration: a paper just outside your interests, next to *y*")
+
 
 def test_diversity_keeps_days_from_piling_onto_one_topic():
     """One interest sitting between two sub-topics: the days alternate instead of exhausting one."""
