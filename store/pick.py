@@ -192,8 +192,8 @@ class Choice:
     member: str | None = None
     feedback: float = 0.0
     feedback_why: str | None = None
-    # The interest spans the library (`BROAD`): typicality, not its words, chose the paper (an
-    # exploration paper: every interest does, so none is outside them).
+    # The interest spans the library (`BROAD`): typicality, not its words, chose the paper. On an
+    # exploration paper: every interest of the team does, so nothing lies outside them.
     broad: bool = False
 
     def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*",
