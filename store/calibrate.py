@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from .daily import interest_is_broad, interest_lexical, interests_for, library_typicality, library_vectors
+from .daily import interest_lexical, interests_for, library_typicality, library_vectors
 from .feedback import current_reactions
 from .paper import Paper
-from .pick import Interest, PickSettings, interest_scores, turn_relevance
+from .pick import Interest, PickSettings, Relevance, interest_scores, is_broad, turn_relevance
 
 if TYPE_CHECKING:
     from .base import Store
@@ -49,7 +49,7 @@ class CalibrationRound:
 
     interests: what the round is near (empty: the member has none here and named no topic).
     judged: how many of the closest papers were left out because the member judged them already.
-    broad: every interest is as wide as the library (`interest_is_broad`): the round's papers are
+    broad: every interest is as wide as the library (`is_broad`): the round's papers are
     typical ones from across it, not near the interests' words.
     """
 
@@ -89,16 +89,16 @@ def spread_choice(matrix: np.ndarray, relevance: np.ndarray, rows: Sequence[int]
 def round_rows(ids: Sequence[str], matrix: np.ndarray, interests: Sequence[Interest], *,
                exclude: set[str] = frozenset(), lexical=None, settings: PickSettings = PickSettings(),
                size: int = ROUND_SIZE, pool: int = POOL, lam: float = SPREAD_LAMBDA,
-               typical: np.ndarray | None = None) -> tuple[list[int], int]:
+               typical: np.ndarray | None = None, scores: Relevance | None = None) -> tuple[list[int], int]:
     """(rows of the round's papers, how many of the `pool` closest were excluded): pure, over vectors.
 
     Relevance is the pick's own on a member's turn: a paper's best score over `interests`
-    (`interest_scores`) plus `typical_weight` x its `typical`ity when given; the round is chosen
-    from the `pool` most relevant papers not in `exclude`."""
+    (`interest_scores`, or `scores` when the caller has them) plus `typical_weight` x its
+    `typical`ity when given; the round is chosen from the `pool` most relevant papers not in `exclude`."""
     if not len(ids) or not interests:
         return [], 0
     matrix = np.asarray(matrix, dtype=np.float32)
-    hybrid = interest_scores(matrix, ids, interests, lexical, settings).hybrid
+    hybrid = (scores if scores is not None else interest_scores(matrix, ids, interests, lexical, settings)).hybrid
     relevance = turn_relevance(hybrid, typical, settings)
     order = np.argsort(-relevance, kind="stable")
     # Near means near: in a small library the `pool` closest would be most of it.
@@ -142,8 +142,11 @@ def calibration_round(store: Store, searcher: Searcher, channel: str, user: str,
     lexical = interest_lexical(searcher, chosen, settings) if settings.lexical_weight else None
     exclude = judged_by(store, user, now=now) | {it.paper_id for it in chosen if it.paper_id}
     typical = library_typicality(searcher, ids, matrix, settings)
+    scores = interest_scores(np.asarray(matrix, dtype=np.float32), ids, chosen, lexical, settings) if len(ids) else None
     rows, dropped = round_rows(ids, matrix, chosen, exclude=exclude, lexical=lexical, settings=settings,
-                               size=size, pool=pool, typical=typical)
+                               size=size, pool=pool, typical=typical, scores=scores)
     papers = {p.id: p for p in store.get_papers([ids[i] for i in rows])}
-    broad = all(interest_is_broad(store, searcher, it.vector, settings) for it in chosen)
+    # Each interest's weight is told against the library and says how wide it is; typicality ranks
+    # in its place exactly where the weights apply (`areas_show`).
+    broad = scores is not None and bool(is_broad(scores.weight).all())
     return CalibrationRound([papers[ids[i]] for i in rows if ids[i] in papers], chosen, dropped, broad)

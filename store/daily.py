@@ -18,8 +18,8 @@ import numpy as np
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    BROAD, EXPLORATION, DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
-    interest_weights, lexical_for, pick_daily, typicality,
+    EXPLORATION, DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
+    interest_weights, is_broad, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
 
@@ -95,7 +95,7 @@ def interest_is_broad(store: Store, searcher: Searcher, vector, settings: PickSe
     if len(ids) == 0:
         return False
     cos = matrix @ np.asarray(vector, dtype=np.float32).reshape(-1, 1)
-    return bool(interest_weights(matrix, cos, settings)[0] < BROAD)
+    return bool(is_broad(interest_weights(matrix, cos, settings))[0])
 
 
 def interest_lexical(searcher: Searcher, interests, settings: PickSettings) -> dict[int, dict[str, float]]:

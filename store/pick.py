@@ -635,6 +635,11 @@ class Relevance(NamedTuple):
 BROAD = 0.5  # an interest counting less than this is as wide as the library: typicality ranks its turns
 
 
+def is_broad(weight: np.ndarray) -> np.ndarray:
+    """Which interests are as wide as the library, by their weights (`Relevance.weight`): under BROAD."""
+    return np.asarray(weight) < BROAD
+
+
 def interest_scores(matrix: np.ndarray, ids: Sequence[str], interests: Sequence[Interest],
                     lexical: Mapping[int, Mapping[str, float]] | None,
                     settings: PickSettings, row: Mapping[str, int] | None = None,
@@ -836,6 +841,9 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
 
     hybrid, cos, weight = relevance if relevance is not None else interest_scores(matrix, ids, interests,
                                                                                   lexical, settings, row)
+    # An interest that spans the library had typicality rank its papers in its place; without
+    # typicality its (scaled) words still did, and the explanation says they match.
+    wide = is_broad(weight) if typical is not None else np.zeros(len(interests), dtype=bool)
     members = list(dict.fromkeys(it.added_by or "" for it in interests))
     cols_of = {m: [j for j, it in enumerate(interests) if (it.added_by or "") == m] for m in members}
     anchors = {m: np.stack([np.asarray(interests[j].vector, dtype=np.float32) for j in cols])
@@ -873,8 +881,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         j = cols[int(hybrid[i, cols].argmax())]
         made = choice(i, INTEREST, float(score[i]), float(cos[i, j]), interests[j], member or None,
                       instead=int(np.argmax(base)), adjust=adjust)
-        # Said as it was chosen: an interest that spans the library ranked its papers by typicality.
-        made.broad = typical is not None and bool(weight[j] < BROAD)
+        made.broad = bool(wide[j])  # said as it was chosen
         return made
 
     picked: list[Choice] = []
@@ -885,7 +892,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             i = found
             # Named after the nearest interest that says where to look; one as wide as the library is
             # near everything, and with only such interests nothing lies "outside" them.
-            said = [c for c in range(len(interests)) if typical is None or weight[c] >= BROAD]
+            said = [c for c in range(len(interests)) if not wide[c]]
             j = said[int(cos[i, said].argmax())] if said else int(cos[i].argmax())
             also = Choice(ids[i], EXPLORATION, float(max(scores_of(m)[2][i] for m in members)),
                           float(cos[i, j]), interests[j], None, float(fb.for_member(None)[i]),
