@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from store import closeness, interest_is_broad
+from store import broad_interests, closeness
 from store.pick import like_text
 from store.text import parse_number
 
@@ -34,18 +34,20 @@ MAX_INTEREST_CHARS = 200
 
 
 # -- /paper interests -------------------------------------------------------------------------
-def _interest_lines(rows: list[dict]) -> list[str]:
+def _interest_lines(rows: list[dict], broad: list[bool]) -> list[str]:
     """One line per topic: members who hold the same text share it, each keeping their own number
-    (`interests remove <n>` takes yours off and leaves theirs)."""
-    topics: dict[str, list[tuple[int, dict]]] = {}
-    for n, row in enumerate(rows, start=1):
-        topics.setdefault(row["text"].casefold(), []).append((n, row))
+    (`interests remove <n>` takes yours off and leaves theirs). A topic as wide as the library says so:
+    its words don't steer the pick, its members' ratings do."""
+    topics: dict[str, list[tuple[int, dict, bool]]] = {}
+    for n, (row, wide) in enumerate(zip(rows, broad), start=1):
+        topics.setdefault(row["text"].casefold(), []).append((n, row, wide))
     lines = []
     for held in topics.values():
-        numbers = ", ".join(str(n) for n, _ in held)
-        people = [mention(row["added_by"]) for _, row in held if row.get("added_by")]
+        numbers = ", ".join(str(n) for n, _, _ in held)
+        people = [mention(row["added_by"]) for _, row, _ in held if row.get("added_by")]
         who = f" (added by {', '.join(people)})" if people else ""
-        lines.append(f"{numbers}. *{bk.esc(held[0][1]['text'])}*{who}")
+        wide = " · _as wide as this library: ratings and reactions steer it_" if held[0][2] else ""
+        lines.append(f"{numbers}. *{bk.esc(held[0][1]['text'])}*{who}{wide}")
     return lines
 
 
@@ -63,7 +65,8 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Re
     blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
     if note:
         blocks.append(bk.section(note))
-    blocks += bk.line_sections(_interest_lines(rows))  # fifty long ones take a few sections, each item whole
+    lines = _interest_lines(rows, _broad(deps, rows))
+    blocks += bk.line_sections(lines)  # fifty long ones take a few sections, each item whole
     blocks.append(bk.context("Each day I pick the paper that best matches one member's interests, "
                              "taking turns so everyone is served.", footer))
     return Reply(bk.esc(f"{len(rows)} interests: " + "; ".join(r["text"] for r in rows)), blocks)
@@ -115,7 +118,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
                             paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
-    broad = _broad(deps, vector)
+    broad = _broad(deps, [{"vector": vector, "model": embedder.name}])[0]
     if broad:  # its closest papers are the vaguest ones, which the pick will not bring: say what it will
         closest = ("It is as wide as this library, so its words can't say where to look: your turns bring "
                    "papers from the thick of the library's areas until your ratings and reactions show "
@@ -128,14 +131,19 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     return reply
 
 
-def _broad(deps: Deps, vector) -> bool:
-    """Whether the interest is as wide as the library (store.interest_is_broad); False when that can't be
-    told: the interest is added either way."""
+def _broad(deps: Deps, rows: list[dict]) -> list[bool]:
+    """Whether each interest (`rows`, as the store lists them) is as wide as the library
+    (store.broad_interests). False where that can't be told (a vector of another model, not yet
+    re-embedded; a library that can't be read): the list and the added interest stand either way."""
+    current = [i for i, r in enumerate(rows) if r.get("vector") is not None and r.get("model") == deps.embedder.name]
+    out = [False] * len(rows)
     try:
-        return interest_is_broad(deps.store, deps.searcher, vector, deps.pick)
+        for i, wide in zip(current, broad_interests(deps.store, deps.searcher, [rows[i]["vector"] for i in current],
+                                                    deps.pick)):
+            out[i] = wide
     except Exception:
-        log.warning("could not tell how broad an added interest is", exc_info=True)
-        return False
+        log.warning("could not tell how broad the interests are", exc_info=True)
+    return out
 
 
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:

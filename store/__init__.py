@@ -25,7 +25,7 @@ _LAZY = {
     "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
                      "read_file", "bundled_sample_paths"],
     "store.search": ["Searcher", "Hit", "hits_json", "closeness"],
-    "store.daily": ["pick_for_day", "interest_is_broad", "interests_for"],
+    "store.daily": ["pick_for_day", "broad_interests", "interests_for"],
     "store.calibrate": ["calibration_round", "CalibrationRound"],
     "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost",
                    "Reacted", "like_text"],
@@ -72,7 +72,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .pick import (  # noqa: F401
         DailyPick, Interest, PastPost, PickSettings, Reacted, like_text, pick_daily,
     )
-    from .daily import interest_is_broad, interests_for, pick_for_day  # noqa: F401
+    from .daily import broad_interests, interests_for, pick_for_day  # noqa: F401
     from .calibrate import CalibrationRound, calibration_round  # noqa: F401
     from .schedule import (  # noqa: F401
         ScheduleError, ScheduleSpec, catch_up, describe_next, local_today, next_fire, parse_schedule,

@@ -87,15 +87,16 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     return store.load_vectors(searcher.embedder.name)
 
 
-def interest_is_broad(store: Store, searcher: Searcher, vector, settings: PickSettings) -> bool:
-    """Whether an interest with this `vector` is as wide as the library ("machine learning" among ML
+def broad_interests(store: Store, searcher: Searcher, vectors, settings: PickSettings) -> list[bool]:
+    """Whether each interest (`vectors`, one a row) is as wide as the library ("machine learning" among ML
     papers): its weight (`interest_weights`) under BROAD, so typicality, not its words, ranks its
-    member's turns. What the reply to an added interest says of it."""
+    member's turns. What the reply to an added interest and the list of them say of it."""
+    vectors = [np.asarray(v, dtype=np.float32) for v in vectors]
     ids, matrix = library_vectors(store, searcher)
-    if len(ids) == 0:
-        return False
-    cos = matrix @ np.asarray(vector, dtype=np.float32).reshape(-1, 1)
-    return bool(is_broad(interest_weights(matrix, cos, settings))[0])
+    if len(ids) == 0 or not vectors:
+        return [False] * len(vectors)
+    cos = matrix @ np.stack(vectors).T
+    return [bool(b) for b in is_broad(interest_weights(matrix, cos, settings))]
 
 
 def interest_lexical(searcher: Searcher, interests, settings: PickSettings) -> dict[int, dict[str, float]]:

@@ -200,10 +200,17 @@ def test_an_interest_as_wide_as_the_library_is_told_so_and_asked_about_papers_fr
 
     # A topic in the same library is answered as before: its closest papers, a round near it.
     specific = text_of(ask(app, fake, "interests add temporal video grounding", user="UBEN"))
-    assert "Closest papers right now:" in specific and "as wide as" not in specific
+    assert "Closest papers right now:" in specific and "It is as wide as" not in specific
     assert "Say which of a few papers near it you would read" in specific
     [answer] = click(app, fake, bk.ACTION_CALIBRATE, "temporal video grounding", user="UBEN")
     assert "papers near *temporal video grounding*, spread across it" in text_of(answer)
+
+    # The list says which topic is that wide, and only that one.
+    reply = ask(app, fake, "interests")
+    lines = [ln for b in reply["blocks"] if b["type"] == "section" for ln in b["text"]["text"].splitlines()]
+    listed = {ln.split(" (added by")[0]: ln for ln in lines}
+    assert "as wide as this library" in listed["1. *machine learning*"]
+    assert "as wide as" not in listed["2. *temporal video grounding*"]
 
 
 def test_a_channel_following_arxiv_reads_a_wide_interest_against_the_library_not_the_nights_papers(wide_world):
