@@ -182,7 +182,10 @@ def forget(tmp: Path, backend: str) -> dict:
                 club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
             backup = _snapshot(store, tmp)
             before = len(traces(store, dan))
-            answer = text_of(dispatch_command(app, fake, "forget-me", user=dan, channel=ch))
+            # It asks first (bot/confirm.py) and deletes nothing until confirmed.
+            asked = text_of(dispatch_command(app, fake, "forget-me", user=dan, channel=ch))
+            asked_first = len(traces(store, dan)) == before and "Done." not in asked
+            answer = text_of(dispatch_command(app, fake, "forget-me confirm", user=dan, channel=ch))
             after = traces(store, dan)
             store = _restore(store, backup, url)
             restored = traces(store, dan)
@@ -193,7 +196,8 @@ def forget(tmp: Path, backend: str) -> dict:
         if admin is not None:
             admin.execute(f'drop database if exists "{name}" with (force)')
             admin.close()
-    return {"cells naming the member before": before, "forget-me answered": "Done." in answer,
+    return {"cells naming the member before": before, "asked first, nothing deleted": asked_first,
+            "forget-me confirm answered": "Done." in answer,
             "cells after": len(after), "log lines read": len(logs.lines),
             "log lines naming the member": sum(dan in line for line in logs.lines),
             "cells after restoring an earlier backup": len(restored),
