@@ -138,13 +138,15 @@ class _Async:
 
 
 def missing_package(adapter: str) -> str | None:
-    needs = {"websocket_client": "websocket", "aiohttp": "aiohttp", "websockets": "websockets"}.get(adapter)
-    if needs is None:
-        return None
-    try:
-        __import__(needs)
-    except ImportError:
-        return {"websocket": "websocket-client"}.get(needs, needs)
+    """The package an adapter needs that is not installed (the async ones run Bolt's AsyncApp, which
+    imports aiohttp whichever socket library carries it), None when it can run."""
+    needs = {"websocket_client": ("websocket",), "aiohttp": ("aiohttp",),
+             "websockets": ("websockets", "aiohttp")}.get(adapter, ())
+    for module in needs:
+        try:
+            __import__(module)
+        except ImportError:
+            return {"websocket": "websocket-client"}.get(module, module)
     return None
 
 
