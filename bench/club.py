@@ -173,7 +173,8 @@ def main() -> None:
 
     steady = [m for m in members if longest_streak(away_weeks[m]) <= 2]
     expected = [f"{step}:{s.date().isoformat()}" for s in sessions for step in STEPS]
-    expected += [f"presenter:{r['date']}:{r['presenter']}" for r in rows if r["presenter"] and r["paper_id"]]
+    expected += [f"presenter:{r['date']}:{member_tag(r['presenter'])}"  # the key names no one (forget-me)
+                 for r in rows if r["presenter"] and r["paper_id"]]
     dup = sum(1 for k in expected if keys[k] > 1)
     missing = sum(1 for k in expected if keys[k] == 0)
     counts = {m: presented.get(m, 0) for m in members}
