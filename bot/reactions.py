@@ -120,9 +120,30 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
             text = _NOTED[verdict].format(name=name)
             if result.status == "duplicate":
                 text += " (You had said so already: it counts once.)"
-        respond(text=text, blocks=bk.verdict_blocks(text, paper, undo=verdict is not None),
-                response_type="ephemeral", replace_original=False)
+        blocks = bk.verdict_blocks(text, paper, undo=verdict is not None)
+        if verdict == "less" and result.status == "recorded":
+            blocks += _offer_after_misses(deps, user, channel)
+        respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
     return result
+
+
+ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot offers a round, once a run
+_MISSES_SAID = (f"That is {ASK_AFTER_MISSES} papers in a row here that were not for you. Want picks that fit "
+                "better? Say which of a few papers near your interests you would read.")
+
+
+def _offer_after_misses(deps: Deps, user: str, channel: str) -> list:
+    """A member with interests here who just judged against the third paper in a row (a 👎, a "not for
+    me"): their words may read differently here than they mean, so offer the calibration round for
+    their interests (a round answers faster than a reaction a day). Once a run; [] otherwise."""
+    try:
+        if not any(r.get("added_by") == user for r in deps.store.interests(channel)):
+            return []
+        if fb.misses_in_a_row(deps.store, user, channel, deps.feedback.weights) != ASK_AFTER_MISSES:
+            return []
+    except StoreBusy:
+        return []  # the verdict is logged; the offer can wait for the next one
+    return bk.calibrate_offer(_MISSES_SAID, "", typed=f"{deps.command} calibrate")
 
 
 # -- reaction events -> the log -----------------------------------------------------------------
@@ -171,6 +192,15 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
     if result.status != "ignored":
         log.info("reaction %s %s by %s on %s: %s", emoji, "added" if added else "removed", member_tag(user),
                  result.paper_id, result.status)
+    if (added and result.status == "recorded" and client is not None
+            and fb.weight_of(emoji, deps.feedback.weights) < 0):
+        offer = _offer_after_misses(deps, user, channel)
+        if offer:  # only they see it; the reaction counts whatever Slack says to this
+            try:
+                client.chat_postEphemeral(channel=channel, user=user, text=_MISSES_SAID, blocks=offer)
+            except Exception:
+                log.warning("could not offer %s a calibration round in %s", member_tag(user), channel,
+                            exc_info=True)
     return result
 
 

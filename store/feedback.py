@@ -172,6 +172,26 @@ def record_verdict(store: Store, *, user: str, paper_id: str, verdict: str | Non
     return Recorded("recorded" if changed else "duplicate", paper_id)
 
 
+def misses_in_a_row(store: Store, user: str, channel: str,
+                    weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> int:
+    """How many papers in a row, the latest first, the member judged against in `channel` (their
+    standing reactions and verdicts on a paper summed, by the latest of them) since their last one
+    for a paper. A 👀 or any emoji that weighs nothing neither counts nor ends the run."""
+    net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log]
+    for n, r in enumerate(current_reactions(store.reactions(channel=channel, user=user))):
+        w = float(weights.get(r["base"], 0.0))
+        if w:
+            had = net.setdefault(r["paper_id"], [0.0, 0.0])
+            had[0] += w
+            had[1] = n
+    run = 0
+    for total, _ in sorted(net.values(), key=lambda v: -v[1]):
+        if total > 0:
+            break
+        run += total < 0
+    return run
+
+
 def sync_saved(store: Store, user: str, paper_id: str, *, now: float) -> bool:
     """Make the reading list match the log: saved while any of the member's 👀 on the paper stands."""
     rows = store.reactions(user=user, paper_ids=[paper_id])

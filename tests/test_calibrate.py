@@ -18,6 +18,7 @@ from slack_bolt import BoltRequest
 from bot import blocks as bk
 from bot.app import create_app
 from conftest import Clock, block_action_body, dispatch_command, make_deps, make_settings, text_of
+from fake_slack import BOT_USER_ID
 from store import HashingEmbedder, Searcher, ingest_paths, open_store, pick_for_day
 from store import feedback as fb
 from store.calibrate import ROUND_SIZE, round_rows, spread_choice
@@ -323,6 +324,63 @@ def test_a_member_joining_a_channel_with_a_paper_of_the_day_is_told_privately_ho
     shown = text_of(welcome)
     assert "Welcome!" in shown and "*machine learning*" in shown and "/paper interests add" in shown
     assert len(fake.messages(CH)) == before  # nothing in the channel for everyone
+
+
+def reacted(app, user: str, emoji: str, ts: str, at: datetime) -> None:
+    """A `reaction_added` on the bot's message `ts`, as Slack delivers it."""
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": f"Ev{user}{emoji}{ts}",
+            "event_time": int(at.timestamp()), "authorizations": [{"user_id": BOT_USER_ID, "is_bot": True}],
+            "event": {"type": "reaction_added", "user": user, "reaction": emoji, "item_user": BOT_USER_ID,
+                      "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{at.timestamp():.6f}"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+
+
+def test_three_papers_in_a_row_not_for_a_member_offer_them_a_round_once(world):
+    """Picks that keep missing mean the member's words read differently here than they mean: on the
+    third paper in a row they judged against (a button or a 👎 on a post), the bot offers them the
+    calibration round, privately, once a run; a paper for them ends the run."""
+    app, fake, store, deps = world
+    ask(app, fake, "interests add temporal video grounding")
+    papers = [p.id for p in store.iter_papers()][:9]
+    for n, pid in enumerate(papers[:3]):
+        store.record_message_paper(CH, f"{100 + n}.000001", pid, kind="share", now=MONDAY.timestamp())
+
+    def offered(reply: dict) -> bool:
+        return any(b["action_id"] == bk.ACTION_CALIBRATE and not b.get("value") for b in buttons(reply))
+
+    def posted_offers() -> list[dict]:  # chat.postEphemeral's, not the command and button answers
+        return [m for m in fake.ephemeral_messages(CH) if "in a row here" in m.get("text", "")]
+
+    def step(minutes: int) -> datetime:
+        deps.clock.now = MONDAY + timedelta(minutes=minutes)
+        return deps.clock.now
+
+    step(1)
+    [first] = click(app, fake, bk.ACTION_LESS, papers[3])
+    assert "fewer papers like" in text_of(first) and not offered(first)
+    reacted(app, "UANN", "-1", "100.000001", step(2))
+    assert posted_offers() == []
+    reacted(app, "UANN", "thumbsdown", "101.000001", step(3))  # the third: offered, to them alone
+    [offer] = posted_offers()
+    assert offer["user"] == "UANN" and offered(offer)
+    assert "3 papers in a row here that were not for you" in text_of(offer)
+    step(4)
+    [fourth] = click(app, fake, bk.ACTION_LESS, papers[4])  # once a run
+    assert not offered(fourth)
+
+    # A paper for them ends the run; three more against it offer again, on the button's own answer.
+    reacted(app, "UANN", "fire", "102.000001", step(5))
+    answers = []
+    for n, pid in enumerate(papers[5:8]):
+        step(6 + n)
+        answers += click(app, fake, bk.ACTION_LESS, pid)
+    assert [offered(a) for a in answers] == [False, False, True]
+    [round_] = click(app, fake, bk.ACTION_CALIBRATE, "")  # the button opens their round
+    assert 6 <= len(round_papers(round_)) <= 8
+
+    # A member with no interest here has no turns to fix: "not for me" is only noted.
+    answers = [click(app, fake, bk.ACTION_LESS, pid, user="UBEN")[0] for pid in papers[:3]]
+    assert not any(offered(a) for a in answers) and len(posted_offers()) == 1
 
 
 # -- with the real model: the answers change the member's next pick ---------------------------------
