@@ -53,6 +53,10 @@ over days 21-60 and >= 0.25 served precision over days 1-20), at the default eng
   of its own per member and card: For me on their topic, Not for me from the member a runner-up
   was chosen for when it is off theirs (the exploration card is chosen for nobody: likes only).
   A runner-up shown again can be pressed again; the bot logs it once (counted apart as repeats).
+- a round the bot offers a member after three papers in a row they judged against (bot.reactions:
+  on the answer to a Not for me press, or as an ephemeral message after a 👎 on the post, which a
+  stand-in client keeps): opened with the engagement probability, a draw of its own, and answered
+  in full by their real topic, as the day-0 round.
 Beside it, naive + Rocchio and naive + SVM fed the same: each member's answers to the same round
 (the papers the bot's round showed them, logged as 👍 / 👎 before day 1 and never the paper of
 the day), and each day For me / Not for me on two runners-up of their own (the next two members'
@@ -455,6 +459,8 @@ class Run:
     card_likes: int = 0  # of both, the "For me" ones
     card_repeats: int = 0  # card presses that repeated a verdict the member had given (logged once)
     rounds: dict = field(default_factory=dict)  # (channel, member) -> [(paper id, verdict)] of their round
+    offers: int = 0  # rounds the bot offered after a run of misses (cards variant)
+    offers_opened: int = 0  # of them, opened and answered
 
 
 def engaged(seed: int, t: int, d: int, member: str, engagement: float, card: str = "") -> bool:
@@ -747,10 +753,47 @@ def press_cards(deps, clock: Clock, store: Store, pick, ts: str, label_of: dict,
         for who, emoji in verdicts(rec, label_of, chosen_for[pid], args.seed, t, d, engagement, card=pid):
             verdict = "less" if emoji == "-1" else "more"
             at += 60
-            status, _ = press(deps, clock, pick.channel, ts, who, block_id, buttons, verdict, at, ephemeral=False)
+            status, reply = press(deps, clock, pick.channel, ts, who, block_id, buttons, verdict, at,
+                                  ephemeral=False)
             run.cards += status == "recorded"
             run.card_repeats += status == "duplicate"
             run.card_likes += status == "recorded" and verdict == "more"
+            if offered(reply):
+                at = take_offer(deps, clock, pick.channel, who, label_of[who], world, args, engagement, t, d,
+                                at, run)
+
+
+def offered(message: dict) -> bool:
+    """Whether a message the bot sent a member offers them a calibration round (its **Rate a few
+    papers** button: after a run of misses, bot.reactions)."""
+    from bot import blocks as bk
+
+    blocks = [b if isinstance(b, dict) else b.to_dict() for b in message.get("blocks") or []]
+    return any(e.get("action_id") == bk.ACTION_CALIBRATE for b in blocks
+               for e in (b.get("elements") or [b.get("accessory")]) if isinstance(e, dict))
+
+
+class Ephemeral:
+    """What a reaction's listener may send back: the ephemeral messages it posts (chat.postEphemeral),
+    kept for the member to read. The bench's only stand-in for the Web API client."""
+
+    def __init__(self):
+        self.sent: list[dict] = []
+
+    def chat_postEphemeral(self, **kwargs):
+        self.sent.append(kwargs)
+        return {"ok": True}
+
+
+def take_offer(deps, clock: Clock, channel: str, member: str, label: str, world: World, args,
+               engagement: float, t: int, d: int, at: float, run: Run) -> float:
+    """An offered round: opened with the engagement probability (a draw of its own), then answered
+    in full by the member's real topic, as the round on day 0. Returns the time after it."""
+    run.offers += 1
+    if not engaged(args.seed, t, d, member, engagement, card="offer"):
+        return at
+    run.offers_opened += 1
+    return calibrate(deps, clock, channel, member, label, world, at + 30, run) + 60
 
 
 def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engagement: float,
@@ -810,10 +853,13 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
                 when = at + 600 * (n + 1)
                 clock.now = datetime.fromtimestamp(when, timezone.utc)
                 body = reaction_payload(channel, ts, who, emoji, when, f"Ev{t:03d}{d:03d}{n}")
-                result = handle_reaction_added(deps, body, bot_user_id=BOT)
+                client = Ephemeral() if cards else None  # reactions alone: nothing but the reaction
+                result = handle_reaction_added(deps, body, client=client, bot_user_id=BOT)
                 assert result.status == "recorded" and result.paper_id == pick.paper_id, result
                 run.reactions += 1
                 run.likes += emoji != "-1"
+                if client is not None and any(m["user"] == who and offered(m) for m in client.sent):
+                    take_offer(deps, clock, channel, who, label_of[who], world, args, engagement, t, d, when, run)
             if cards:
                 press_cards(deps, clock, store, pick, ts, label_of, world, args, engagement, t, d,
                             at + 3600, run)
@@ -839,7 +885,7 @@ def figures(run: Run) -> dict:
             "also_days": len(also), "also_hit": float(np.mean(also)) if also else None,
             "reactions": run.reactions, "likes": run.likes, "days": len(hits),
             "calibration": run.calibration, "cards": run.cards, "card_likes": run.card_likes,
-            "card_repeats": run.card_repeats,
+            "card_repeats": run.card_repeats, "offers": run.offers, "offers_opened": run.offers_opened,
             "teams": {k: {t: float(np.mean(v)) for t, v in by.items()} for k, by in per.items()},
             "topics": by_topic(run)}
 
@@ -1020,7 +1066,8 @@ def print_table(name: str, out: dict, args) -> None:
                   f"{fmt(out[(mode, 'paperclub', e)]['early'])}; delivered {cards['reactions']} reactions "
                   f"({cards['likes']} likes), {cards['calibration']} calibration answers and {cards['cards']} "
                   f"card verdicts ({cards['card_likes']} For me in all; {cards['card_repeats']} more presses repeated "
-                  "a verdict already given)")
+                  f"a verdict already given); rounds offered after 3 misses in a row {cards['offers']}, "
+                  f"opened {cards['offers_opened']}")
         if args.by_topic:
             print_topics(out, mode, levels)
         for line in aim_lines(out, mode, levels) + same_start_lines(out, mode, levels):
