@@ -128,8 +128,12 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
 
 
 ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot offers a round, once a run
-_MISSES_SAID = (f"That is {ASK_AFTER_MISSES} papers in a row here that were not for you. Want picks that fit "
-                "better? Say which of a few papers near your interests you would read.")
+
+
+def _misses_said(deps: Deps) -> str:
+    return (f"That is {ASK_AFTER_MISSES} papers in a row here that were not for you: your interests may read "
+            "differently here than you mean. Say which of a few papers near them you would read, or put "
+            f"your topic another way: {bk.code(deps.command + ' interests add <topic>')}.")
 
 
 def _offer_after_misses(deps: Deps, user: str, channel: str) -> list:
@@ -143,7 +147,7 @@ def _offer_after_misses(deps: Deps, user: str, channel: str) -> list:
             return []
     except StoreBusy:
         return []  # the verdict is logged; the offer can wait for the next one
-    return bk.calibrate_offer(_MISSES_SAID, "", typed=f"{deps.command} calibrate")
+    return bk.calibrate_offer(_misses_said(deps), "", typed=f"{deps.command} calibrate")
 
 
 # -- reaction events -> the log -----------------------------------------------------------------
@@ -197,7 +201,7 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
         offer = _offer_after_misses(deps, user, channel)
         if offer:  # only they see it; the reaction counts whatever Slack says to this
             try:
-                client.chat_postEphemeral(channel=channel, user=user, text=_MISSES_SAID, blocks=offer)
+                client.chat_postEphemeral(channel=channel, user=user, text=_misses_said(deps), blocks=offer)
             except Exception:
                 log.warning("could not offer %s a calibration round in %s", member_tag(user), channel,
                             exc_info=True)

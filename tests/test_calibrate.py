@@ -364,6 +364,7 @@ def test_three_papers_in_a_row_not_for_a_member_offer_them_a_round_once(world):
     [offer] = posted_offers()
     assert offer["user"] == "UANN" and offered(offer)
     assert "3 papers in a row here that were not for you" in text_of(offer)
+    assert "/paper interests add &lt;topic&gt;" in text_of(offer)  # or say it another way
     step(4)
     [fourth] = click(app, fake, bk.ACTION_LESS, papers[4])  # once a run
     assert not offered(fourth)
