@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from store import broad_interests
 from store import feedback as fb
 from store.calibrate import calibration_round
 
@@ -24,6 +25,21 @@ if TYPE_CHECKING:
     from .deps import Deps
 
 log = logging.getLogger(__name__)
+
+
+def interests_broad(deps: Deps, rows: list[dict]) -> list[bool]:
+    """Whether each interest (`rows`, as the store lists them) is as wide as the library
+    (store.broad_interests). False where that can't be told (a vector of another model, not yet
+    re-embedded; a library that can't be read): what is said of them stands either way."""
+    current = [i for i, r in enumerate(rows) if r.get("vector") is not None and r.get("model") == deps.embedder.name]
+    out = [False] * len(rows)
+    try:
+        for i, wide in zip(current, broad_interests(deps.store, deps.searcher, [rows[i]["vector"] for i in current],
+                                                    deps.pick)):
+            out[i] = wide
+    except Exception:
+        log.warning("could not tell how broad the interests are", exc_info=True)
+    return out
 
 
 def offer_blocks(deps: Deps, topic: str, *, broad: bool = False) -> list:

@@ -4,13 +4,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from store import broad_interests, closeness
+from store import closeness
 from store.pick import like_text
 from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
-from .calibrate import offer_blocks
+from .calibrate import interests_broad, offer_blocks
 from .commands import (
     Call,
     Reply,
@@ -65,7 +65,7 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Re
     blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
     if note:
         blocks.append(bk.section(note))
-    lines = _interest_lines(rows, _broad(deps, rows))
+    lines = _interest_lines(rows, interests_broad(deps, rows))
     blocks += bk.line_sections(lines)  # fifty long ones take a few sections, each item whole
     blocks.append(bk.context("Each day I pick the paper that best matches one member's interests, "
                              "taking turns so everyone is served.", footer))
@@ -118,7 +118,7 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
                             paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
-    broad = _broad(deps, [{"vector": vector, "model": embedder.name}])[0]
+    broad = interests_broad(deps, [{"vector": vector, "model": embedder.name}])[0]
     if broad:  # its closest papers are the vaguest ones, which the pick will not bring: say what it will
         closest = ("It is as wide as this library, so its words can't say where to look: your turns bring "
                    "papers from the thick of the library's areas until your ratings and reactions show "
@@ -129,21 +129,6 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     # A new interest tells the pick little yet: offer a calibration round, right under the note.
     reply.blocks[2:2] = offer_blocks(deps, label, broad=broad)
     return reply
-
-
-def _broad(deps: Deps, rows: list[dict]) -> list[bool]:
-    """Whether each interest (`rows`, as the store lists them) is as wide as the library
-    (store.broad_interests). False where that can't be told (a vector of another model, not yet
-    re-embedded; a library that can't be read): the list and the added interest stand either way."""
-    current = [i for i, r in enumerate(rows) if r.get("vector") is not None and r.get("model") == deps.embedder.name]
-    out = [False] * len(rows)
-    try:
-        for i, wide in zip(current, broad_interests(deps.store, deps.searcher, [rows[i]["vector"] for i in current],
-                                                    deps.pick)):
-            out[i] = wide
-    except Exception:
-        log.warning("could not tell how broad the interests are", exc_info=True)
-    return out
 
 
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:

@@ -21,7 +21,7 @@ from store.errors import StoreBusy
 from store.text import member_tag
 
 from . import blocks as bk
-from .calibrate import redraw_round
+from .calibrate import interests_broad, redraw_round
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -122,32 +122,37 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
                 text += " (You had said so already: it counts once.)"
         blocks = bk.verdict_blocks(text, paper, undo=verdict is not None)
         if verdict == "less" and result.status == "recorded":
-            blocks += _offer_after_misses(deps, user, channel)
+            blocks += _offer_after_misses(deps, user, channel)[1]
         respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
     return result
 
 
-ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot offers a round, once a run
+ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot speaks up, once a run
 
 
-def _misses_said(deps: Deps) -> str:
-    return (f"That is {ASK_AFTER_MISSES} papers in a row here that were not for you: your interests may read "
-            "differently here than you mean. Say which of a few papers near them you would read, or put "
-            f"your topic another way: {bk.code(deps.command + ' interests add <topic>')}.")
-
-
-def _offer_after_misses(deps: Deps, user: str, channel: str) -> list:
+def _offer_after_misses(deps: Deps, user: str, channel: str) -> tuple[str, list]:
     """A member with interests here who just judged against the third paper in a row (a 👎, a "not for
-    me"): their words may read differently here than they mean, so offer the calibration round for
-    their interests (a round answers faster than a reaction a day). Once a run; [] otherwise."""
+    me"): their words may read differently here than they mean. Where every interest of theirs is as
+    wide as the library (`broad_interests`), nothing in their words says where to look, so offer the
+    calibration round for them; otherwise say how to put the topic another way (a second round for a
+    specific topic made iclr2024's later days worse in bench/picks.py: docs/pick-tuning.md). Once a
+    run; ("", []) otherwise."""
     try:
-        if not any(r.get("added_by") == user for r in deps.store.interests(channel)):
-            return []
-        if fb.misses_in_a_row(deps.store, user, channel, deps.feedback.weights) != ASK_AFTER_MISSES:
-            return []
+        mine = [r for r in deps.store.interests(channel) if r.get("added_by") == user]
+        if not mine or fb.misses_in_a_row(deps.store, user, channel, deps.feedback.weights) != ASK_AFTER_MISSES:
+            return "", []
     except StoreBusy:
-        return []  # the verdict is logged; the offer can wait for the next one
-    return bk.calibrate_offer(_misses_said(deps), "", typed=f"{deps.command} calibrate")
+        return "", []  # the verdict is logged; this can wait for the next one
+    cmd = deps.command
+    missed = f"That is {ASK_AFTER_MISSES} papers in a row here that were not for you"
+    if all(interests_broad(deps, mine)):
+        text = (f"{missed}, and your interests are as wide as this library. Say which of a few papers from "
+                "across it you would read, and your next picks follow what you chose.")
+        return text, bk.calibrate_offer(text, "", typed=f"{cmd} calibrate")
+    text = (f"{missed}: your words may read differently here than you mean. Put your topic another way, "
+            f"as a paper would name it ({bk.code(cmd + ' interests add <topic>')}), or name a paper you "
+            f"liked ({bk.code(cmd + ' interests add like <paper>')}).")
+    return text, [bk.section(text)]
 
 
 # -- reaction events -> the log -----------------------------------------------------------------
@@ -198,10 +203,10 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
                  result.paper_id, result.status)
     if (added and result.status == "recorded" and client is not None
             and fb.weight_of(emoji, deps.feedback.weights) < 0):
-        offer = _offer_after_misses(deps, user, channel)
+        text, offer = _offer_after_misses(deps, user, channel)
         if offer:  # only they see it; the reaction counts whatever Slack says to this
             try:
-                client.chat_postEphemeral(channel=channel, user=user, text=_misses_said(deps), blocks=offer)
+                client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=offer)
             except Exception:
                 log.warning("could not offer %s a calibration round in %s", member_tag(user), channel,
                             exc_info=True)

@@ -335,20 +335,26 @@ def reacted(app, user: str, emoji: str, ts: str, at: datetime) -> None:
     assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
 
 
-def test_three_papers_in_a_row_not_for_a_member_offer_them_a_round_once(world):
+def spoke_up(reply: dict) -> bool:
+    """Whether a message says the member's last three papers missed them."""
+    return "3 papers in a row here that were not for you" in text_of(reply)
+
+
+def offers_round(reply: dict) -> bool:
+    return any(b["action_id"] == bk.ACTION_CALIBRATE and not b.get("value") for b in buttons(reply))
+
+
+def test_three_papers_in_a_row_not_for_a_member_tell_them_how_to_reword_once(world):
     """Picks that keep missing mean the member's words read differently here than they mean: on the
-    third paper in a row they judged against (a button or a 👎 on a post), the bot offers them the
-    calibration round, privately, once a run; a paper for them ends the run."""
+    third paper in a row they judged against (a button or a 👎 on a post) the bot tells them,
+    privately, once a run, how to put their topic another way; a paper for them ends the run."""
     app, fake, store, deps = world
     ask(app, fake, "interests add temporal video grounding")
     papers = [p.id for p in store.iter_papers()][:9]
     for n, pid in enumerate(papers[:3]):
         store.record_message_paper(CH, f"{100 + n}.000001", pid, kind="share", now=MONDAY.timestamp())
 
-    def offered(reply: dict) -> bool:
-        return any(b["action_id"] == bk.ACTION_CALIBRATE and not b.get("value") for b in buttons(reply))
-
-    def posted_offers() -> list[dict]:  # chat.postEphemeral's, not the command and button answers
+    def posted() -> list[dict]:  # chat.postEphemeral's, not the command and button answers
         return [m for m in fake.ephemeral_messages(CH) if "in a row here" in m.get("text", "")]
 
     def step(minutes: int) -> datetime:
@@ -357,31 +363,44 @@ def test_three_papers_in_a_row_not_for_a_member_offer_them_a_round_once(world):
 
     step(1)
     [first] = click(app, fake, bk.ACTION_LESS, papers[3])
-    assert "fewer papers like" in text_of(first) and not offered(first)
+    assert "fewer papers like" in text_of(first) and not spoke_up(first)
     reacted(app, "UANN", "-1", "100.000001", step(2))
-    assert posted_offers() == []
-    reacted(app, "UANN", "thumbsdown", "101.000001", step(3))  # the third: offered, to them alone
-    [offer] = posted_offers()
-    assert offer["user"] == "UANN" and offered(offer)
-    assert "3 papers in a row here that were not for you" in text_of(offer)
-    assert "/paper interests add &lt;topic&gt;" in text_of(offer)  # or say it another way
+    assert posted() == []
+    reacted(app, "UANN", "thumbsdown", "101.000001", step(3))  # the third: said, to them alone
+    [said] = posted()
+    assert said["user"] == "UANN"
+    assert "/paper interests add &lt;topic&gt;" in text_of(said) and "interests add like" in text_of(said)
+    assert not offers_round(said)  # a specific topic is reworded, not calibrated again
     step(4)
     [fourth] = click(app, fake, bk.ACTION_LESS, papers[4])  # once a run
-    assert not offered(fourth)
+    assert not spoke_up(fourth)
 
-    # A paper for them ends the run; three more against it offer again, on the button's own answer.
+    # A paper for them ends the run; three more against it speak up again, on the button's own answer.
     reacted(app, "UANN", "fire", "102.000001", step(5))
     answers = []
     for n, pid in enumerate(papers[5:8]):
         step(6 + n)
         answers += click(app, fake, bk.ACTION_LESS, pid)
-    assert [offered(a) for a in answers] == [False, False, True]
-    [round_] = click(app, fake, bk.ACTION_CALIBRATE, "")  # the button opens their round
-    assert 6 <= len(round_papers(round_)) <= 8
+    assert [spoke_up(a) for a in answers] == [False, False, True]
 
     # A member with no interest here has no turns to fix: "not for me" is only noted.
     answers = [click(app, fake, bk.ACTION_LESS, pid, user="UBEN")[0] for pid in papers[:3]]
-    assert not any(offered(a) for a in answers) and len(posted_offers()) == 1
+    assert not any(spoke_up(a) for a in answers) and len(posted()) == 1
+
+
+def test_three_misses_on_an_interest_as_wide_as_the_library_offer_a_round(wide_world):
+    """"machine learning" among ML papers says nothing of where to look: after three misses in a row the
+    bot offers the round instead, and its button opens it."""
+    app, fake, store, deps = wide_world
+    ask(app, fake, "interests add machine learning")
+    answers = []
+    for n, p in enumerate(list(store.iter_papers())[:3]):
+        deps.clock.now = MONDAY + timedelta(minutes=n + 1)
+        answers += click(app, fake, bk.ACTION_LESS, p.id)
+    assert [spoke_up(a) for a in answers] == [False, False, True] and offers_round(answers[-1])
+    assert "as wide as this library" in text_of(answers[-1])
+    [round_] = click(app, fake, bk.ACTION_CALIBRATE, "")
+    assert 6 <= len(round_papers(round_)) <= 8
 
 
 # -- with the real model: the answers change the member's next pick ---------------------------------
