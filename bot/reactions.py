@@ -208,7 +208,7 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
             try:
                 client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=offer)
             except Exception:
-                log.warning("could not offer %s a calibration round in %s", member_tag(user), channel,
+                log.warning("could not tell %s in %s that their last papers missed", member_tag(user), channel,
                             exc_info=True)
     return result
 
