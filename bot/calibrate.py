@@ -29,17 +29,13 @@ log = logging.getLogger(__name__)
 
 def interests_broad(deps: Deps, rows: list[dict]) -> list[bool]:
     """Whether each interest (`rows`, as the store lists them) is as wide as the library
-    (store.broad_interests). False where that can't be told (a vector of another model, not yet
-    re-embedded; a library that can't be read): what is said of them stands either way."""
-    current = [i for i, r in enumerate(rows) if r.get("vector") is not None and r.get("model") == deps.embedder.name]
-    out = [False] * len(rows)
+    (store.broad_interests); all False where the library can't be read: what is said of them stands
+    either way."""
     try:
-        for i, wide in zip(current, broad_interests(deps.store, deps.searcher, [rows[i]["vector"] for i in current],
-                                                    deps.pick)):
-            out[i] = wide
+        return broad_interests(deps.store, deps.searcher, rows, deps.pick)
     except Exception:
         log.warning("could not tell how broad the interests are", exc_info=True)
-    return out
+        return [False] * len(rows)
 
 
 def offer_blocks(deps: Deps, topic: str, *, broad: bool = False) -> list:

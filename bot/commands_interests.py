@@ -51,8 +51,10 @@ def _interest_lines(rows: list[dict], broad: list[bool]) -> list[str]:
     return lines
 
 
-def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Reply:
-    rows = deps.store.interests(channel)
+def _interests_reply(deps: Deps, channel: str, *, note: str | None = None, rows: list[dict] | None = None,
+                     broad: list[bool] | None = None) -> Reply:
+    """The channel's interests (`rows`, `broad`: as the caller already read them), under `note`."""
+    rows = deps.store.interests(channel) if rows is None else rows
     cmd = deps.command
     footer = (f"{code(cmd + ' interests add <topic>')} · {code(cmd + ' interests add like <paper>')} · "
               f"{code(cmd + ' interests remove <number>')}")
@@ -65,7 +67,7 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None) -> Re
     blocks = [bk.header(f"Interests of this channel ({len(rows)})")]
     if note:
         blocks.append(bk.section(note))
-    lines = _interest_lines(rows, interests_broad(deps, rows))
+    lines = _interest_lines(rows, interests_broad(deps, rows) if broad is None else broad)
     blocks += bk.line_sections(lines)  # fifty long ones take a few sections, each item whole
     blocks.append(bk.context("Each day I pick the paper that best matches one member's interests, "
                              "taking turns so everyone is served.", footer))
@@ -115,17 +117,19 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     # Members may share a topic (each is served on their own turns); only a member's own repeat is refused.
     if any(r["text"].lower() == label.lower() and r.get("added_by") == (call.user_id or None) for r in rows):
         return _interests_reply(deps, channel, note=f"You already have *{bk.esc(label)}* on the list.")
-    deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
-                            paper_id=paper_id, now=deps.clock().timestamp())
+    added = deps.store.add_interest(channel, label, call.user_id or None, model=embedder.name, vector=vector,
+                                    paper_id=paper_id, now=deps.clock().timestamp())
     said = f"Added *{bk.esc(label)}*." + (f" {note}" if note else "")
-    broad = interests_broad(deps, [{"vector": vector, "model": embedder.name}])[0]
+    rows = deps.store.interests(channel)
+    flags = interests_broad(deps, rows)  # told once, for the note and the list under it
+    broad = any(wide for row, wide in zip(rows, flags) if row["id"] == added)
     if broad:  # its closest papers are the vaguest ones, which the pick will not bring: say what it will
         closest = ("It is as wide as this library, so its words can't say where to look: your turns bring "
                    "papers from the thick of the library's areas until your ratings and reactions show "
                    "what you read. A narrower topic, in a few words, gets closer picks at once.")
     else:
         closest = _closest(deps, vector, exclude=paper_id)
-    reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip())
+    reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip(), rows=rows, broad=flags)
     # A new interest tells the pick little yet: offer a calibration round, right under the note.
     reply.blocks[2:2] = offer_blocks(deps, label, broad=broad)
     return reply

@@ -87,16 +87,22 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
     return store.load_vectors(searcher.embedder.name)
 
 
-def broad_interests(store: Store, searcher: Searcher, vectors, settings: PickSettings) -> list[bool]:
-    """Whether each interest (`vectors`, one a row) is as wide as the library ("machine learning" among ML
-    papers): its weight (`interest_weights`) under BROAD, so typicality, not its words, ranks its
-    member's turns. What the reply to an added interest and the list of them say of it."""
-    vectors = [np.asarray(v, dtype=np.float32) for v in vectors]
-    ids, matrix = library_vectors(store, searcher)
-    if len(ids) == 0 or not vectors:
-        return [False] * len(vectors)
-    cos = matrix @ np.stack(vectors).T
-    return [bool(b) for b in is_broad(interest_weights(matrix, cos, settings))]
+def broad_interests(store: Store, searcher: Searcher, rows: list[dict], settings: PickSettings) -> list[bool]:
+    """Whether each interest (`rows`, as `store.interests` lists them) is as wide as the library
+    ("machine learning" among ML papers): its weight (`interest_weights`) under BROAD, so typicality,
+    not its words, ranks its member's turns. False where that can't be told yet: a vector of another
+    model, not re-embedded until the next pick (`interests_for`). What the reply to an added interest,
+    the list of them and the note after misses say of it."""
+    current = [i for i, r in enumerate(rows)
+               if r.get("vector") is not None and r.get("model") == searcher.embedder.name]
+    out = [False] * len(rows)
+    ids, matrix = library_vectors(store, searcher) if current else ([], None)
+    if len(ids) == 0:
+        return out
+    cos = matrix @ np.stack([np.asarray(rows[i]["vector"], dtype=np.float32) for i in current]).T
+    for i, wide in zip(current, is_broad(interest_weights(matrix, cos, settings))):
+        out[i] = bool(wide)
+    return out
 
 
 def interest_lexical(searcher: Searcher, interests, settings: PickSettings) -> dict[int, dict[str, float]]:
