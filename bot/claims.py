@@ -17,6 +17,8 @@ from slack_bolt import BoltRequest, BoltResponse
 
 from store.errors import StoreError
 
+from .blocks import ACTION_CLUB_SETUP
+
 if TYPE_CHECKING:
     from slack_bolt import App
 
@@ -156,6 +158,17 @@ def envelope_key(type_: str | None, envelope_id: str | None) -> str | None:
 # Interactive payloads whose ack carries the answer (a modal's field errors, a menu's options):
 # those are claimed before the ack. Every other delivery is acked first and claimed after.
 ANSWERED_IN_ACK = frozenset({"view_submission", "block_suggestion"})
+# Buttons answered with a modal (views.open): its trigger_id lasts about 3 s from the click, and a
+# claim into a busy database can take longer, so the form opens first and the claim only records it.
+# Opening a form changes nothing; its submission is claimed before it acts (ANSWERED_IN_ACK).
+OPENS_A_MODAL = frozenset({ACTION_CLUB_SETUP})
+
+
+def opens_a_modal(payload: dict | None) -> bool:
+    """Whether this interactive payload is a click on a button whose answer is a modal (OPENS_A_MODAL)."""
+    payload = payload or {}
+    return payload.get("type") == "block_actions" and any(
+        (a or {}).get("action_id") in OPENS_A_MODAL for a in payload.get("actions") or [])
 
 
 def delivery_key(type_: str | None, envelope_id: str | None, payload: dict | None) -> tuple[str | None, bool]:

@@ -79,17 +79,22 @@ def _claiming(base, deps):
 
     Events, slash commands and clicks are acked at once and claimed after (bot.claims.delivery_key),
     so the ack never waits for the database; a modal submission or a menu, whose ack carries
-    the answer, is claimed first."""
+    the answer, is claimed first; a click that opens a modal opens it before its claim
+    (bot.claims.opens_a_modal: its trigger_id expires in about 3 s)."""
     from slack_bolt.adapter.socket_mode.internals import run_bolt_app
     from slack_sdk.socket_mode.response import SocketModeResponse
 
-    from .claims import delivery_key
+    from .claims import delivery_key, opens_a_modal
 
     class ClaimingSocketModeHandler(base):
         def handle(self, client, req) -> None:
             key, ack_first = delivery_key(req.type, req.envelope_id, req.payload)
             if key is not None and ack_first:
                 client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+                if opens_a_modal(req.payload):
+                    run_bolt_app(self.app, req)
+                    deps.claims.after_ack(key, lambda: None)  # recorded, so a redelivery is dropped
+                    return
                 # Bolt's own ack of this envelope, once it runs, is not sent again.
                 deps.claims.after_ack(key, lambda: run_bolt_app(self.app, req))
                 return

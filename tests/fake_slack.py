@@ -50,6 +50,7 @@ VERIFICATION_TOKEN = "fake-verification-token"
 _WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _OP_CONT, _OP_TEXT, _OP_BINARY, _OP_CLOSE, _OP_PING, _OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 _POLL = 0.05  # how often blocked server threads look at their stop flags
+TRIGGER_SECONDS = 3.0  # a trigger_id opens a modal only this long after the click or command
 # Form bodies carry structured params as JSON strings; decode them so tests read one shape.
 _JSON_PARAMS = {"blocks", "attachments", "view", "files", "metadata", "outputs"}
 # Methods that take an app-level (xapp-) token; every other method refuses one, as Slack does.
@@ -218,6 +219,7 @@ class FakeSlack:
         self._views: dict[str, dict] = {}
         self._dms: dict[str, str] = {}  # DM channel id -> the member (conversations.open)
         self._modals: list[dict] = []
+        self._triggers: dict[str, float] = {}  # trigger_id -> when (monotonic) the fake sent it
         self._uploads: dict[str, dict] = {}
         self._unfurls: list[dict] = []
         self._response_urls: dict[str, dict] = {}
@@ -720,8 +722,11 @@ class FakeSlack:
         return f"{self.base_url}/respond/{rid}"
 
     def _trigger_id(self) -> str:
-        """A fresh trigger_id in Slack's shape."""
-        return f"{next(self._ids)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:32]}"
+        """A fresh trigger_id in Slack's shape, remembered so views.open can tell when it has expired."""
+        trigger = f"{next(self._ids)}.{uuid.uuid4().int % 10**12}.{uuid.uuid4().hex[:32]}"
+        with self._lock:
+            self._triggers[trigger] = time.monotonic()
+        return trigger
 
     # -------------------------------------------------- WebSocket server plumbing
 
@@ -1045,8 +1050,12 @@ def _views_publish(fake: FakeSlack, params: dict) -> dict:
 
 
 def _views_open(fake: FakeSlack, params: dict) -> dict:
-    """A modal: needs a trigger_id and a view of type modal with at most 100 blocks."""
-    _require(params, "trigger_id", "invalid_trigger_id")
+    """A modal: needs a trigger_id, sent by the fake at most TRIGGER_SECONDS ago (one a test wrote by
+    hand is taken as fresh), and a view of type modal with at most 100 blocks."""
+    trigger = _require(params, "trigger_id", "invalid_trigger_id")
+    sent = fake._triggers.get(trigger)
+    if sent is not None and time.monotonic() - sent > TRIGGER_SECONDS:
+        raise _ApiError("expired_trigger_id")
     view = _require(params, "view", "invalid_arguments")
     if view.get("type") != "modal" or len(view.get("blocks") or []) > 100:
         raise _ApiError("invalid_arguments")

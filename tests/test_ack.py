@@ -95,7 +95,8 @@ def test_every_listener_acks_within_1_s_while_another_writer_holds_the_lock_for_
         lock.close()
         replies, unanswered = {}, []
         for what, _, url in sent:
-            # The setup button's answer is the modal, not a reply; either may still be on its way.
+            # The setup button's answer is the modal, not a reply; either may still be on its way (the
+            # fake refuses a modal over 3 s after its click, as Slack does: it must open under the lock).
             answer = fake.modals if what == "button club_setup" else (lambda url=url: fake.responses(url))
             if url:
                 try:

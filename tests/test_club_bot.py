@@ -102,6 +102,17 @@ def test_admin_opens_the_setup_modal_and_its_submission_is_stored(world):
     assert "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(reply)
 
 
+def test_a_setup_form_that_slack_says_came_too_late_asks_the_admin_to_press_again(world):
+    app, fake, store, clock, deps = world
+    fake.fail("views.open", error="expired_trigger_id")  # the click's trigger_id lasts about 3 s
+    replies = click(app, fake, bk.ACTION_CLUB_SETUP, CH, user=ADMIN, ephemeral=True)
+    assert not fake.modals()
+    assert len(replies) == 1 and "did not open in time" in text_of(replies[0])
+    assert "Set up the club" in text_of(replies[0]) and replies[0].get("response_type") == "ephemeral"
+    click(app, fake, bk.ACTION_CLUB_SETUP, CH, user=ADMIN, ephemeral=True)
+    assert [m["callback_id"] for m in fake.modals()] == [bk.CLUB_SETUP_VIEW]
+
+
 def _club(store, members=("UANN", "UBOB", "UCY")):
     set_club(store, CH, ClubSpec(THU, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24), by=ADMIN, now=MONDAY)
     for m in members:

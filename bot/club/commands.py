@@ -16,6 +16,8 @@ import threading
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Callable
 
+from slack_sdk.errors import SlackApiError
+
 from store import club as cl
 from store.text import member_tag
 
@@ -334,16 +336,21 @@ def register(app: App, deps: Deps) -> None:
         return (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or ""
 
     @app.action(bk.ACTION_CLUB_SETUP)
-    def handle_setup_button(ack, action, body, client):
+    def handle_setup_button(ack, action, body, client, respond):
         ack()
         user, here = user_of(body), channel_of_body(body)
         # The channel the button was clicked in, not the one its value names (a value can be forged).
         channel = here or (action.get("value") or "").strip()
         if not is_admin(deps, user) or not CHANNEL_ID.fullmatch(channel):
             return
-        # trigger_id expires ~3 s after the click: open the modal now, before anything slow.
-        client.views_open(trigger_id=body["trigger_id"],
-                          view=bk.club_setup_view(_seal(deps, channel, user), store.get_club(channel)))
+        # trigger_id expires ~3 s after the click: open the modal now, before anything slow (the
+        # runner opens it before the click's claim too: bot.claims.OPENS_A_MODAL).
+        try:
+            client.views_open(trigger_id=body["trigger_id"],
+                              view=bk.club_setup_view(_seal(deps, channel, user), store.get_club(channel)))
+        except SlackApiError as e:
+            log.warning("the club setup form did not open: %s", e.response.get("error"))
+            ephemeral(respond, "The setup form did not open in time. Press *Set up the club* again.")
 
     @app.view(bk.CLUB_SETUP_VIEW)
     def handle_setup_submission(ack, body, view):
