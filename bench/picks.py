@@ -53,12 +53,12 @@ over days 21-60 and >= 0.25 served precision over days 1-20), at the default eng
   of its own per member and card: For me on their topic, Not for me from the member a runner-up
   was chosen for when it is off theirs (the exploration card is chosen for nobody: likes only).
   A runner-up shown again can be pressed again; the bot logs it once (counted apart as repeats).
-- a round the bot offers a member after three papers in a row they judged against, where their
-  interests are all as wide as the library (bot.reactions: on the answer to a Not for me press, or
-  as an ephemeral message after a 👎 on the post, which a stand-in client keeps): opened with the
-  engagement probability, a draw of its own, and answered in full by their real topic, as the day-0
-  round. A member with a specific topic is told how to reword it instead, which the bench's members
-  do not do.
+- a round the bot offers a member after three papers picked for them (their turns' posts and
+  runners-up) in a row they judged against, where their interests are all as wide as the library
+  (bot.reactions: on the answer to a Not for me press, or as an ephemeral message after a 👎 on the
+  post, which a stand-in client keeps): opened with the engagement probability, a draw of its own,
+  and answered in full by their real topic, as the day-0 round. A member with a specific topic is
+  told how to reword it instead, which the bench's members do not do.
 Beside it, naive + Rocchio and naive + SVM fed the same: each member's answers to the same round
 (the papers the bot's round showed them, logged as 👍 / 👎 before day 1 and never the paper of
 the day), and each day For me / Not for me on two runners-up of their own (the next two members'

@@ -122,7 +122,7 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
                 text += " (You had said so already: it counts once.)"
         blocks = bk.verdict_blocks(text, paper, undo=verdict is not None)
         if verdict == "less" and result.status == "recorded":
-            blocks += _offer_after_misses(deps, user, channel)[1]
+            blocks += _offer_after_misses(deps, user, channel, paper.id)[1]
         respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
     return result
 
@@ -130,16 +130,18 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
 ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot speaks up, once a run
 
 
-def _offer_after_misses(deps: Deps, user: str, channel: str) -> tuple[str, list]:
-    """A member with interests here who just judged against the third paper in a row (a 👎, a "not for
-    me"): their words may read differently here than they mean. Where every interest of theirs is as
-    wide as the library (`broad_interests`), nothing in their words says where to look, so offer the
-    calibration round for them; otherwise say how to put the topic another way (a second round for a
-    specific topic made iclr2024's later days worse in bench/picks.py: docs/pick-tuning.md). Once a
-    run; ("", []) otherwise."""
+def _offer_after_misses(deps: Deps, user: str, channel: str, paper_id: str) -> tuple[str, list]:
+    """A member with interests here who just judged against (a 👎, a "not for me") the third paper in a
+    row picked for them (`paper_id`: the one just judged; `misses_in_a_row`): their words may read
+    differently here than they mean. Where every interest of theirs is as wide as the library
+    (`broad_interests`), nothing in their words says where to look, so offer the calibration round
+    for them; otherwise say how to put the topic another way (a second round for a specific topic
+    made iclr2024's later days worse in bench/picks.py: docs/pick-tuning.md). Once a run; ("", [])
+    otherwise."""
     try:
         mine = [r for r in deps.store.interests(channel) if r.get("added_by") == user]
-        if not mine or fb.misses_in_a_row(deps.store, user, channel, deps.feedback.weights) != ASK_AFTER_MISSES:
+        if not mine or fb.misses_in_a_row(deps.store, user, channel, deps.feedback.weights,
+                                          judged=paper_id) != ASK_AFTER_MISSES:
             return "", []
     except StoreBusy:
         return "", []  # the verdict is logged; this can wait for the next one
@@ -203,7 +205,7 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
                  result.paper_id, result.status)
     if (added and result.status == "recorded" and client is not None
             and fb.weight_of(emoji, deps.feedback.weights) < 0):
-        text, offer = _offer_after_misses(deps, user, channel)
+        text, offer = _offer_after_misses(deps, user, channel, result.paper_id or "")
         if offer:  # only they see it; the reaction counts whatever Slack says to this
             try:
                 client.chat_postEphemeral(channel=channel, user=user, text=text, blocks=offer)

@@ -18,7 +18,7 @@ import numpy as np
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    EXPLORATION, DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
+    DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
     interest_weights, is_broad, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
@@ -191,14 +191,4 @@ def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = N
     members = {r["added_by"] for r in store.interests(channel) if r["added_by"]}
     members |= {r["user"] for r in (store.reactions(channel=channel) if reactions is None else reactions)}
     saved = {s["paper_id"] for user in sorted(members) for s in store.saved_papers(user)}
-    out = []
-    for r in rows:
-        pick = r.get("pick") or {}
-        choice = pick.get("choice") or {}
-        shown = [*(pick.get("runners_up") or ()), *([pick["also"]] if pick.get("also") else [])]
-        runners = tuple(c["paper_id"] for c in shown)  # the exploration slot is shown like a runner-up
-        out.append(PastPost(
-            day=date.fromisoformat(r["day"]), paper_id=r["paper_id"], served=choice.get("member"),
-            exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
-            engaged=tuple(p for p in runners if p in saved)))
-    return out
+    return [PastPost.of_row(r, saved) for r in rows]

@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from .base import Store
-from .pick import FeedbackModel, Interest, Library, PickSettings, Reacted
+from .pick import FeedbackModel, Interest, Library, PastPost, PickSettings, Reacted
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "fire": 2.0,
@@ -172,15 +172,24 @@ def record_verdict(store: Store, *, user: str, paper_id: str, verdict: str | Non
     return Recorded("recorded" if changed else "duplicate", paper_id)
 
 
-def misses_in_a_row(store: Store, user: str, channel: str,
-                    weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> int:
-    """How many papers in a row, the latest first, the member judged against in `channel` (their
-    standing reactions and verdicts on a paper summed, by the latest of them) since their last one
-    for a paper. A 👀 or any emoji that weighs nothing neither counts nor ends the run."""
+def misses_in_a_row(store: Store, user: str, channel: str, weights: Mapping[str, float] = DEFAULT_WEIGHTS,
+                    *, judged: str | None = None) -> int:
+    """How many papers picked for the member in `channel` (the paper of the day on their turns and its
+    runners-up) they judged against in a row, the latest first (their standing reactions and verdicts
+    on a paper summed, by the latest of them), since their last one for a paper. What they said of a
+    paper picked for someone else, a search result or a calibration round's paper says nothing of how
+    the pick reads their words: it neither counts nor ends the run; nor does a 👀 or any emoji that
+    weighs nothing. `judged`: the paper just judged; 0 unless it is one picked for them (the run did
+    not grow)."""
+    mine = {pid for past in map(PastPost.of_row, store.post_history(channel))
+            if past.served == user and not past.exploration
+            for pid in (past.paper_id, *past.runners_up) if pid != past.also}
+    if judged is not None and judged not in mine:
+        return 0
     net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log]
     for n, r in enumerate(current_reactions(store.reactions(channel=channel, user=user))):
         w = float(weights.get(r["base"], 0.0))
-        if w:
+        if w and r["paper_id"] in mine:
             had = net.setdefault(r["paper_id"], [0.0, 0.0])
             had[0] += w
             had[1] = n

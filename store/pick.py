@@ -42,7 +42,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Callable, Container, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -163,6 +163,20 @@ class PastPost:
     exploration: bool = False
     runners_up: tuple[str, ...] = ()
     engaged: tuple[str, ...] = ()  # runners-up someone engaged with (saved): used up like the pick
+    also: str | None = None  # the exploration slot's paper ("Also today"), among the runners-up
+
+    @classmethod
+    def of_row(cls, row: Mapping, saved: Container[str] = ()) -> PastPost:
+        """The day a daily post row (`store.post_history`) records; runners-up in `saved` are engaged.
+        The exploration slot ("Also today") is shown like a runner-up."""
+        pick = row.get("pick") or {}
+        choice = pick.get("choice") or {}
+        shown = [*(pick.get("runners_up") or ()), *([pick["also"]] if pick.get("also") else [])]
+        runners = tuple(c["paper_id"] for c in shown)
+        return cls(day=date.fromisoformat(row["day"]), paper_id=row["paper_id"], served=choice.get("member"),
+                   exploration=choice.get("kind") == EXPLORATION, runners_up=runners,
+                   engaged=tuple(p for p in runners if p in saved),
+                   also=pick["also"]["paper_id"] if pick.get("also") else None)
 
 
 def _mention_at(user: str) -> str:

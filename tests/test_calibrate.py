@@ -344,47 +344,73 @@ def offers_round(reply: dict) -> bool:
     return any(b["action_id"] == bk.ACTION_CALIBRATE and not b.get("value") for b in buttons(reply))
 
 
+def papers_of_the_day(deps, fake, days: int) -> list[tuple[str, str, list[str]]]:
+    """Post the paper of the day on `days` days from MONDAY, as the scheduler does: (the message's ts,
+    its paper, its runners-up) each."""
+    from bot.posting import post_daily
+    out = []
+    for d in range(days):
+        post_daily(deps.slack, deps.store, deps.searcher, CH, MONDAY + timedelta(days=d), feedback=deps.feedback,
+                   pick_settings=deps.pick, sleep=lambda s: None)
+        [message] = [m for m in fake.messages(CH) if m.get("blocks") and not m.get("thread_ts")][-1:]
+        row = deps.store.post_history(CH)[-1]
+        out.append((message["ts"], row["paper_id"], [c["paper_id"] for c in row["pick"]["runners_up"]]))
+    return out
+
+
 def test_three_papers_in_a_row_not_for_a_member_tell_them_how_to_reword_once(world):
     """Picks that keep missing mean the member's words read differently here than they mean: on the
-    third paper in a row they judged against (a button or a 👎 on a post) the bot tells them,
-    privately, once a run, how to put their topic another way; a paper for them ends the run."""
+    third paper picked for them in a row they judged against (a button on a runner-up, or a 👎 on the
+    post) the bot tells them, privately, once a run, how to put their topic another way; a paper for
+    them ends the run. What they say of papers not picked for them neither counts nor ends it."""
     app, fake, store, deps = world
     ask(app, fake, "interests add temporal video grounding")
-    papers = [p.id for p in store.iter_papers()][:9]
-    for n, pid in enumerate(papers[:3]):
-        store.record_message_paper(CH, f"{100 + n}.000001", pid, kind="share", now=MONDAY.timestamp())
+    posts = papers_of_the_day(deps, fake, 6)  # each picked for UANN, the only member with an interest
+    days = [paper for _, paper, _ in posts]
+    late = [pid for pid in posts[-1][2] if pid not in days]  # the last day's runners-up, never a day's paper
+    picked = {pid for _, paper, runners in posts for pid in (paper, *runners)}
+    others = [p.id for p in store.iter_papers() if p.id not in picked][:3]
+    assert len(set(days)) == 6 and len(late) == 2 and len(others) == 3
+    store.record_message_paper(CH, "100.000001", others[0], kind="share", now=MONDAY.timestamp())
 
     def posted() -> list[dict]:  # chat.postEphemeral's, not the command and button answers
         return [m for m in fake.ephemeral_messages(CH) if "in a row here" in m.get("text", "")]
 
     def step(minutes: int) -> datetime:
-        deps.clock.now = MONDAY + timedelta(minutes=minutes)
+        deps.clock.now = MONDAY + timedelta(days=6, minutes=minutes)
         return deps.clock.now
 
     step(1)
-    [first] = click(app, fake, bk.ACTION_LESS, papers[3])
+    [first] = click(app, fake, bk.ACTION_LESS, late[0])
     assert "fewer papers like" in text_of(first) and not spoke_up(first)
-    reacted(app, "UANN", "-1", "100.000001", step(2))
-    assert posted() == []
-    reacted(app, "UANN", "thumbsdown", "101.000001", step(3))  # the third: said, to them alone
+    reacted(app, "UANN", "-1", posts[0][0], step(2))
+    # A shared paper and a search card were not picked for them: neither counts, nor a 👍 ends the run.
+    reacted(app, "UANN", "thumbsdown", "100.000001", step(3))
+    [card] = click(app, fake, bk.ACTION_LESS, others[1])
+    [liked] = click(app, fake, bk.ACTION_MORE, others[2])
+    assert posted() == [] and not spoke_up(card) and not spoke_up(liked)
+    reacted(app, "UANN", "thumbsdown", posts[1][0], step(4))  # the third: said, to them alone
     [said] = posted()
     assert said["user"] == "UANN"
     assert "/paper interests add &lt;topic&gt;" in text_of(said) and "interests add like" in text_of(said)
     assert not offers_round(said)  # a specific topic is reworded, not calibrated again
-    step(4)
-    [fourth] = click(app, fake, bk.ACTION_LESS, papers[4])  # once a run
+    store.record_message_paper(CH, "101.000001", others[1], kind="share", now=MONDAY.timestamp())
+    reacted(app, "UANN", "-1", "101.000001", step(5))  # not theirs: the run stands, and is not said again
+    assert len(posted()) == 1
+    [fourth] = click(app, fake, bk.ACTION_LESS, late[1])  # once a run
     assert not spoke_up(fourth)
 
     # A paper for them ends the run; three more against it speak up again, on the button's own answer.
-    reacted(app, "UANN", "fire", "102.000001", step(5))
-    answers = []
-    for n, pid in enumerate(papers[5:8]):
-        step(6 + n)
-        answers += click(app, fake, bk.ACTION_LESS, pid)
-    assert [spoke_up(a) for a in answers] == [False, False, True]
+    reacted(app, "UANN", "fire", posts[2][0], step(6))
+    reacted(app, "UANN", "-1", posts[3][0], step(7))
+    reacted(app, "UANN", "-1", posts[4][0], step(8))
+    assert len(posted()) == 1
+    step(9)
+    [third] = click(app, fake, bk.ACTION_LESS, days[5])
+    assert spoke_up(third)
 
     # A member with no interest here has no turns to fix: "not for me" is only noted.
-    answers = [click(app, fake, bk.ACTION_LESS, pid, user="UBEN")[0] for pid in papers[:3]]
+    answers = [click(app, fake, bk.ACTION_LESS, pid, user="UBEN")[0] for pid in days[:3]]
     assert not any(spoke_up(a) for a in answers) and len(posted()) == 1
 
 
@@ -393,10 +419,11 @@ def test_three_misses_on_an_interest_as_wide_as_the_library_offer_a_round(wide_w
     bot offers the round instead, and its button opens it."""
     app, fake, store, deps = wide_world
     ask(app, fake, "interests add machine learning")
+    posts = papers_of_the_day(deps, fake, 3)
     answers = []
-    for n, p in enumerate(list(store.iter_papers())[:3]):
-        deps.clock.now = MONDAY + timedelta(minutes=n + 1)
-        answers += click(app, fake, bk.ACTION_LESS, p.id)
+    for n, (_, paper, _) in enumerate(posts):
+        deps.clock.now = MONDAY + timedelta(days=3, minutes=n + 1)
+        answers += click(app, fake, bk.ACTION_LESS, paper)
     assert [spoke_up(a) for a in answers] == [False, False, True] and offers_round(answers[-1])
     assert "as wide as this library" in text_of(answers[-1])
     [round_] = click(app, fake, bk.ACTION_CALIBRATE, "")
