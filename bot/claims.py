@@ -34,9 +34,11 @@ class EventClaims:
     Most deliveries are acked at once and claimed after (`after_ack`). One whose ack carries the
     answer (a modal submission) is claimed first (`__call__`), and so are events reaching the app
     other than through the Socket Mode handler: the ack waits for the claim at most `wait`
-    seconds (a busy SQLite file, a slow server). Past that, the delivery is acked at once and
-    handled later, by `later()`, once the database has said it is ours (or, if the database
-    fails outright, handled anyway: answering twice is better than never). After one such wait,
+    seconds (a busy SQLite file, a slow server). Past that, an event is acked at once and
+    handled later, by `later()`, once the database has said it is ours; a submission, given no
+    `later`, is handled now, its answer in its ack, and its claim recorded when it comes in (if the
+    database fails outright, either is handled anyway: answering twice is better than never; a
+    form's errors unsaid is worse). After one such wait,
     the next `SLOW_SECONDS` of deliveries do not wait at all: a burst into a locked database is
     acked at once rather than half a second apart.
     """

@@ -79,8 +79,9 @@ def _claiming(base, deps):
 
     Events, slash commands and clicks are acked at once and claimed after (bot.claims.delivery_key),
     so the ack never waits for the database; a modal submission or a menu, whose ack carries
-    the answer, is claimed first; a click that opens a modal opens it before its claim
-    (bot.claims.opens_a_modal: its trigger_id expires in about 3 s)."""
+    the answer, is claimed first (waiting at most bot.claims.CLAIM_WAIT, then handled anyway); a
+    click that opens a modal opens it before its claim (bot.claims.opens_a_modal: its trigger_id
+    expires in about 3 s)."""
     from slack_bolt.adapter.socket_mode.internals import run_bolt_app
     from slack_sdk.socket_mode.response import SocketModeResponse
 
@@ -98,10 +99,11 @@ def _claiming(base, deps):
                 # Bolt's own ack of this envelope, once it runs, is not sent again.
                 deps.claims.after_ack(key, lambda: run_bolt_app(self.app, req))
                 return
-            if key is not None and not deps.claims(key, later=lambda: run_bolt_app(self.app, req)):
-                # Another delivery has it, or the database is slow and it runs once the claim is in
-                # (its listener's ack then goes nowhere: this one has been sent).
-                log.info("envelope %s (%s) acked; not handled now", req.envelope_id, req.type)
+            # A form's Submit (ANSWERED_IN_ACK): its ack carries the answer, so a database too slow to
+            # say whether another delivery has it does not defer it (a bare ack would close the form
+            # with its errors unsaid): it is handled now, and its claim recorded when it comes in.
+            if key is not None and not deps.claims(key):
+                log.info("envelope %s (%s) acked; another delivery has it", req.envelope_id, req.type)
                 client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
                 return
             super().handle(client, req)
