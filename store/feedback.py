@@ -179,22 +179,25 @@ def misses_in_a_row(store: Store, user: str, channel: str, weights: Mapping[str,
     on a paper summed, by the latest of them), since their last one for a paper. What they said of a
     paper picked for someone else, a search result or a calibration round's paper says nothing of how
     the pick reads their words: it neither counts nor ends the run; nor does a 👀 or any emoji that
-    weighs nothing. `judged`: the paper just judged; 0 unless it is one picked for them (the run did
-    not grow)."""
+    weighs nothing. `judged`: the paper just judged; 0 unless it is one picked for them that this was
+    their only standing judgment of (otherwise the run did not grow: a 😴 beside a 👎 on one post)."""
     mine = {pid for past in map(PastPost.of_row, store.post_history(channel))
             if past.served == user and not past.exploration
             for pid in (past.paper_id, *past.runners_up) if pid != past.also}
     if judged is not None and judged not in mine:
         return 0
-    net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log]
+    net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log, how many]
     for n, r in enumerate(current_reactions(store.reactions(channel=channel, user=user))):
         w = float(weights.get(r["base"], 0.0))
         if w and r["paper_id"] in mine:
-            had = net.setdefault(r["paper_id"], [0.0, 0.0])
+            had = net.setdefault(r["paper_id"], [0.0, 0.0, 0])
             had[0] += w
             had[1] = n
+            had[2] += 1
+    if judged is not None and net.get(judged, [0, 0, 0])[2] > 1:
+        return 0
     run = 0
-    for total, _ in sorted(net.values(), key=lambda v: -v[1]):
+    for total, _, _ in sorted(net.values(), key=lambda v: -v[1]):
         if total > 0:
             break
         run += total < 0

@@ -396,6 +396,7 @@ def test_three_papers_in_a_row_not_for_a_member_tell_them_how_to_reword_once(wor
     assert not offers_round(said)  # a specific topic is reworded, not calibrated again
     store.record_message_paper(CH, "101.000001", others[1], kind="share", now=MONDAY.timestamp())
     reacted(app, "UANN", "-1", "101.000001", step(5))  # not theirs: the run stands, and is not said again
+    reacted(app, "UANN", "sleeping", posts[1][0], step(5))  # a second word on the same paper: nor this
     assert len(posted()) == 1
     [fourth] = click(app, fake, bk.ACTION_LESS, late[1])  # once a run
     assert not spoke_up(fourth)
