@@ -184,8 +184,6 @@ def misses_in_a_row(store: Store, user: str, channel: str, weights: Mapping[str,
     mine = {pid for past in map(PastPost.of_row, store.post_history(channel))
             if past.served == user and not past.exploration
             for pid in (past.paper_id, *past.runners_up) if pid != past.also}
-    if judged is not None and judged not in mine:
-        return 0
     net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log, how many]
     for n, r in enumerate(current_reactions(store.reactions(channel=channel, user=user))):
         w = float(weights.get(r["base"], 0.0))
@@ -194,8 +192,8 @@ def misses_in_a_row(store: Store, user: str, channel: str, weights: Mapping[str,
             had[0] += w
             had[1] = n
             had[2] += 1
-    if judged is not None and net.get(judged, [0, 0, 0])[2] > 1:
-        return 0
+    if judged is not None and net.get(judged, [0, 0, 0])[2] != 1:
+        return 0  # not one picked for them, or judged before: the run did not grow
     run = 0
     for total, _, _ in sorted(net.values(), key=lambda v: -v[1]):
         if total > 0:
