@@ -79,7 +79,7 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
         return problem_reply(deps, f"You have already rated the papers nearest *{about}*: nothing left to ask.",
                              hint=f"{code(cmd + ' today')} shows today's pick.")
     where = (f"from across the library (*{about}* is as wide as it)" if found.broad
-             else f"near *{about}*, spread across it")
+             else f"near *{about}*, spread across {'them' if len(found.interests) > 1 else 'it'}")
     note = (f"{len(found.papers)} papers {where}. Press *👍 For me* on the ones "
             "you would read and *👎 Not for me* on the rest you can judge: each answer steers your turns of "
             "this channel's paper of the day. Only you see this.")
