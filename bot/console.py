@@ -34,6 +34,7 @@ CONSOLE_USER = "you"
 # Buttons become the command a person types here instead of clicking.
 BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share",
                    bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate", bk.ACTION_CALIBRATE: "calibrate",
+                   bk.ACTION_MORE: "for-me", bk.ACTION_LESS: "not-for-me", bk.ACTION_UNDO_VERDICT: "take-back",
                    bk.ACTION_CONFIRM: ""}  # a confirmation's value is the whole command line
 QUIT = {"quit", "exit", ":q", "q"}
 

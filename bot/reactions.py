@@ -22,6 +22,7 @@ from store.text import member_tag
 
 from . import blocks as bk
 from .calibrate import interests_broad, redraw_round
+from .commands import Call, Reply, Subcommand, channel_of, resolve
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -98,33 +99,72 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
         return fb.Recorded("ignored")
     container = body.get("container") or {}
     channel = (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
-    message_ts = container.get("message_ts") or ""
-    now = deps.clock().timestamp()
     # Slack stamps each press; a redelivered payload carries the same stamp and is logged once.
-    press = action.get("action_ts") or f"{now:.6f}"
-    event_id = f"verdict:{user}:{paper.id}:{verdict or 'undo'}:{press}"[:255]
     result = _with_retries(
-        lambda: fb.record_verdict(deps.store, user=user, paper_id=paper.id, verdict=verdict, channel=channel,
-                                  message_ts=message_ts, event_id=event_id, now=now),
-        sleep, what=f"{event_id} (verdict by {member_tag(user)})")
-    log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper.id, result.status)
+        lambda: record_verdict(deps, user, channel, paper.id, verdict, message_ts=container.get("message_ts") or "",
+                               press=action.get("action_ts")),
+        sleep, what=f"{verdict or 'undo'} on {paper.id} (verdict by {member_tag(user)})")
     round_ids = bk.calibration_ids(action.get("block_id"))
     if respond is not None and round_ids:  # a calibration round's card: the round shows the answer
         respond(**redraw_round(deps, user, round_ids).to_message(), replace_original=True)
     elif respond is not None:
-        name = bk.esc(bk.cut_chars(paper.short_name, 120))
-        if verdict is None:
-            text = (f"Taken back: your verdict on *{name}* no longer counts." if result.status == "recorded"
-                    else f"You have no verdict on *{name}* to take back.")
-        else:
-            text = _NOTED[verdict].format(name=name)
-            if result.status == "duplicate":
-                text += " (You had said so already: it counts once.)"
-        blocks = bk.verdict_blocks(text, paper, undo=verdict is not None)
-        if verdict == "less" and result.status == "recorded":
-            blocks += _offer_after_misses(deps, user, channel, paper.id)[1]
-        respond(text=text, blocks=blocks, response_type="ephemeral", replace_original=False)
+        respond(**verdict_reply(deps, user, channel, paper, verdict, result).to_message(), replace_original=False)
     return result
+
+
+def record_verdict(deps: Deps, user: str, channel: str, paper_id: str, verdict: str | None, *,
+                   message_ts: str = "", press: str | None = None) -> fb.Recorded:
+    """Log a member's verdict (None: take it back) on a paper, from a button on a message
+    (`message_ts`, `press`: Slack's stamp of the click) or typed (neither)."""
+    now = deps.clock().timestamp()
+    event_id = f"verdict:{user}:{paper_id}:{verdict or 'undo'}:{press or f'{now:.6f}'}"[:255]
+    result = fb.record_verdict(deps.store, user=user, paper_id=paper_id, verdict=verdict, channel=channel,
+                               message_ts=message_ts, event_id=event_id, now=now)
+    log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper_id, result.status)
+    return result
+
+
+def verdict_reply(deps: Deps, user: str, channel: str, paper, verdict: str | None, result: fb.Recorded, *,
+                  note: str | None = None) -> Reply:
+    """What a verdict says back, privately: what was noted (Undo while it stands) and, after the third
+    miss in a row picked for the member, what to do about it (`_offer_after_misses`)."""
+    name = bk.esc(bk.cut_chars(paper.short_name, 120))
+    if verdict is None:
+        text = (f"Taken back: your verdict on *{name}* no longer counts." if result.status == "recorded"
+                else f"You have no verdict on *{name}* to take back.")
+    else:
+        text = _NOTED[verdict].format(name=name)
+        if result.status == "duplicate":
+            text += " (You had said so already: it counts once.)"
+    blocks = bk.verdict_blocks(text, paper, undo=verdict is not None)
+    if note:  # typed, and the words were a best guess: which paper took it, and Undo under it
+        blocks.insert(1, bk.context(note))
+    if verdict == "less" and result.status == "recorded":
+        blocks += _offer_after_misses(deps, user, channel, paper.id)[1]
+    return Reply(text, blocks)
+
+
+def _typed(verdict: str | None) -> Callable[[Deps, Call], Reply]:
+    def handle(deps: Deps, call: Call) -> Reply:
+        paper, note = resolve(deps, call.args)
+        channel = channel_of(call)
+        result = record_verdict(deps, call.user_id, channel, paper.id, verdict)
+        return verdict_reply(deps, call.user_id, channel, paper, verdict, result, note=note)
+    return handle
+
+
+SUBCOMMANDS = (
+    Subcommand("for-me", _typed("more"), usage="for-me <paper>", example="for-me SPIKE",
+               help="Say a paper is for you, as its 👍 For me button does: your turns of this channel's paper "
+                    "of the day learn it. `not-for-me <paper>` says the opposite, `take-back <paper>` "
+                    "undoes either.", aliases=("forme",)),
+    Subcommand("not-for-me", _typed("less"), usage="not-for-me <paper>", example="not-for-me SPIKE",
+               help="Say a paper is not for you, as its 👎 Not for me button does.", aliases=("notforme",),
+               hidden=True),
+    Subcommand("take-back", _typed(None), usage="take-back <paper>", example="take-back SPIKE",
+               help="Take back your For me or Not for me on a paper, as its Undo button does.",
+               aliases=("takeback",), hidden=True),
+)
 
 
 ASK_AFTER_MISSES = 3  # papers in a row a member judged against before the bot speaks up, once a run

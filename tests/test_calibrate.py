@@ -271,6 +271,31 @@ def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_i
     assert liked in round_papers(ask(app, fake, "calibrate machine learning", user="UBOB"))
 
 
+def test_a_typed_verdict_is_the_buttons_own_one_per_member_and_paper(world):
+    """`/paper for-me`, `not-for-me` and `take-back` do what For me, Not for me and Undo do, for any
+    client that can't press a button (the console, a keyboard): the same log, one standing verdict per
+    member and paper, said privately with the Undo to press."""
+    app, fake, store, deps = world
+    ask(app, fake, "interests add machine learning")
+    paper = store.get_paper(round_papers(ask(app, fake, "calibrate"))[0])
+    name = bk.esc(paper.short_name)
+
+    said = ask(app, fake, f"for-me {paper.id}")
+    assert f"more papers like *{name}* for you" in text_of(said) and said["response_type"] == "ephemeral"
+    assert [(e["action_id"], e["value"]) for e in buttons(said)] == [(bk.ACTION_UNDO_VERDICT, paper.id)]
+    [pressed] = click(app, fake, bk.ACTION_MORE, paper.id)  # the button after the typed form: counted once
+    assert "it counts once" in text_of(pressed)
+    assert "fewer papers like" in text_of(ask(app, fake, f"not-for-me {paper.id}"))  # changes it
+    standing = fb.current_reactions(store.reactions(channel=CH))
+    assert [(r["user"], r["paper_id"], r["base"]) for r in standing] == [("UANN", paper.id, "-1")]
+
+    assert "no longer counts" in text_of(ask(app, fake, f"take-back {paper.id}"))
+    assert "no verdict" in text_of(ask(app, fake, f"take-back {paper.id}"))
+    assert fb.current_reactions(store.reactions(channel=CH)) == []
+    assert "Which paper?" in text_of(ask(app, fake, "for-me"))  # nothing named: asked, nothing logged
+    assert fb.current_reactions(store.reactions(channel=CH)) == []
+
+
 def test_the_round_ranks_with_the_pick_settings_the_bot_was_built_with(world):
     """A deployment (or the bench's `--set`) that tunes the pick gets rounds ranked the same way as
     its picks: the round reads the deps' PickSettings, not a copy of the defaults."""

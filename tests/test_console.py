@@ -5,6 +5,7 @@ Lines are piped into the real console loop (bot/console.py) over a weightless st
 from __future__ import annotations
 
 import io
+import re
 import time
 
 import pytest
@@ -60,3 +61,26 @@ def test_a_newcomer_can_schedule_steer_and_preview_the_paper_of_the_day_in_the_c
     # The console runs on the wall clock, and about one day in ten is an exploration day.
     assert ("Paper of the day" in text or "Exploration day" in text)
     assert "video understanding" in text.split("Preview")[-1]
+
+
+def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_say(hashing_store):
+    """The console has no buttons: each card says what to type instead, and typing it is the member's
+    verdict, as the button would have been (the round leaves it out next time; take-back undoes it)."""
+    store = hashing_store
+    text = console(store, "interests add video understanding\ncalibrate\n")
+    typed = re.findall(r"→ type: for-me (\S+) \| not-for-me (\S+)", text)
+    assert len(typed) >= 6 and all(a == b for a, b in typed)  # one line per card, its own paper
+    liked, disliked = typed[0][0], typed[1][0]
+
+    text = console(store, f"for-me {liked}\nnot-for-me {disliked}\ncalibrate\n")
+    assert "👍 Noted: more papers like" in text and "👎 Noted: fewer papers like" in text
+    assert f"take-back {liked}" in text  # the Undo under each answer, typed
+    standing = fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL))
+    assert sorted((r["paper_id"], r["base"]) for r in standing) == sorted([(liked, "+1"), (disliked, "-1")])
+    assert "2 you rated before are left out" in text
+    assert not {liked, disliked} & {a for a, _ in re.findall(r"→ type: for-me (\S+) \| not-for-me (\S+)",
+                                                             text.split("Which would you read?")[-1])}
+
+    text = console(store, f"take-back {disliked}\n")
+    assert "no longer counts" in text
+    assert [r["paper_id"] for r in fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL))] == [liked]

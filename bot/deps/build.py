@@ -28,6 +28,7 @@ from .. import (
     commands_schedule,
     home,
     overview,
+    reactions,
     reading,
 )
 from ..claims import EventClaims
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
     return Commands([*commands.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *calibrate.SUBCOMMANDS,
-                     *commands_schedule.SUBCOMMANDS,
+                     *reactions.SUBCOMMANDS, *commands_schedule.SUBCOMMANDS,
                      *reading.SUBCOMMANDS, *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
 
 
