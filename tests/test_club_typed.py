@@ -33,7 +33,8 @@ def test_club_setup_typed_in_slack_sets_the_club_as_the_modal_would(world):
     app, fake, store = world
     reply = text_of(dispatch_command(app, fake, "club setup thursday 17:30 Europe/Berlin fortnightly presenter "
                                      "nominations 48 votes 12h", user=ADMIN, channel=CH))
-    assert "meets fortnightly on Thursday at 17:30 Europe/Berlin" in reply
+    assert "The reading group is set up" in reply
+    assert "Meets fortnightly on Thursday at 17:30 Europe/Berlin" in reply
     club = store.get_club(CH)
     assert (club["weekday"], club["hour"], club["minute"], club["tz"], club["cadence"], club["mode"],
             club["lead_hours"], club["cutoff_hours"]) == (3, 17, 30, "Europe/Berlin", "fortnightly", "presenter", 48, 12)
@@ -61,7 +62,8 @@ def test_the_console_sets_up_a_club_and_writes_its_map_to_a_file(hashing_store, 
     deps = make_deps(make_settings(), hashing_store, Searcher(hashing_store, HashingEmbedder()), slack=None,
                      clock=Clock(MONDAY))
     reply = run_command(deps, "UCONSOLE", "club setup wed 16:00 UTC", channel_id="console")
-    assert "meets weekly on Wednesday at 16:00 UTC" in reply.text
+    assert "Meets weekly on Wednesday at 16:00 UTC" in reply.text
+    assert reply.text.lower().count("weekly on wednesday at 16:00") == 1  # said once, by the card
     # A session the club read, so the map has something to draw.
     for day, paper in zip(("2026-11-18", "2026-11-25"), hashing_store.list_papers(limit=2)):
         hashing_store.put_club_session("console", day, state="held", paper_id=paper.id, presenter="UCONSOLE",

@@ -172,7 +172,7 @@ def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
                              hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}.")
     cl.set_club(deps.store, channel, spec, by=call.user_id, now=deps.clock())
     log.info("club set up in %s by %s: %s", channel, member_tag(call.user_id), spec.describe())
-    return status_reply(deps, channel, call.user_id, note=f"The reading group meets {spec.describe()}.")
+    return status_reply(deps, channel, call.user_id, note="The reading group is set up:")  # its card says when
 
 
 def _zone(spec: cl.ClubSpec):
