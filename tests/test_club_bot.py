@@ -95,9 +95,13 @@ def test_admin_opens_the_setup_modal_and_its_submission_is_stored(world):
     bad = submit_setup(app, modals[0], user=ADMIN, tz="Mars/Olympus")
     assert bad.status == 200 and '"errors"' in bad.body and "tz" in bad.body
     assert store.get_club(CH) is None  # nothing half-written
+    before = len(fake.ephemeral_messages(CH))
     assert submit_setup(app, modals[0], user=ADMIN).status == 200
     club = store.get_club(CH)
     assert (club["weekday"], club["hour"], club["tz"], club["lead_hours"]) == (THU, 17, "Europe/Berlin", 48)
+    # The form closes on its ack; the admin is told privately, in the channel, that it took.
+    [said] = fake.ephemeral_messages(CH)[before:]
+    assert said["user"] == ADMIN and "set up" in text_of(said) and "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(said)
     reply = dispatch_command(app, fake, "club", user="UBOB", channel=CH)
     assert "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(reply)
 

@@ -172,7 +172,12 @@ def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
                              hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}.")
     cl.set_club(deps.store, channel, spec, by=call.user_id, now=deps.clock())
     log.info("club set up in %s by %s: %s", channel, member_tag(call.user_id), spec.describe())
-    return status_reply(deps, channel, call.user_id, note="The reading group is set up:")  # its card says when
+    return set_up_reply(deps, channel, call.user_id)
+
+
+def set_up_reply(deps: Deps, channel: str, user: str) -> Reply:
+    """What an admin sees once the club is set up, typed or by the form: the club's card, which says when."""
+    return status_reply(deps, channel, user, note="The reading group is set up:")
 
 
 def _zone(spec: cl.ClubSpec):
@@ -353,7 +358,7 @@ def register(app: App, deps: Deps) -> None:
             ephemeral(respond, "The setup form did not open in time. Press *Set up the club* again.")
 
     @app.view(bk.CLUB_SETUP_VIEW)
-    def handle_setup_submission(ack, body, view):
+    def handle_setup_submission(ack, body, view, client):
         user = user_of(body)
         channel = _unseal(deps, view.get("private_metadata") or "", user)
         values = (view.get("state") or {}).get("values") or {}
@@ -379,6 +384,11 @@ def register(app: App, deps: Deps) -> None:
         def job():
             cl.set_club(store, channel, spec, by=user, now=deps.clock())
             log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
+            said = {k: v for k, v in set_up_reply(deps, channel, user).to_message().items() if k != "response_type"}
+            try:  # the form closed on its ack: the admin sees it took, privately, where the club is
+                client.chat_postEphemeral(channel=channel, user=user, **said)
+            except SlackApiError as e:
+                log.warning("could not confirm the club's setup: %s", e.response.get("error"))
         deps.later(job)
 
     @app.action(bk.ACTION_VOTE)
