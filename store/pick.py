@@ -100,7 +100,8 @@ class PickSettings:
     runners_up: int = 2
     spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
     # A reaction to a runner-up teaches the taste but leaves it available (a Save uses it up): using it
-    # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up).
+    # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up). Not to a member who
+    # judged against it: that closes it on their own turns (`FeedbackModel.turned_down`).
     spend_reacted_runners_up: bool = False
     # Reactions move a member's query as Rocchio does: relevance + strength x (cosine to their likes' mean
     # - contrast x cosine to their dislikes'); contrast 0.5 is Rocchio's gamma/beta, strength 1.5 the
@@ -405,11 +406,11 @@ class FeedbackModel:
         self.notes: dict[int, str] = {}
         lib = self.library
         row = lib.row_of(ids) if row is None else row
-        sources: list[tuple[int, Reacted]] = []
+        sources: list[tuple[int, Reacted, int | None]] = []  # library row, reactions, candidate row
         for pid, value in (feedback or {}).items():
             if isinstance(value, Reacted):
                 if value.by_member and pid in lib.row:
-                    sources.append((lib.row[pid], value))
+                    sources.append((lib.row[pid], value, row.get(pid)))
                 continue
             i = row.get(pid)
             if i is None:
@@ -420,11 +421,12 @@ class FeedbackModel:
                     self.notes[i] = note
             self.direct[i] = float(value)
         sources.sort(key=lambda s: s[0])  # the same pick whatever order the mapping came in
-        self.sources = [r for _, r in sources]
-        self.src = lib.matrix[[j for j, _ in sources]].astype(matrix.dtype, copy=False)  # their vectors
+        self.sources = [r for _, r, _ in sources]
+        self.src = lib.matrix[[j for j, _, _ in sources]].astype(matrix.dtype, copy=False)  # their vectors
+        self._rows = [i for _, _, i in sources]
         self.active = bool(sources) or bool(self.direct.any())
-        names = sorted({m for _, r in sources for m in r.by_member})
-        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r in sources], dtype=np.float32)
+        names = sorted({m for _, r, _ in sources for m in r.by_member})
+        self.weights = {m: np.array([r.by_member.get(m, 0.0) for _, r, _ in sources], dtype=np.float32)
                         for m in names}
         self._cache: dict[str | None, tuple] = {}
 
@@ -456,6 +458,13 @@ class FeedbackModel:
                 sink = st.feedback_strength * st.feedback_contrast * (self.matrix @ (neg @ src / neg.sum()))
         self._cache[member] = (lift, sink)
         return self._cache[member]
+
+    def turned_down(self, member: str | None) -> list[int]:
+        """The candidates `member` judged against (a 👎, a Not for me, standing): never theirs again."""
+        w = self.weights.get(member) if member is not None else None
+        if w is None:
+            return []
+        return [i for i, v in zip(self._rows, w) if i is not None and v < 0]
 
     def classifies(self, member: str | None) -> bool:
         """Whether the member's turns are fused with their `taste_classifier`: `fusion_k` on and at
@@ -809,7 +818,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     # A paper an interest was seeded from ("like X") has been read already: never pick X itself.
     used = shown_ids(history, spend_runners_up=settings.spend_runners_up)
     used |= {it.paper_id for it in interests if it.paper_id}
-    # A paper the team reacted to was in front of it (a share, a runner-up): never pick it again either.
+    # A paper the team reacted to was in front of it (a share, a calibration card): never pick it again
+    # either. A reacted runner-up stays open (best_for closes it to a member who judged against it).
     reacted = {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
@@ -883,7 +893,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             novelty = np.maximum(novelty, (matrix @ matrix[penalty_rows].T).max(axis=1))
         base = np.where(open_mask, lam * rel - (1 - lam) * novelty, -np.inf)
         score = np.where(open_mask, lam * total - (1 - lam) * novelty, -np.inf)
-        for i in taken:
+        for i in (*taken, *fb.turned_down(member or None)):
             base[i] = score[i] = -np.inf
         learned = fb.learned(member or None, anchors[member]) if fb.active else None
         if learned is not None:  # fused by rank with the member's classifier, once it has likes to learn from

@@ -93,6 +93,32 @@ def test_a_runner_up_stays_available_and_is_posted_on_its_members_turn():
                           settings=spent).paper_id != runner.paper_id
 
 
+def test_a_paper_a_member_turned_down_is_never_theirs_again_but_stays_open_to_the_others():
+    """A runner-up stays available (above), but one its member judged against (a Not for me) is not
+    theirs again, in any slot, however close it stays to their words (in a tight cluster its dislike
+    lowers its neighbours nearly as much); a colleague on the same topic can still get it."""
+    a, b = axes(2)
+    ids, m = world({"a": a, "b": b}, per=6, noise=0.05)
+    mine = [Interest(1, "topic a", "UB", a)]
+    day0, *days = working_days(n=7)
+    first = pick_daily(CH, day0, ids, m, mine, [], settings=NO_EXPLORE)
+    runner = first.runners_up[0].paper_id  # UB's second best: tomorrow's pick without a verdict
+
+    def served(interests, feedback) -> list[tuple[str, str | None]]:
+        history, out = [PastPost(day0, first.paper_id, "UB", False, (runner,))], []
+        for day in days:
+            pick = pick_daily(CH, day, ids, m, interests, history, feedback=feedback, settings=NO_EXPLORE)
+            out += [(c.paper_id, c.member) for c in (pick.choice, *pick.runners_up)]
+            history.append(PastPost(day, pick.paper_id, pick.choice.member, False,
+                                    tuple(c.paper_id for c in pick.runners_up)))
+        return out
+
+    assert served(mine, None)[0] == (runner, "UB")
+    no = {runner: Reacted({"UB": -1.0}, runner.upper(), complaints="👎", critics=("UB",))}
+    assert runner not in [pid for pid, _ in served(mine, no)]  # six days, three papers a day: 18 of 11
+    assert (runner, "UA") in served([*mine, Interest(2, "topic a", "UA", a)], no)
+
+
 def test_members_sharing_an_interest_text_are_each_served_on_their_own_turns():
     a, b = axes(2)
     ids, m = world({"a": a, "b": b}, per=12)
