@@ -100,8 +100,8 @@ class PickSettings:
     runners_up: int = 2
     spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
     # A reaction to a runner-up teaches the taste but leaves it available (a Save uses it up): using it
-    # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up). Not to a member who
-    # judged against it: that closes it on their own turns (`FeedbackModel.turned_down`).
+    # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up). Not to the member who
+    # judged it: against closes it on their turns, either way as their runner-up (`FeedbackModel.judged`).
     spend_reacted_runners_up: bool = False
     # Reactions move a member's query as Rocchio does: relevance + strength x (cosine to their likes' mean
     # - contrast x cosine to their dislikes'); contrast 0.5 is Rocchio's gamma/beta, strength 1.5 the
@@ -459,12 +459,13 @@ class FeedbackModel:
         self._cache[member] = (lift, sink)
         return self._cache[member]
 
-    def turned_down(self, member: str | None) -> list[int]:
-        """The candidates `member` judged against (a 👎, a Not for me, standing): never theirs again."""
+    def judged(self, member: str | None, *, liked_too: bool = False) -> list[int]:
+        """The candidates `member` judged against (a 👎, a Not for me, standing), never theirs again;
+        `liked_too`: and those they liked, which they have seen and said so of (not theirs as a runner-up)."""
         w = self.weights.get(member) if member is not None else None
         if w is None:
             return []
-        return [i for i, v in zip(self._rows, w) if i is not None and v < 0]
+        return [i for i, v in zip(self._rows, w) if i is not None and (v < 0 or (liked_too and v > 0))]
 
     def classifies(self, member: str | None) -> bool:
         """Whether the member's turns are fused with their `taste_classifier`: `fusion_k` on and at
@@ -819,7 +820,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     used = shown_ids(history, spend_runners_up=settings.spend_runners_up)
     used |= {it.paper_id for it in interests if it.paper_id}
     # A paper the team reacted to was in front of it (a share, a calibration card): never pick it again
-    # either. A reacted runner-up stays open (best_for closes it to a member who judged against it).
+    # either. A reacted runner-up stays open (best_for closes it to the member who judged it).
     reacted = {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
@@ -885,15 +886,16 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
 
     taken: set[int] = set()
 
-    def best_for(member: str, penalty_rows: list[int]) -> Choice | None:
-        """The member's best open paper, with novelty against recent posts and today's other papers."""
+    def best_for(member: str, penalty_rows: list[int], *, runner_up: bool = False) -> Choice | None:
+        """The member's best open paper, with novelty against recent posts and today's other papers;
+        never one they judged against, nor as a `runner_up` one they judged at all (they have seen it)."""
         rel, adjust, total = scores_of(member)
         novelty = redundancy
         if penalty_rows and lam < 1:
             novelty = np.maximum(novelty, (matrix @ matrix[penalty_rows].T).max(axis=1))
         base = np.where(open_mask, lam * rel - (1 - lam) * novelty, -np.inf)
         score = np.where(open_mask, lam * total - (1 - lam) * novelty, -np.inf)
-        for i in (*taken, *fb.turned_down(member or None)):
+        for i in (*taken, *fb.judged(member or None, liked_too=runner_up)):
             base[i] = score[i] = -np.inf
         learned = fb.learned(member or None, anchors[member]) if fb.active else None
         if learned is not None:  # fused by rank with the member's classifier, once it has likes to learn from
@@ -932,7 +934,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         if not queue:
             queue = list(order)  # fewer members than slots: go round again
         member = queue.pop(0)
-        c = best_for(member, sorted(taken))
+        c = best_for(member, sorted(taken), runner_up=bool(picked))
         if c is None:
             break
         picked.append(c)
