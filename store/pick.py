@@ -461,10 +461,11 @@ class FeedbackModel:
 
     def judged(self, member: str | None, *, liked_too: bool = False) -> list[int]:
         """The candidates `member` judged against (a 👎, a Not for me, standing), never theirs again;
-        `liked_too`: and those they liked, which they have seen and said so of (not theirs as a runner-up)."""
-        w = self.weights.get(member) if member is not None else None
-        if w is None:
-            return []
+        `liked_too`: and those they liked, which they have seen and said so of (not theirs as a runner-up).
+        None: those any member judged either way (not the team's "Also today" again)."""
+        if member is None:
+            return sorted({i for m in self.weights for i in self.judged(m, liked_too=True)})
+        w = self.weights.get(member, ())
         return [i for i, v in zip(self._rows, w) if i is not None and (v < 0 or (liked_too and v > 0))]
 
     def classifies(self, member: str | None) -> bool:
@@ -820,7 +821,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     used = shown_ids(history, spend_runners_up=settings.spend_runners_up)
     used |= {it.paper_id for it in interests if it.paper_id}
     # A paper the team reacted to was in front of it (a share, a calibration card): never pick it again
-    # either. A reacted runner-up stays open (best_for closes it to the member who judged it).
+    # either. A reacted runner-up stays open, but not to the member who judged it (best_for).
     reacted = {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
     if not settings.spend_reacted_runners_up:
         reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
@@ -895,7 +896,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
             novelty = np.maximum(novelty, (matrix @ matrix[penalty_rows].T).max(axis=1))
         base = np.where(open_mask, lam * rel - (1 - lam) * novelty, -np.inf)
         score = np.where(open_mask, lam * total - (1 - lam) * novelty, -np.inf)
-        for i in (*taken, *fb.judged(member or None, liked_too=runner_up)):
+        for i in (*taken, *fb.judged(member, liked_too=runner_up)):
             base[i] = score[i] = -np.inf
         learned = fb.learned(member or None, anchors[member]) if fb.active else None
         if learned is not None:  # fused by rank with the member's classifier, once it has likes to learn from
@@ -913,7 +914,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     picked: list[Choice] = []
     also = None
     if is_exploration_day(channel, day, settings.exploration_rate):
-        found = _exploration(open_mask, [scores_of(m)[2] for m in members], fb, matrix, settings)
+        unjudged = open_mask & ~np.isin(np.arange(len(ids)), fb.judged(None))  # somebody said what they thought
+        found = _exploration(unjudged, [scores_of(m)[2] for m in members], fb, matrix, settings)
         if found is not None:
             i = found
             # Named after the nearest interest that says where to look; one as wide as the library is

@@ -23,6 +23,7 @@ from store.pick import (
     Interest,
     PastPost,
     PickSettings,
+    Reacted,
     is_exploration_day,
     pick_daily,
     typicality,
@@ -253,6 +254,23 @@ def test_exploration_never_takes_the_main_slot_by_default():
     stored = DailyPick.from_dict(pick_daily("C1", days[[is_exploration_day("C1", d) for d in days].index(True)],
                                             ids, matrix, interests, []).to_dict())
     assert stored.also is not None and stored.also.kind == EXPLORATION
+
+
+def test_the_also_today_card_never_brings_back_a_paper_somebody_judged():
+    """The "Also today" card is shown to the whole team, chosen for nobody: once anyone said For me or
+    Not for me to it, another exploration day brings another paper (an unjudged one stays open)."""
+    ids, matrix, centres = corpus(topics=6, per_topic=70)
+    interests = [Interest(1, "video understanding", "alice", centres[0])]
+    first, second = [d for d in (START + timedelta(days=k) for k in range(60)) if is_exploration_day("C1", d)][:2]
+    day1 = pick_daily("C1", first, ids, matrix, interests, [])
+    # The card the second exploration day would show, as if it had been shown on the first already.
+    again = pick_daily("C1", second, ids, matrix, interests,
+                       [PastPost(first, day1.paper_id, "alice", False, (day1.also.paper_id,))]).also.paper_id
+    history = [PastPost(first, day1.paper_id, "alice", False, (day1.also.paper_id, again))]
+    assert pick_daily("C1", second, ids, matrix, interests, history).also.paper_id == again  # unjudged: open
+    for said in (1.0, -1.0):
+        judged = {again: Reacted({"bob": said}, "X", "👍" if said > 0 else "", ("bob",))}
+        assert pick_daily("C1", second, ids, matrix, interests, history, feedback=judged).also.paper_id != again
 
 
 def test_same_channel_and_date_give_the_same_pick():
