@@ -53,7 +53,8 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from store import Searcher, ingest_paths, make_embedder, open_store, pick_for_day  # noqa: E402
 from store.daily import interests_for, library_vectors  # noqa: E402
-from store.pick import PickSettings, lexical_for, library_moments, typicality  # noqa: E402
+from store.pick import PickSettings, lexical_for, typicality  # noqa: E402
+from store.taste import library_moments  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 INTERESTS = ("graph neural networks for molecules", "diffusion models for video generation",

@@ -27,8 +27,8 @@ _LAZY = {
     "store.search": ["Searcher", "Hit", "hits_json", "closeness"],
     "store.daily": ["pick_for_day", "broad_interests", "interests_for"],
     "store.calibrate": ["calibration_round", "CalibrationRound"],
-    "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost",
-                   "Reacted", "like_text"],
+    "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost", "like_text"],
+    "store.taste": ["Reacted"],
     "store.summary": ["paper_summary", "paper_summaries", "Summary", "summarize", "summarize_jsonl"],
     "store.overview": ["topic_overview", "Overview"],
     "store.llm": ["LLMClient", "LLMConfig", "LLMError"],
@@ -70,8 +70,9 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     from .llm import LLMClient, LLMConfig, LLMError  # noqa: F401
     from .overview import Overview, topic_overview  # noqa: F401
     from .pick import (  # noqa: F401
-        DailyPick, Interest, PastPost, PickSettings, Reacted, like_text, pick_daily,
+        DailyPick, Interest, PastPost, PickSettings, like_text, pick_daily,
     )
+    from .taste import Reacted  # noqa: F401
     from .daily import broad_interests, interests_for, pick_for_day  # noqa: F401
     from .calibrate import CalibrationRound, calibration_round  # noqa: F401
     from .schedule import (  # noqa: F401

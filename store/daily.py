@@ -18,10 +18,11 @@ import numpy as np
 from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .pick import (
-    DailyPick, Interest, Library, PastPost, PickSettings, Relevance, interest_scores,
+    DailyPick, Interest, PastPost, PickSettings, Relevance, interest_scores,
     interest_weights, is_broad, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
+from .taste import Library
 
 if TYPE_CHECKING:
     from .embed import Embedder

@@ -25,7 +25,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from .base import Store
-from .pick import FeedbackModel, Interest, Library, PastPost, PickSettings, Reacted
+from .pick import Interest, PastPost, PickSettings
+from .taste import FeedbackModel, Library, Reacted
 
 DEFAULT_WEIGHTS: dict[str, float] = {
     "fire": 2.0,

@@ -16,7 +16,8 @@ import pytest
 
 from store import feedback as fb
 from store import Interest, PastPost, PickSettings, Reacted, pick_daily
-from store.pick import FeedbackModel, member_order
+from store.pick import member_order
+from store.taste import FeedbackModel
 
 CH = "C1"
 DAY = 86400.0

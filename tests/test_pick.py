@@ -23,11 +23,11 @@ from store.pick import (
     Interest,
     PastPost,
     PickSettings,
-    Reacted,
     is_exploration_day,
     pick_daily,
     typicality,
 )
+from store.taste import Reacted
 
 DIM = 64
 START = date(2024, 3, 1)

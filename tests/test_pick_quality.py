@@ -19,17 +19,15 @@ from store.daily import history_for
 from store.pick import (
     EXPLORATION,
     INTEREST,
-    FeedbackModel,
     Interest,
-    Library,
     PastPost,
     PickSettings,
-    Reacted,
     is_exploration_day,
     lexical_for,
     pick_daily,
     shown_ids,
 )
+from store.taste import FeedbackModel, Library, Reacted
 
 DIM = 32
 START = date(2024, 3, 1)
@@ -317,7 +315,7 @@ def test_the_learned_taste_tells_the_liked_half_of_a_topic_from_the_disliked_hal
     classifier (their interest and likes against the library and their dislikes) ranks every paper of
     the liked half above every paper of the disliked half, and the unrelated papers below both halves'
     best; on their next turn the day's three papers all come from the liked half."""
-    from store.pick import library_moments, taste_classifier
+    from store.taste import library_moments, taste_classifier
 
     x, y, z, w = axes(4)
     ids, m = world({"l": unit(x + 0.6 * y), "d": unit(x - 0.6 * y), "z": z, "w": w}, per=12, noise=0.1)

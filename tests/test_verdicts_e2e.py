@@ -14,7 +14,8 @@ from bot import blocks as bk
 from conftest import text_of
 from store import feedback as fb
 from store import pick_for_day
-from store.pick import FeedbackModel, PickSettings
+from store.pick import PickSettings
+from store.taste import FeedbackModel
 from test_reactions_e2e import CH, THU, WED, bot, command, post_day, searcher  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.slow]
