@@ -123,12 +123,22 @@ def render_block(block: dict) -> Iterator:
             for action_id, value in clicks:
                 cmd = BUTTON_COMMANDS.get(action_id)
                 if cmd is not None and value:
-                    hints.append(f"{cmd} {value}".strip())
+                    hints.append((cmd, value))
         if hints:
-            line.append("→ type: " + " | ".join(hints), style="dim")
+            line.append("→ type: " + typed_hint(hints), style="dim")
         yield line
     else:
         yield Text(_text_of(block.get("text")) or f"({kind} block)")
+
+
+def typed_hint(hints: list[tuple[str, str]]) -> str:
+    """What to type for a row of buttons ((command, value) each): one whole line and the other commands
+    when they all take the same paper ("save 6dwp7x (or for-me, summary, similar)": short enough not to
+    split a command from its paper at 80 columns), else each whole line."""
+    (first, value), *rest = hints
+    if first and rest and all(cmd and v == value for cmd, v in rest):
+        return f"{first} {value} (or {', '.join(cmd for cmd, _ in rest)})"
+    return " | ".join(f"{cmd} {v}".strip() for cmd, v in hints)
 
 
 def render_reply(console: Console, reply: Reply) -> None:

@@ -514,7 +514,7 @@ def test_console_answers_piped_lines_like_slack(module_store, real_embedder, cap
     text = out.getvalue()
     gene = paper_with(module_store, GENE)
     assert f"1. {gene.short_name}" in text
-    assert f"summary {gene.id}" in text  # buttons become commands to type
+    assert f"save {gene.id} (or for-me, not-for-me, summary, similar, share)" in " ".join(text.split())
     assert "/paper search <words>" in text
     assert "Did you mean" in text
     assert "&amp;" not in text and "&lt;" not in text

@@ -179,5 +179,5 @@ def test_the_console_turns_menu_entries_into_typed_commands(hashing_store):
         console.print(item)
     line = out.getvalue()
     assert "[Save]" in line and "[⋯ Summary · More like this · Share to channel · Nominate]" in line
-    for typed in ("save", "summary", "similar", "share", "nominate"):
-        assert f"{typed} {paper.id}" in line
+    # One whole line to type, and the other commands that take the same paper.
+    assert f"save {paper.id} (or for-me, not-for-me, summary, similar, share, nominate)" in line
