@@ -49,6 +49,10 @@ MAY_CHANGE = {
     "schedule": {"schedules": (-1, 1), "meta": (0, 1)},  # meta: schedules_version appears once
     "add": {"meta": (0, 1)},  # meta: the shared arXiv request slot appears once
     "save": {"saved_papers": (0, 1)},
+    # A verdict is logged as rows: the one it replaces taken back, then itself; take-back, the one standing.
+    "for-me": {"reactions": (0, 2)},
+    "not-for-me": {"reactions": (0, 2)},
+    "take-back": {"reactions": (0, 1)},
     "saved": {"saved_papers": (-1, 0)},
     "forget-me": {"reactions": (-INF, 0), "saved_papers": (-INF, 0)},
 }
