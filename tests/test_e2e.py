@@ -266,5 +266,6 @@ def test_without_tokens_run_opens_the_console_which_answers_piped_lines(seed_db,
     assert "starting the local console" in result.stderr
     first = result.stdout.split("1. ", 1)[1]
     gene = paper_id(Bot(None, None, tmp_path / "bot.db", tmp_path), GENE)
-    assert f"summary {gene}" in first.split("2. ", 1)[0]  # the top hit, with its buttons as commands
+    top = " ".join(first.split("2. ", 1)[0].split())  # the top hit, with its buttons as commands
+    assert f"save {gene} (or for-me, not-for-me, summary, similar, share)" in top
     assert "Which paper?" in result.stdout  # "summary" alone gets a friendly question
