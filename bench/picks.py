@@ -186,6 +186,12 @@ beside Rocchio and the SVM fed the same answers and verdicts:
   neurips2023 beside 0.295 / 0.422 and 0.265 / 0.403: the aim holds at half the engagement too
   (with the round ranked without typicality, another day's run: 0.305 / 0.502 and 0.285 / 0.453;
   before the pick counted typicality at all it missed days 1-20: 0.235 / 0.190).
+- since stop 55 a paper a member judged is not shown to them again as a runner-up (nor, judged
+  against, at all; nor as anyone's "Also today"), where before they were shown it day after day
+  (722 presses repeated a verdict per run, now 34): days 1-20 / 21-60 iclr2024 clear 0.947 /
+  0.940, vague 0.638 / 0.727; neurips2023 clear 0.905 / 0.940, vague 0.587 / 0.750 (from 0.905 /
+  0.863, 0.582 / 0.657, 0.853 / 0.873, 0.548 / 0.686 on the same machine); every other cell the
+  same (docs/pick-tuning.md#stop-55-a-paper-turned-down-is-not-that-members-again).
 - cost (process time, both datasets, 396 s in all): 124 s for paperclub's
   cards runs, 41 s and 237 s for Rocchio's and the SVM's, beside 187 s for paperclub's other six
   runs.

@@ -17,7 +17,8 @@ the naive pick: members in turn, best unposted paper by cosine):
   whatever their best score (a vague interest is still a member's turn);
   members holding the same interest text are each served on their own turns;
 - only the paper of the day is spent: runners-up are suggestions and stay
-  available unless someone engaged with them (a reaction, a save);
+  available (a Save uses one up), but not to a member who judged one: never
+  again when they judged against it, and not as their runner-up when they liked it;
 - exploration: about one day in ten (fixed by a hash of channel and date), the
   best paper just *outside* what the interests and learned tastes cover (next
   to them, so it can land), labelled as such;
