@@ -21,7 +21,7 @@ Not in those figures: how typical each paper is of the library (`store.pick.typi
 scan of the whole library), made once per library version and kept by the searcher's index: the
 first pick after new papers arrive pays it. Its cost is printed on its own. The same holds for each
 interest's relevance over the library (`store.daily.library_relevance`), the library's mean and its
-second moments (`store.pick.library_moments`, printed too), and each interest's BM25 with the words
+second moments (`store.taste.library_moments`, printed too), and each interest's BM25 with the words
 its nearest papers add (`store.pick.lexical_for`, printed beside its own words' alone).
 
 Measured alone on the 2-core CI machine, `--runs 40`, one BLAS thread, three runs paired with the

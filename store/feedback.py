@@ -8,7 +8,7 @@ emoji on one message is its latest event, so a removal cancels the add before
 it whatever order retries arrive in. Skin-tone variants count as their base
 emoji; unknown emoji are logged with weight 0.
 
-Learning turns the log into `store.pick.Reacted` entries: each member's signed
+Learning turns the log into `store.taste.Reacted` entries: each member's signed
 weight for each paper the channel was shown, halved every `half_life_days`,
 capped per member and paper. The pick spreads them to similar papers.
 """
