@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date, datetime, time as dtime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import numpy as np
@@ -185,22 +185,32 @@ def misses_in_a_row(store: Store, user: str, channel: str, weights: Mapping[str,
     mine = {pid for past in map(PastPost.of_row, store.post_history(channel))
             if past.served == user and not past.exploration
             for pid in (past.paper_id, *past.runners_up) if pid != past.also}
-    net: dict[str, list[float]] = {}  # paper id -> [its net weight, the place of its latest in the log, how many]
+    net: dict[str, _Judged] = {}
     for n, r in enumerate(current_reactions(store.reactions(channel=channel, user=user))):
         w = float(weights.get(r["base"], 0.0))
         if w and r["paper_id"] in mine:
-            had = net.setdefault(r["paper_id"], [0.0, 0.0, 0])
-            had[0] += w
-            had[1] = n
-            had[2] += 1
-    if judged is not None and net.get(judged, [0, 0, 0])[2] != 1:
+            had = net.get(r["paper_id"], _NOT_JUDGED)
+            net[r["paper_id"]] = _Judged(had.weight + w, n, had.count + 1)
+    if judged is not None and net.get(judged, _NOT_JUDGED).count != 1:
         return 0  # not one picked for them, or judged before: the run did not grow
     run = 0
-    for total, _, _ in sorted(net.values(), key=lambda v: -v[1]):
-        if total > 0:
+    for paper in sorted(net.values(), key=lambda j: -j.latest):
+        if paper.weight > 0:
             break
-        run += total < 0
+        run += paper.weight < 0
     return run
+
+
+class _Judged(NamedTuple):
+    """A member's standing judgments of one paper: their net weight, where the latest stands in the
+    log, how many."""
+
+    weight: float
+    latest: int
+    count: int
+
+
+_NOT_JUDGED = _Judged(0.0, -1, 0)
 
 
 def sync_saved(store: Store, user: str, paper_id: str, *, now: float) -> bool:
