@@ -642,7 +642,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     picked: list[Choice] = []
     also = None
     if is_exploration_day(channel, day, settings.exploration_rate):
-        unjudged = open_mask & ~np.isin(np.arange(len(ids)), fb.judged(None))  # somebody said what they thought
+        unjudged = open_mask.copy()
+        unjudged[fb.judged(None)] = False  # shown to the whole team, and somebody said what they thought
         found = _exploration(unjudged, [scores_of(m)[2] for m in members], fb, matrix, settings)
         if found is not None:
             i = found

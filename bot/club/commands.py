@@ -384,9 +384,9 @@ def register(app: App, deps: Deps) -> None:
         def job():
             cl.set_club(store, channel, spec, by=user, now=deps.clock())
             log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
-            said = {k: v for k, v in set_up_reply(deps, channel, user).to_message().items() if k != "response_type"}
+            said = set_up_reply(deps, channel, user).to_message()
             try:  # the form closed on its ack: the admin sees it took, privately, where the club is
-                client.chat_postEphemeral(channel=channel, user=user, **said)
+                client.chat_postEphemeral(channel=channel, user=user, text=said["text"], blocks=said["blocks"])
             except SlackApiError as e:
                 log.warning("could not confirm the club's setup: %s", e.response.get("error"))
         deps.later(job)
