@@ -70,7 +70,7 @@ def handle_add(deps: Deps, call: Call) -> Reply:
         added = add_paper(deps.store, deps.sources, ref, deps.embedder, now=deps.clock().timestamp())
     except SourceError:  # unreachable, too slow, too large, or an answer of the wrong shape
         return problem_reply(deps, f"I couldn't get a usable answer from {_WHERE[kind]} just now, so {ident} "
-                             "is not added. Try again in a few minutes.")
+                             "is not added.", hint="Try again in a few minutes.")
     if added is None:
         return problem_reply(deps, f"{_WHERE[kind]} has no paper {ident}.", hint=_add_hint(deps))
     note = (f"New: added from {_WHERE[kind]}." if added.new

@@ -57,6 +57,7 @@ def test_add_with_arxiv_unreachable_says_so_at_once_and_does_not_back_off(fake_s
     assert ack == "Fetching 2501.01234 from arXiv…"
     [reply] = replies
     assert "couldn't get a usable answer from arXiv" in text_of(reply) and "Try again" in text_of(reply)
+    assert "help" not in text_of(reply)  # a moment's outage, not a misuse: no pointer to the manual
     assert waits == [] and sources.arxiv_fetcher.requests == 1  # no 2 + 4 + 8 + 16 s of back-off
 
 
