@@ -52,7 +52,8 @@ over days 21-60 and >= 0.25 served precision over days 1-20), at the default eng
   verdict is its reactions): each member presses with the reactions' rule and probability, a draw
   of its own per member and card: For me on their topic, Not for me from the member a runner-up
   was chosen for when it is off theirs (the exploration card is chosen for nobody: likes only).
-  A runner-up shown again can be pressed again; the bot logs it once (counted apart as repeats).
+  A press repeating a verdict the member gave the same paper before is logged once (counted apart
+  as repeats; since stop 56 no runner-up is shown twice, so there are none).
 - a round the bot offers a member after three papers picked for them (their turns' posts and
   runners-up) in a row they judged against, where their interests are all as wide as the library
   (bot.reactions: on the answer to a Not for me press, or as an ephemeral message after a 👎 on the
@@ -192,6 +193,10 @@ beside Rocchio and the SVM fed the same answers and verdicts:
   0.940, vague 0.638 / 0.727; neurips2023 clear 0.905 / 0.940, vague 0.587 / 0.750 (from 0.905 /
   0.863, 0.582 / 0.657, 0.853 / 0.873, 0.548 / 0.686 on the same machine); every other cell the
   same (docs/pick-tuning.md#stop-55-a-paper-turned-down-is-not-that-members-again).
+- since stop 56 no paper is shown under "Also today" twice (before, 97% of the papers of the day
+  had been shown there on earlier days, most of them twice): days 1-20 / 21-60 iclr2024 clear
+  0.937 / 0.917, vague 0.640 / 0.757; neurips2023 clear 0.900 / 0.932, vague 0.590 / 0.769
+  (docs/pick-tuning.md#stop-56-no-paper-is-shown-under-also-today-twice).
 - cost (process time, both datasets, 396 s in all): 124 s for paperclub's
   cards runs, 41 s and 237 s for Rocchio's and the SVM's, beside 187 s for paperclub's other six
   runs.
@@ -709,7 +714,7 @@ def press(deps, clock: Clock, channel: str, message_ts: str, user: str, block_id
     button = buttons[bk.ACTION_MORE if verdict == "more" else bk.ACTION_LESS]
     body, action = action_payload(channel, message_ts, user, block_id, button, at, ephemeral=ephemeral)
     result = handle_verdict(deps, body, action, verdict, respond=lambda **kw: said.append(kw))
-    # duplicate: the member said the same of this paper before (a runner-up shown again): it counts once
+    # duplicate: the member said the same of this paper before: it counts once
     assert result.status in ("recorded", "duplicate") and result.paper_id == button["value"], result
     return result.status, (said[-1] if said else {})
 

@@ -17,8 +17,8 @@ the naive pick: members in turn, best unposted paper by cosine):
   whatever their best score (a vague interest is still a member's turn);
   members holding the same interest text are each served on their own turns;
 - only the paper of the day is spent: runners-up are suggestions and stay
-  available (a Save uses one up), but not to a member who judged one: never
-  again when they judged against it, and not as their runner-up when they liked it;
+  available (a Save uses one up) as a paper of the day, but are not shown
+  under "Also today" again, and never again to a member who judged one against;
 - exploration: about one day in ten (fixed by a hash of channel and date), the
   best paper just *outside* what the interests and learned tastes cover (next
   to them, so it can land), labelled as such;
@@ -103,7 +103,7 @@ class PickSettings:
     spend_runners_up: bool = False  # True: a runner-up is used up when shown, as if posted
     # A reaction to a runner-up teaches the taste but leaves it available (a Save uses it up): using it
     # up cost 0.22 of precision (docs/pick-tuning.md#spend_reacted_runners_up). Not to the member who
-    # judged it: against closes it on their turns, either way as their runner-up (`FeedbackModel.judged`).
+    # judged it against (`FeedbackModel.judged`); no runner-up is a runner-up twice (`previewed`).
     spend_reacted_runners_up: bool = False
     # Reactions move a member's query as Rocchio does: relevance + strength x (cosine to their likes' mean
     # - contrast x cosine to their dislikes'); contrast 0.5 is Rocchio's gamma/beta, strength 1.5 the
@@ -614,17 +614,20 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         return scored[member]
 
     taken: set[int] = set()
+    # A paper the channel was shown under "Also today" is not shown there again: it may still be a
+    # member's paper of the day.
+    previewed = [row[pid] for p in history for pid in p.runners_up if pid in row]
 
     def best_for(member: str, penalty_rows: list[int], *, runner_up: bool = False) -> Choice | None:
         """The member's best open paper, with novelty against recent posts and today's other papers;
-        never one they judged against, nor as a `runner_up` one they judged at all (they have seen it)."""
+        never one they judged against, nor as a `runner_up` one the channel was shown there before."""
         rel, adjust, total = scores_of(member)
         novelty = redundancy
         if penalty_rows and lam < 1:
             novelty = np.maximum(novelty, (matrix @ matrix[penalty_rows].T).max(axis=1))
         base = np.where(open_mask, lam * rel - (1 - lam) * novelty, -np.inf)
         score = np.where(open_mask, lam * total - (1 - lam) * novelty, -np.inf)
-        for i in (*taken, *fb.judged(member, liked_too=runner_up)):
+        for i in (*taken, *fb.judged(member), *(previewed if runner_up else ())):
             base[i] = score[i] = -np.inf
         learned = fb.learned(member or None, anchors[member]) if fb.active else None
         if learned is not None:  # fused by rank with the member's classifier, once it has likes to learn from
@@ -642,9 +645,9 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     picked: list[Choice] = []
     also = None
     if is_exploration_day(channel, day, settings.exploration_rate):
-        unjudged = open_mask.copy()
-        unjudged[fb.judged(None)] = False  # shown to the whole team, and somebody said what they thought
-        found = _exploration(unjudged, [scores_of(m)[2] for m in members], fb, matrix, settings)
+        unshown = open_mask.copy()
+        unshown[previewed] = False  # shown to the whole team before
+        found = _exploration(unshown, [scores_of(m)[2] for m in members], fb, matrix, settings)
         if found is not None:
             i = found
             # Named after the nearest interest that says where to look; one as wide as the library is

@@ -165,14 +165,10 @@ class FeedbackModel:
         self._cache[member] = (lift, sink)
         return self._cache[member]
 
-    def judged(self, member: str | None, *, liked_too: bool = False) -> list[int]:
-        """The candidates `member` judged against (a 👎, a Not for me, standing), never theirs again;
-        `liked_too`: and those they liked, which they have seen and said so of (not theirs as a runner-up).
-        None: those any member judged either way (not the team's "Also today" again)."""
-        if member is None:
-            return sorted({i for m in self.weights for i in self.judged(m, liked_too=True)})
+    def judged(self, member: str) -> list[int]:
+        """The candidates `member` judged against (a 👎, a Not for me, standing): never theirs again."""
         w = self.weights.get(member, ())
-        return [i for i, v in zip(self._rows, w) if i is not None and (v < 0 or (liked_too and v > 0))]
+        return [i for i, v in zip(self._rows, w) if i is not None and v < 0]
 
     def classifies(self, member: str | None) -> bool:
         """Whether the member's turns are fused with their `taste_classifier`: `fusion_k` on and at
