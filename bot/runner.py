@@ -1,9 +1,11 @@
 """`paperclub run`: warm the model, connect over Socket Mode, heartbeat, stop cleanly on a signal."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -35,6 +37,9 @@ CLOSE_SECONDS = 5.0
 # ping interval (Bolt's default 10 s): commands sent meanwhile fail in Slack. 3 s measured
 # ~3 s instead of ~10 s of deafness after a reset; a link counts as dead after 4 missed pongs.
 PING_SECONDS = 3.0
+# On a `disconnect` refresh, how long the old socket still gets, once the new one is up, for frames
+# already on their way to it (the fake Slack's next envelope arrives ~40 ms late on loopback).
+REFRESH_GRACE_SECONDS = 0.1
 
 
 class StartupError(click.ClickException):
@@ -226,8 +231,9 @@ def socket_mode_handler(app, app_token: str, adapter: str = "builtin", *, deps=N
     """Bolt's Socket Mode handler over slack_sdk's `builtin` client or the `websocket_client` one.
 
     Both drive the same sync App. The builtin client swaps to a new socket on a `disconnect`
-    refresh only once the old one is closed, which can wait out its 3 s receive timeout;
-    bench/ack_latency.py --refreshes measures the ack delay across a refresh per adapter.
+    refresh only once the old one is closed, which waits out its 3 s receive timeout unless
+    `_ending_replaced_sockets` ends it; bench/ack_latency.py --refreshes measures the ack delay
+    across a refresh per adapter.
     With deps, envelopes are claimed in the database first (several replicas: `_claiming`).
     """
     from .config import SOCKET_MODES
@@ -239,7 +245,56 @@ def socket_mode_handler(app, app_token: str, adapter: str = "builtin", *, deps=N
     else:
         raise ValueError(f"Socket Mode adapter must be one of {', '.join(SOCKET_MODES)}, not {adapter!r}")
     cls = SocketModeHandler if deps is None else _claiming(SocketModeHandler, deps)
-    return cls(app, app_token, ping_interval=PING_SECONDS)
+    handler = cls(app, app_token, ping_interval=PING_SECONDS)
+    if adapter == "builtin":
+        handler.client.on_message_listeners.append(_ending_replaced_sockets(handler.client))
+    return handler
+
+
+def _ending_replaced_sockets(client):
+    """An on_message listener for slack_sdk's builtin client: on a `disconnect` refresh, the old
+    socket's reader is woken once the new connection is up, so the switch is not a 3 s stall.
+
+    The builtin SocketModeClient.connect() opens the new connection, marks the old one's state
+    terminated, closes it, and only then makes the new one current. The close waits for the old
+    socket's receive lock, which its reader holds through a blocking recv with a 3 s timeout, and
+    the reader returns only when a frame comes or the timeout ends; meanwhile nothing on the new
+    socket is read (one thread reads the current connection), nothing already read is dispatched
+    (connect() runs on the message-processing thread) and acks wait on the old socket. Slack sends
+    on the new connection once it is open, so the old one stays quiet and commands acked ~3 s late.
+    Shutting the old socket down ends the recv at once; close() follows as before.
+    """
+    def on_message(message: str) -> None:
+        if '"disconnect"' not in message:  # every frame comes through here, on the reader thread
+            return
+        try:  # (an exception here would cost the frames read with this one)
+            body = json.loads(message)
+            session, state = client.current_session, client.current_session_state
+            if isinstance(body, dict) and body.get("type") == "disconnect" and session is not None:
+                threading.Thread(target=_end_when_replaced, args=(client, session, state),
+                                 name="socket-refresh", daemon=True).start()
+        except Exception as e:
+            log.warning("could not watch the Socket Mode refresh: %s", e)
+
+    return on_message
+
+
+def _end_when_replaced(client, session, state, timeout: float = 60.0) -> None:
+    """Once `state` is terminated (connect() opened the new connection), give frames still on their
+    way REFRESH_GRACE_SECONDS, then shut `session`'s socket down so its reader's recv returns."""
+    deadline = time.monotonic() + timeout
+    while not state.terminated:
+        if client.closed or time.monotonic() > deadline:  # no new connection (connect() failed)
+            return
+        time.sleep(0.005)
+    time.sleep(REFRESH_GRACE_SECONDS)
+    sock = session.sock
+    if sock is None:  # closed already: a frame came and its reader let go
+        return
+    try:  # the TCP socket's shutdown (SSLSocket.shutdown would also drop its TLS state under the reader)
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # closed meanwhile
 
 
 def run_bot(settings: Settings, store: Store, embedder: Embedder, *,

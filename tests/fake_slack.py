@@ -740,6 +740,9 @@ class FakeSlack:
                 sock, _ = self._ws_listener.accept()
             except OSError:
                 continue
+            # Each frame leaves at once, as from Slack's servers: with Nagle on, a frame sent right after
+            # another waited for the client's ACK, and that delay hid clients stalling on a refresh.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn = _WsConnection(self, sock)
             self._conn_threads = [t for t in self._conn_threads if t.is_alive()] + [conn.thread]
             conn.thread.start()
