@@ -46,6 +46,25 @@ def test_each_socket_mode_client_acks_commands_before_and_after_a_refresh(adapte
     assert not fake_slack.protocol_errors
 
 
+def test_a_command_sent_as_a_refresh_opens_the_new_socket_is_acked_well_before_slacks_deadline(fake_slack):
+    """Slack sends on the new socket once it is open. The builtin client read nothing there until its
+    old socket's 3 s read timed out, so such a command was acked about 3 s late: past Slack's
+    deadline, the member saw operation_timeout."""
+    from fake_slack import stop_socket_mode
+
+    handler = _connect("builtin", fake_slack)
+    try:
+        fake_slack.wait_connected(timeout=10)
+        fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
+        before = fake_slack.connections_total
+        fake_slack.send_disconnect("refresh_requested")
+        fake_slack.wait_connected(total=before + 1, timeout=15)
+        _, seconds = fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=10)
+        assert seconds < 1.5, f"acked after {seconds:.2f} s (Slack's deadline: 3 s)"
+    finally:
+        stop_socket_mode(fake_slack, handler)
+
+
 def test_the_socket_mode_setting_defaults_to_builtin_and_refuses_unknown_clients():
     assert make_settings().socket_mode == "builtin"
     with pytest.raises(ValidationError, match="PAPERCLUB_SOCKET_MODE must be one of builtin, websocket_client"):
