@@ -38,7 +38,7 @@ CLOSE_SECONDS = 5.0
 # ~3 s instead of ~10 s of deafness after a reset; a link counts as dead after 4 missed pongs.
 PING_SECONDS = 3.0
 # On a `disconnect` refresh, how long the old socket still gets, once the new one is up, for frames
-# already on their way to it (the fake Slack's next envelope arrives ~40 ms late on loopback).
+# already on their way to it (shut at once, 3 of 400 probes sent across refreshes were lost).
 REFRESH_GRACE_SECONDS = 0.1
 
 
