@@ -263,7 +263,7 @@ def test_the_also_today_card_never_brings_back_a_paper_the_channel_was_shown():
     first, second = [d for d in (START + timedelta(days=k) for k in range(60)) if is_exploration_day("C1", d)][:2]
     day1 = pick_daily("C1", first, ids, matrix, interests, [])
     shown = [PastPost(first, day1.paper_id, "alice", False, (day1.also.paper_id,))]
-    # The card the second exploration day brings, then the same day had the first day shown it too.
+    # The next exploration day brings another card; had that one been shown too, another again.
     again = pick_daily("C1", second, ids, matrix, interests, shown).also.paper_id
     assert again != day1.also.paper_id
     shown = [PastPost(first, day1.paper_id, "alice", False, (day1.also.paper_id, again))]
