@@ -551,8 +551,10 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     # A paper the team reacted to was in front of it (a share, a calibration card): never pick it again
     # either. A reacted runner-up stays open, but not to the member who judged it (best_for).
     reacted = {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
+    # Every paper the channel was shown under "Also today" (runners-up and exploration cards).
+    previewed_ids = {r for p in history for r in p.runners_up}
     if not settings.spend_reacted_runners_up:
-        reacted -= {r for p in history for r in p.runners_up} - {p.paper_id for p in history}
+        reacted -= previewed_ids - {p.paper_id for p in history}
     used |= reacted
     row = library.row_of(ids) if library is not None else row_map(ids)
     open_mask = np.ones(len(ids), dtype=bool)
@@ -616,7 +618,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     taken: set[int] = set()
     # A paper the channel was shown under "Also today" is not shown there again: it may still be a
     # member's paper of the day.
-    previewed = [row[pid] for p in history for pid in p.runners_up if pid in row]
+    previewed = [row[pid] for pid in previewed_ids if pid in row]
 
     def best_for(member: str, penalty_rows: list[int], *, runner_up: bool = False) -> Choice | None:
         """The member's best open paper, with novelty against recent posts and today's other papers;

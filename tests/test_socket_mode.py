@@ -25,6 +25,17 @@ def _connect(adapter: str, fake):
     return handler
 
 
+def _refreshed(fake) -> int:
+    """Once the client answers, a `disconnect` refresh, until its new socket is open; the connections
+    counted before it."""
+    fake.wait_connected(timeout=10)
+    fake.wait_ack(fake.slash_command("help"), timeout=5)
+    before = fake.connections_total
+    fake.send_disconnect("refresh_requested")
+    fake.wait_connected(total=before + 1, timeout=15)
+    return before
+
+
 @pytest.mark.parametrize("adapter", ["builtin", "websocket_client"])
 def test_each_socket_mode_client_acks_commands_before_and_after_a_refresh(adapter, fake_slack):
     from fake_slack import stop_socket_mode
@@ -33,11 +44,7 @@ def test_each_socket_mode_client_acks_commands_before_and_after_a_refresh(adapte
         pytest.importorskip("websocket", reason="websocket-client is not installed")
     handler = _connect(adapter, fake_slack)
     try:
-        fake_slack.wait_connected(timeout=10)
-        fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
-        before = fake_slack.connections_total
-        fake_slack.send_disconnect("refresh_requested")
-        fake_slack.wait_connected(total=before + 1, timeout=15)
+        before = _refreshed(fake_slack)
         fake_slack.wait_for(lambda: fake_slack.connections_open == 1, timeout=10)
         fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
         assert fake_slack.connections_total == before + 1  # one new socket, not a reconnect storm
@@ -54,11 +61,7 @@ def test_a_command_sent_as_a_refresh_opens_the_new_socket_is_acked_well_before_s
 
     handler = _connect("builtin", fake_slack)
     try:
-        fake_slack.wait_connected(timeout=10)
-        fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=5)
-        before = fake_slack.connections_total
-        fake_slack.send_disconnect("refresh_requested")
-        fake_slack.wait_connected(total=before + 1, timeout=15)
+        _refreshed(fake_slack)
         _, seconds = fake_slack.wait_ack(fake_slack.slash_command("help"), timeout=10)
         assert seconds < 1.5, f"acked after {seconds:.2f} s (Slack's deadline: 3 s)"
     finally:
