@@ -188,6 +188,7 @@ class Choice:
     # The interest spans the library (`BROAD`): typicality, not its words, chose the paper. On an
     # exploration paper: every interest of the team does, so nothing lies outside them.
     broad: bool = False
+    shown_on: date | None = None  # the paper of the day was shown under "Also today" first on that day
 
     def explain(self, mention: Callable[[str], str] = _mention_at, *, emphasis: str = "*",
                 main: bool = True) -> str:
@@ -214,6 +215,8 @@ class Choice:
         if self.feedback_why:
             # Members named by a reaction reason are rendered like interest authors.
             why += "; " + _MEMBER_REF.sub(lambda m: mention(m.group(1)), self.feedback_why)
+        if self.shown_on is not None:
+            why += f"; shown under Also today on {self.shown_on:%a} {self.shown_on.day} {self.shown_on:%b}"
         return why
 
     def to_dict(self) -> dict:
@@ -225,6 +228,7 @@ class Choice:
             "added_by": self.interest.added_by if self.interest else None,
             "member": self.member, "feedback": round(float(self.feedback), 4),
             "feedback_why": self.feedback_why, "broad": self.broad,
+            "shown_on": self.shown_on.isoformat() if self.shown_on else None,
         }
 
 
@@ -268,7 +272,8 @@ class DailyPick:
             if d.get("interest_text") is not None:
                 interest = Interest(d.get("interest_id") or 0, d["interest_text"], d.get("added_by"), None)
             return Choice(d["paper_id"], d["kind"], d.get("score", 0.0), d.get("similarity", 0.0), interest,
-                          d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"), bool(d.get("broad")))
+                          d.get("member"), d.get("feedback", 0.0), d.get("feedback_why"), bool(d.get("broad")),
+                          date.fromisoformat(d["shown_on"]) if d.get("shown_on") else None)
 
         return cls(channel if channel is not None else data["channel"],
                    day if day is not None else date.fromisoformat(data["day"]),
@@ -551,8 +556,12 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     # A paper the team reacted to was in front of it (a share, a calibration card): never pick it again
     # either. A reacted runner-up stays open, but not to the member who judged it (best_for).
     reacted = {pid for pid, value in (feedback or {}).items() if isinstance(value, Reacted)}
-    # Every paper the channel was shown under "Also today" (runners-up and exploration cards).
-    previewed_ids = {r for p in history for r in p.runners_up}
+    # Every paper the channel was shown under "Also today" (runners-up and exploration cards): the day first.
+    previewed_on: dict[str, date] = {}
+    for past in sorted(history, key=lambda p: p.day):
+        for r in past.runners_up:
+            previewed_on.setdefault(r, past.day)
+    previewed_ids = set(previewed_on)
     if not settings.spend_reacted_runners_up:
         reacted -= previewed_ids - {p.paper_id for p in history}
     used |= reacted
@@ -677,6 +686,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
         taken.add(row[c.paper_id])
     if not picked:
         return None
+    picked[0].shown_on = previewed_on.get(picked[0].paper_id)  # the team saw it then: its post says so
     return DailyPick(channel, day, picked[0], picked[1:want], also=also)
 
 

@@ -17,6 +17,7 @@ import pytest
 from store import pick_for_day
 from store.daily import history_for
 from store.pick import (
+    DailyPick,
     EXPLORATION,
     INTEREST,
     Interest,
@@ -120,7 +121,8 @@ def test_a_paper_a_member_turned_down_is_never_theirs_again_but_stays_open_to_th
 def test_no_paper_is_shown_under_also_today_twice_but_it_can_be_the_paper_of_the_day():
     """Each member's best papers come up as runners-up before their turn: shown once, a runner-up is
     not shown under "Also today" again (before, each came back there day after day until its
-    member's turn, liked or not), and it may still be its member's paper of the day."""
+    member's turn, liked or not), and it may still be its member's paper of the day: then its post says
+    when the team was shown it."""
     a, b, c = axes(3)
     ids, m = world({"a": a, "b": b, "c": c}, per=8, noise=0.05)
     interests = [Interest(1, "topic a", "UA", a), Interest(2, "topic b", "UB", b), Interest(3, "topic c", "UC", c)]
@@ -129,6 +131,11 @@ def test_no_paper_is_shown_under_also_today_twice_but_it_can_be_the_paper_of_the
     for day in days:
         pick = pick_daily(CH, day, ids, m, interests, history, settings=NO_EXPLORE)
         assert len(pick.runners_up) == 2 and all(r.member != pick.choice.member for r in pick.runners_up)
+        first = next((p.day for p in history if pick.paper_id in p.runners_up), None)
+        said = first and f"shown under Also today on {first:%a} {first.day} {first:%b}"
+        assert (said in pick.explain()) if first else ("Also today" not in pick.explain())
+        assert DailyPick.from_dict(pick.to_dict()).explain() == pick.explain()  # as /paper today shows it
+        assert "Also today" not in " ".join(r.explain(main=False) for r in pick.runners_up)
         mains.append(pick.paper_id)
         runners += [r.paper_id for r in pick.runners_up]
         history.append(PastPost(day, pick.paper_id, pick.choice.member, False,
