@@ -15,6 +15,7 @@ from store import HashingEmbedder, open_store
 from store.sources import (Sources, SourceError, add_paper, harvest_arxiv, harvest_openreview, parse_ref,
                            poll_arxiv)
 from store.sources import arxiv
+from store.sources.http import MEMBER_WAIT
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc).timestamp()
 
@@ -97,6 +98,26 @@ def test_429_with_retry_after_is_honoured_and_503_is_retried_with_backoff(fake, 
     # Each wait is longer than arXiv's 3 s, so no extra spacing is added on top.
     assert clock.sleeps == [17.0, 4.0]
     assert len(fake.calls("/api/query")) == 3
+
+
+def test_paper_add_does_not_wait_out_a_retry_after_of_minutes_that_a_feed_poll_would(fake, sources, clock, db):
+    """A member waiting on `/paper add` is answered within MEMBER_WAIT: arXiv asking for 290 s (which a
+    feed's poll waits out) fails the add at once, and plain 503s are retried only while time is left."""
+    fake.papers = make_papers(3)
+    fake.fail("/api/query", 429, times=10, retry_after="290")
+    with pytest.raises(SourceError, match="429"):
+        add_paper(db, sources, ("arxiv", fake.papers[0].arxiv_id), EMB, now=NOW)
+    assert clock.sleeps == [] and len(fake.calls("/api/query")) == 1
+    fake.faults.clear()
+    fake.fail("/api/query", 503, times=10)
+    with pytest.raises(SourceError, match="503"):
+        add_paper(db, sources, ("arxiv", fake.papers[1].arxiv_id), EMB, now=NOW)
+    assert 0 < sum(clock.sleeps) < MEMBER_WAIT  # it retried, within the member's wait (before: 30 s and more)
+    assert 2 <= len(fake.calls("/api/query")) - 1 < 5
+    fake.faults.clear()
+    fake.fail("/api/query", 429, retry_after="290")
+    r = harvest_arxiv(db, sources, "cs.LG", EMB, now=NOW, since=date(2026, 11, 1), until=date(2026, 11, 2))
+    assert r.added == 3 and 290.0 in clock.sleeps  # nobody waits on a poll: it honours the Retry-After
 
 
 def test_a_source_down_for_good_fails_clearly_and_is_recorded(fake, sources, clock, db):

@@ -15,7 +15,7 @@ from fake_llm import FakeLLM
 from fake_sources import FakeSources, make_papers, on_openreview
 from store import HashingEmbedder, open_store
 from store.llm import LLMClient, LLMConfig, LLMError
-from store.sources import Sources, SourceError, add_paper, harvest_openreview, poll_feeds
+from store.sources import Sources, SourceError, add_paper, add_papers, harvest_openreview, poll_feeds
 from store.sources.http import Fetcher
 
 NOW = datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc).timestamp()
@@ -56,6 +56,21 @@ def test_a_source_dripping_one_byte_at_a_time_is_cut_at_the_deadline_not_per_rea
     assert took < 3.0, f"held {took:.1f} s by a 1 s deadline"
     assert len(fake.calls("/api/query")) == 1  # too slow is not retried: it would be as slow again
     assert db.count_papers() == 0
+
+
+def test_pasted_links_wait_out_one_openreview_timeout_not_one_per_link(fake, db):
+    """Three OpenReview links and an arXiv one pasted while OpenReview drips: the arXiv paper comes,
+    the first OpenReview link runs out its deadline, and the others are not asked (each would wait as
+    long: before, a batch of such links held every card in it for a deadline per link)."""
+    fake.fail("/notes", drip=0.5, times=3)
+    src = sources_for(fake, timeout=1.0, retries=0)
+    refs = [("openreview", n.forum) for n in fake.notes] + [("arxiv", fake.papers[0].arxiv_id)]
+    started = time.monotonic()
+    out = add_papers(db, src, refs, EMB, now=NOW)
+    took = time.monotonic() - started
+    src.close()
+    assert out[refs[-1]].new and all(isinstance(out[r], SourceError) for r in refs[:-1])
+    assert len(fake.calls("/notes")) == 1 and took < 2.5, f"{len(fake.calls('/notes'))} asked in {took:.1f} s"
 
 
 def test_the_llm_call_has_the_same_total_deadline():

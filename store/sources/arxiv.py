@@ -156,27 +156,28 @@ def _iso(text: str | None) -> float | None:
         return None
 
 
-def fetch_ids(fetcher: Fetcher, ids: list[str], *, base: str = DEFAULT_API) -> list[Record]:
-    """The papers with these arXiv ids (unknown ids are simply absent), many ids per request.
+def fetch_ids(fetcher: Fetcher, ids: list[str], *, base: str = DEFAULT_API, until: float | None = None) -> list[Record]:
+    """The papers with these arXiv ids (unknown ids are simply absent), many ids per request; every
+    request done by `until` when a member waits (`Fetcher.get`).
 
     arXiv answers a list holding one id it cannot read with an error alone: such a list is asked
     again in halves, so one bad id costs a few requests, not the papers of the others.
     """
     out = []
     for i in range(0, len(ids), MAX_IDS_PER_CALL):
-        out += _fetch_chunk(fetcher, ids[i : i + MAX_IDS_PER_CALL], base)
+        out += _fetch_chunk(fetcher, ids[i : i + MAX_IDS_PER_CALL], base, until)
     return out
 
 
-def _fetch_chunk(fetcher: Fetcher, chunk: list[str], base: str) -> list[Record]:
-    resp = fetcher.get(base, {"id_list": ",".join(chunk), "max_results": len(chunk)})
+def _fetch_chunk(fetcher: Fetcher, chunk: list[str], base: str, until: float | None) -> list[Record]:
+    resp = fetcher.get(base, {"id_list": ",".join(chunk), "max_results": len(chunk)}, until=until)
     page = parse_atom(resp.text) if resp.status_code < 400 else None
     if page is not None and not page.errors:
         return page.records
     if len(chunk) == 1:  # this one id is what arXiv cannot read: none such paper
         return page.records if page is not None else []
     half = len(chunk) // 2
-    return _fetch_chunk(fetcher, chunk[:half], base) + _fetch_chunk(fetcher, chunk[half:], base)
+    return _fetch_chunk(fetcher, chunk[:half], base, until) + _fetch_chunk(fetcher, chunk[half:], base, until)
 
 
 def date_query(category: str, since: date, until: date) -> str:

@@ -18,7 +18,7 @@ from ..text import parse_number
 from ..ingest import IngestResult, Record, external_ids, ingest_records
 from . import arxiv, openreview
 from .clients import Sources
-from .http import SourceError
+from .http import MEMBER_WAIT, SourceError
 
 log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
@@ -201,8 +201,9 @@ def check_feed(store: Store, sources: Sources, kind: str, target: str) -> str | 
     nothing: one note asked for says whether it does. SourceError when the source cannot answer."""
     if kind != "openreview" or any(f["kind"] == kind and f["target"] == target for f in store.feeds()):
         return None
+    until = sources.openreview_fetcher.clock() + MEMBER_WAIT  # a member waits on `/paper feed add`
     _, page = next(openreview.note_pages(sources.openreview_fetcher, target, page_size=1,
-                                         base=sources.openreview_api))
+                                         base=sources.openreview_api, until=until))
     if page.count or page.notes:
         return None
     return (f"OpenReview has no papers under {target!r}. Venue ids are case-sensitive and look like "

@@ -11,7 +11,10 @@ host (scheme and port included; http to https allowed) the request was sent to.
 
 `Fetcher` adds the politeness every paper source needs on top: one request
 at a time, spaced (`min_interval`, shared across processes through the store
-when a `slot` is given), retried with back-off. Time is injected (`clock`,
+when a `slot` is given), retried with back-off. A call a member waits on (`/paper
+add`, a pasted link, `/paper feed add`) gives an `until`: the waits, the retries and
+the spacing all end by then (`MEMBER_WAIT` after it began), or it fails at once, where
+a feed's poll may wait out a Retry-After of minutes. Time is injected (`clock`,
 `sleep`, `wall`), so the tests check the spacing and back-off without
 sleeping. A page that cannot be fetched whole is an error for that page
 (SourceError); callers write nothing from it.
@@ -38,6 +41,7 @@ MAX_RETRY_AFTER = 300.0  # a Retry-After longer than this is a failure, not a wa
 DEADLINE = 60.0  # seconds for one whole request; an arXiv page of 2,000 entries comes in well under it
 MAX_BYTES = 32_000_000  # the largest real answer (2,000 arXiv entries, 1,000 OpenReview notes) is ~10 MB
 MAX_REDIRECTS = 5
+MEMBER_WAIT = 15.0  # seconds a member's own request to a source may take in all (`Fetcher.get`'s `until`)
 
 
 class SourceError(StoreError):
@@ -232,7 +236,13 @@ class Fetcher:
             self._client.close()
             self._client = None
 
-    def _wait_turn(self) -> None:
+    def _pause(self, seconds: float, until: float | None, why: str) -> None:
+        """Sleep `seconds`, or fail at once (DeadlineError, nothing sent) when that would pass `until`."""
+        if until is not None and self.clock() + seconds >= until:
+            raise DeadlineError(f"{why}: no answer possible within the time a member waits", sent=False)
+        self.sleep(seconds)
+
+    def _wait_turn(self, until: float | None = None) -> None:
         if self.slot is not None and self.min_interval > 0:
             try:
                 at = self.slot(self.min_interval, self.wall())
@@ -241,27 +251,36 @@ class Fetcher:
             else:
                 gap = at - self.wall()
                 if gap > 0:
-                    self.sleep(gap)
+                    self._pause(gap, until, "waiting for our turn")
                 self._last = self.clock()
                 return
         if self._last is not None:
             gap = self._last + self.min_interval - self.clock()
             if gap > 0:
-                self.sleep(gap)
+                self._pause(gap, until, "waiting for our turn")
         self._last = self.clock()
 
-    def get(self, url: str, params: dict | None = None) -> httpx.Response:
+    def get(self, url: str, params: dict | None = None, *, until: float | None = None) -> httpx.Response:
         """The response to GET url (2xx, or a 4xx other than 429); SourceError once retries are spent,
         at once for an answer over the size cap, one past the deadline, a redirect to another host,
-        or a host whose name does not resolve or that refuses the connection (`_unreachable`)."""
-        with self._lock:  # one request at a time, whoever asks
+        or a host whose name does not resolve or that refuses the connection (`_unreachable`).
+
+        until: when (on `clock`) a member stops waiting. Waiting for another request, the spacing,
+        each request and each retry's wait all end by then; a DeadlineError when one cannot."""
+        left = None if until is None else max(0.0, until - self.clock())
+        if not self._lock.acquire(timeout=-1 if left is None else left):  # one request at a time
+            raise DeadlineError(f"{url}: busy with another request for longer than a member waits", sent=False)
+        try:
             attempt = 0
             while True:
-                self._wait_turn()
+                self._wait_turn(until)
                 self.requests += 1
                 problem, wait = None, None
+                deadline = self.timeout if until is None else min(self.timeout, until - self.clock())
                 try:
-                    resp = fetch(self.client, "GET", url, params=params, deadline=self.timeout,
+                    if deadline <= 0:
+                        raise DeadlineError("no time left for the request", sent=False)
+                    resp = fetch(self.client, "GET", url, params=params, deadline=deadline,
                                  max_bytes=self.max_bytes)
                 except SourceError as e:  # too large, too slow, redirected elsewhere: retrying will not help
                     raise type(e)(f"{url}: {e}") from None
@@ -282,6 +301,10 @@ class Fetcher:
                 if attempt > self.retries:
                     raise SourceError(f"{url}: {problem} (gave up after {attempt} tries)")
                 wait = wait if wait is not None else self.backoff * 2 ** (attempt - 1)
+                if until is not None and self.clock() + wait >= until:
+                    raise SourceError(f"{url}: {problem}; a retry in {wait:.0f} s is past the time a member waits")
                 log.warning("%s: %s; retrying in %.0f s", url, problem, wait)
                 self.sleep(wait)
                 # the wait counts as spacing: the next request goes when both are satisfied
+        finally:
+            self._lock.release()

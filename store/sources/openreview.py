@@ -129,11 +129,12 @@ def venue_params(venue: str) -> dict:
 
 
 def note_pages(fetcher: Fetcher, venue: str, *, offset: int = 0, page_size: int = PAGE_SIZE,
-               base: str = DEFAULT_API):
-    """(offset, NotesPage) for each page of a venue's notes from `offset` until exhausted."""
+               base: str = DEFAULT_API, until: float | None = None):
+    """(offset, NotesPage) for each page of a venue's notes from `offset` until exhausted (each asked
+    by `until` when a member waits: `Fetcher.get`)."""
     url = base.rstrip("/") + "/notes"
     while True:
-        resp = fetcher.get(url, {**venue_params(venue), "limit": page_size, "offset": offset})
+        resp = fetcher.get(url, {**venue_params(venue), "limit": page_size, "offset": offset}, until=until)
         if resp.status_code >= 400:
             raise SourceError(f"OpenReview answered HTTP {resp.status_code} for {venue!r}")
         page = parse_notes(resp.text)
@@ -143,9 +144,10 @@ def note_pages(fetcher: Fetcher, venue: str, *, offset: int = 0, page_size: int 
             return
 
 
-def fetch_forum(fetcher: Fetcher, forum: str, *, base: str = DEFAULT_API) -> Record | None:
-    """The paper of one forum, or None when OpenReview does not know it."""
-    resp = fetcher.get(base.rstrip("/") + "/notes", {"id": forum})
+def fetch_forum(fetcher: Fetcher, forum: str, *, base: str = DEFAULT_API,
+                until: float | None = None) -> Record | None:
+    """The paper of one forum, or None when OpenReview does not know it (asked by `until`: `Fetcher.get`)."""
+    resp = fetcher.get(base.rstrip("/") + "/notes", {"id": forum}, until=until)
     if resp.status_code >= 400:
         return None
     page = parse_notes(resp.text)

@@ -11,7 +11,7 @@ from ..paper import Paper
 from . import arxiv, openreview
 from .clients import Sources
 from .feeds import ingest_batch, paper_ids
-from .http import SourceError
+from .http import MEMBER_WAIT, SourceError
 
 
 @dataclass
@@ -46,9 +46,14 @@ Answer = Union[Added, SourceError, None]  # the paper, the source's failure, or 
 
 
 def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], embedder: Embedder | None, *,
-               now: float) -> dict[tuple[str, str], Answer]:
+               now: float, within: float | None = MEMBER_WAIT) -> dict[tuple[str, str], Answer]:
     """Each reference's paper: from the store when it has it (nobody is asked), else fetched and
-    ingested, unknown arXiv ids many to a request; "not found" is remembered (sources.misses)."""
+    ingested, unknown arXiv ids many to a request; "not found" is remembered (sources.misses).
+    within: seconds the whole call may wait on each source (a member is waiting); a source that
+    cannot answer in that time is a SourceError for each of its references, the others' papers
+    still come. None: as long as the sources' retries take."""
+    a_until = None if within is None else sources.arxiv_fetcher.clock() + within
+    o_until = None if within is None else sources.openreview_fetcher.clock() + within
     out: dict[tuple[str, str], Answer] = {}
     wanted = []
     for ref in dict.fromkeys(refs):
@@ -63,16 +68,21 @@ def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], 
     ids = [ident for kind, ident in wanted if kind == "arxiv"]
     if ids:
         try:
-            for rec in arxiv.fetch_ids(sources.arxiv_fetcher, ids, base=sources.arxiv_api):
+            for rec in arxiv.fetch_ids(sources.arxiv_fetcher, ids, base=sources.arxiv_api, until=a_until):
                 fetched[("arxiv", arxiv.parse_id(rec.url))] = rec
         except SourceError as e:
             out.update({("arxiv", i): e for i in ids})
+    down: SourceError | None = None  # OpenReview failed one forum: the next would fail the same way
     for kind, ident in wanted:
         if kind == "openreview":
+            if down is not None:
+                out[(kind, ident)] = down
+                continue
             try:
-                rec = openreview.fetch_forum(sources.openreview_fetcher, ident, base=sources.openreview_api)
+                rec = openreview.fetch_forum(sources.openreview_fetcher, ident, base=sources.openreview_api,
+                                             until=o_until)
             except SourceError as e:
-                out[(kind, ident)] = e
+                out[(kind, ident)] = down = e
                 continue
             if rec is not None:
                 fetched[(kind, ident)] = rec
