@@ -281,15 +281,28 @@ def test_fetcher_alone_refuses_a_redirect_elsewhere_without_retrying(fake):
 
 
 # -- 1. "not found" remembered, for a while -------------------------------------------------------------
-def test_an_unknown_id_is_asked_again_only_once_its_answer_is_stale(fake, db):
+def test_an_unknown_id_pasted_again_is_asked_again_only_once_its_answer_is_stale(fake, db):
     src = sources_for(fake)
     src.misses.ttl = 3600.0
+    ref = ("arxiv", "2612.99999")
     for at in (NOW, NOW + 60, NOW + 3599):
-        assert add_paper(db, src, ("arxiv", "2612.99999"), EMB, now=at) is None
+        assert add_papers(db, src, [ref], EMB, now=at)[ref] is None
     assert len(fake.calls("/api/query")) == 1
     fake.papers.append(make_papers(1, prefix="2612", seed=8)[0])  # arXiv has it now
     fake.papers[-1].arxiv_id = "2612.99999"
-    added = add_paper(db, src, ("arxiv", "2612.99999"), EMB, now=NOW + 3600)
+    added = add_papers(db, src, [ref], EMB, now=NOW + 3600)[ref]
+    src.close()
+    assert added is not None and added.new and len(fake.calls("/api/query")) == 2
+
+
+def test_paper_add_asks_again_for_a_paper_arxiv_did_not_have_a_moment_ago(fake, db):
+    """Added before its announcement, then again once it is out: `/paper add` asks each time (a pasted
+    link would have been answered "no such paper" from memory for hours)."""
+    src = sources_for(fake)
+    assert add_paper(db, src, ("arxiv", "2612.99998"), EMB, now=NOW) is None
+    fake.papers.append(make_papers(1, prefix="2612", seed=9)[0])
+    fake.papers[-1].arxiv_id = "2612.99998"
+    added = add_paper(db, src, ("arxiv", "2612.99998"), EMB, now=NOW + 60)
     src.close()
     assert added is not None and added.new and len(fake.calls("/api/query")) == 2
 
@@ -297,10 +310,8 @@ def test_an_unknown_id_is_asked_again_only_once_its_answer_is_stale(fake, db):
 def test_the_not_found_memory_is_bounded(fake, db):
     src = sources_for(fake)
     src.misses.size = 2
-    for ident in ("2612.90001", "2612.90002", "2612.90003"):  # the first is pushed out
-        add_paper(db, src, ("arxiv", ident), EMB, now=NOW)
-    add_paper(db, src, ("arxiv", "2612.90003"), EMB, now=NOW)
-    add_paper(db, src, ("arxiv", "2612.90001"), EMB, now=NOW)
+    for ident in ("2612.90001", "2612.90002", "2612.90003", "2612.90003", "2612.90001"):  # pasted links
+        add_papers(db, src, [("arxiv", ident)], EMB, now=NOW)  # the first is pushed out by the third
     src.close()
     assert [q["id_list"] for q in fake.calls("/api/query")] == ["2612.90001", "2612.90002", "2612.90003",
                                                                 "2612.90001"]

@@ -46,9 +46,11 @@ Answer = Union[Added, SourceError, None]  # the paper, the source's failure, or 
 
 
 def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], embedder: Embedder | None, *,
-               now: float, within: float | None = MEMBER_WAIT) -> dict[tuple[str, str], Answer]:
+               now: float, within: float | None = MEMBER_WAIT,
+               ask_again: bool = False) -> dict[tuple[str, str], Answer]:
     """Each reference's paper: from the store when it has it (nobody is asked), else fetched and
-    ingested, unknown arXiv ids many to a request; "not found" is remembered (sources.misses).
+    ingested, unknown arXiv ids many to a request; "not found" is remembered (sources.misses) for
+    links pasted again, and asked `ask_again` by a member naming the paper (it may be out since).
     within: seconds the whole call may wait on each source (a member is waiting); a source that
     cannot answer in that time is a SourceError for each of its references, the others' papers
     still come. None: as long as the sources' retries take."""
@@ -60,7 +62,7 @@ def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], 
         have = known_paper(store, ref)
         if have is not None:
             out[ref] = Added(have, False)
-        elif sources.misses(ref, now):
+        elif not ask_again and sources.misses(ref, now):
             out[ref] = None
         else:
             wanted.append(ref)
@@ -102,8 +104,9 @@ def add_papers(store: Store, sources: Sources, refs: Iterable[tuple[str, str]], 
 
 def add_paper(store: Store, sources: Sources, ref: tuple[str, str], embedder: Embedder | None, *,
               now: float) -> Added | None:
-    """The paper behind ref, fetched and ingested if the store lacks it; None if the source does not know it."""
-    answer = add_papers(store, sources, [ref], embedder, now=now)[ref]
+    """The paper behind ref (`/paper add`), fetched and ingested if the store lacks it, the source asked
+    even if it did not know it a moment ago; None if it does not know it."""
+    answer = add_papers(store, sources, [ref], embedder, now=now, ask_again=True)[ref]
     if isinstance(answer, SourceError):
         raise answer
     return answer
