@@ -257,6 +257,9 @@ def test_add_paper_fetches_once_and_unknown_ids_are_none(fake, sources, db):
     ("https://openreview.net/pdf?id=HkxLXnAcFQ", ("openreview", "HkxLXnAcFQ")),
     ("HkxLXnAcFQ", ("openreview", "HkxLXnAcFQ")),
     ("attention", None), ("hello world", None), ("https://example.com/2501.01234", None), ("", None),
+    ("Attention", None), ("Transformers", None),  # a capitalised word is not a forum id
+    ("rJxbJeHFPS", ("openreview", "rJxbJeHFPS")),  # a real id without digits
+    ("２５０１.０１２３４", None),  # full-width digits: arXiv would not know it
 ])
 def test_parse_ref(text, want):
     assert parse_ref(text) == want

@@ -35,8 +35,8 @@ NS = {"atom": "http://www.w3.org/2005/Atom", "os": "http://a9.com/-/spec/opensea
 
 _NEW_ID = r"\d{4}\.\d{4,5}"
 _OLD_ID = r"[a-z][a-z.-]+/\d{7}"
-ID_RE = re.compile(rf"^(?:arxiv:\s*)?({_NEW_ID}|{_OLD_ID})(v\d+)?$", re.I)
-_ID_IN_URL = re.compile(rf"arxiv\.org/(?:abs|pdf|html)/({_NEW_ID}|{_OLD_ID})(v\d+)?", re.I)
+ID_RE = re.compile(rf"^(?:arxiv:\s*)?({_NEW_ID}|{_OLD_ID})(v\d+)?$", re.I | re.ASCII)  # '２５０１…' is no id
+_ID_IN_URL = re.compile(rf"arxiv\.org/(?:abs|pdf|html)/({_NEW_ID}|{_OLD_ID})(v\d+)?", re.I | re.ASCII)
 
 
 def parse_id(text: str) -> str | None:

@@ -30,8 +30,9 @@ def parse_forum(text: str) -> str | None:
     m = _FORUM_URL.search(text)
     if m:
         return m.group(1)
-    # A bare word ("attention") is not an id: real ids mix cases or digits with letters.
-    mixed = (any(c.isupper() for c in text) and any(c.islower() for c in text)) or (
+    # A bare word ("attention", "Attention") is not an id: real ids mix cases within the word
+    # ("rJxbJeHFPS") or digits with letters ("pTyGJMuHb7").
+    mixed = (any(c.isupper() for c in text[1:]) and any(c.islower() for c in text)) or (
         any(c.isdigit() for c in text) and any(c.isalpha() for c in text))
     return text if _FORUM_ID.match(text) and mixed else None
 
