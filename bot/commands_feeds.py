@@ -145,14 +145,25 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
         return _feeds_reply(deps, channel, note)
     rest, confirmed = split_confirm(" ".join(words[1:]))
     rows = deps.store.feeds(channel)
-    number = parse_number(rest, 1, len(rows)) if len(rest.split()) == 1 else None
-    if number is None:
+    named = rest.split()
+    number = parse_number(rest, 1, len(rows)) if len(named) == 1 else None
+    row = rows[number - 1] if number is not None else None
+    if len(named) == 2:  # `remove arxiv cs.CV`: what the confirm button sends, so a renumbered list can't mislead it
+        try:
+            kind, target = parse_feed(*named)
+        except SourceError:
+            kind, target = "", ""
+        row = next((r for r in rows if (r["kind"], r["target"]) == (kind, target)), None)
+        if row is None:
+            return problem_reply(deps, f"This channel does not follow {' '.join(named)} (any more): "
+                                 "nothing was removed.", hint=f"{code(deps.command + ' feed')} lists what it follows.")
+    if row is None:
         return problem_reply(deps, f"Give the number of a feed to remove (1 to {len(rows)})." if rows
                              else "This channel follows no feeds.", hint=f"{code(deps.command + ' feed')} lists them.")
-    row = rows[number - 1]
     if not confirmed:
         what = f"{_WHERE.get(row['kind'], row['kind'])} *{bk.esc(row['target'])}*"
-        return ask_first(deps, call, f"remove {number}", title="Stop following this feed?", button="Stop following",
+        return ask_first(deps, call, f"remove {row['kind']} {row['target']}", title="Stop following this feed?",
+                         button="Stop following",
                          text=f"This channel would stop following {what}: its new papers no longer come "
                               "first in the paper of the day.")
     row = deps.store.remove_feed(channel, row["id"])

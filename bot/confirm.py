@@ -3,7 +3,9 @@
 Without a trailing `confirm` word such a command only says what it would do, with a danger button
 whose Slack `confirm` dialog asks once more. The click re-runs the same command line plus `confirm`
 through `run_command`, as the clicking member in that channel, so every check the command makes
-(admins only, the number still exists) runs again at the moment it acts. The console has no
+(admins only, the thing still exists) runs again at the moment it acts; where a list numbers what
+it removes, the line names it instead (`feed remove arxiv cs.CV`), so a list renumbered meanwhile
+cannot turn the click onto another row. The console has no
 buttons: typing `/paper forget-me confirm` does the same.
 """
 from __future__ import annotations

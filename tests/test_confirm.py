@@ -87,8 +87,19 @@ def test_feed_remove_asks_names_the_feed_and_rechecks_the_clicker(world):
     assert "admins" in text_of(click(app, fake, button, "UANN")) and len(store.feeds(CH)) == 1
     assert "Stopped following arXiv *cs.LG*" in text_of(click(app, fake, button, ADMIN))
     assert store.feeds(CH) == []
-    # Clicked again (an old copy of the question): the number is checked again, nothing else goes.
-    assert "follows no feeds" in text_of(click(app, fake, button, ADMIN))
+    # Clicked again (an old copy of the question): the feed is looked for again, nothing else goes.
+    assert "does not follow arxiv cs.LG (any more)" in text_of(click(app, fake, button, ADMIN))
+
+
+def test_the_stop_following_button_removes_the_feed_it_named_after_the_list_changed(world):
+    app, fake, store = world
+    for target in ("cs.CL", "cs.CV", "cs.LG"):
+        store.add_feed(CH, "arxiv", target, ADMIN, now=MONDAY.timestamp())
+    question = ask(app, fake, "feed remove 2", ADMIN)
+    assert "stop following arXiv *cs.CV*" in text_of(question)
+    ask(app, fake, "feed remove 1 confirm", ADMIN)  # cs.CL goes first: cs.CV is now number 1, cs.LG number 2
+    assert "Stopped following arXiv *cs.CV*" in text_of(click(app, fake, danger_button(question), ADMIN))
+    assert [f["target"] for f in store.feeds(CH)] == ["cs.LG"]
 
 
 def test_interests_remove_asks_and_only_then_removes(world):
