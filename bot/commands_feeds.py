@@ -75,6 +75,8 @@ def handle_add(deps: Deps, call: Call) -> Reply:
         return problem_reply(deps, f"{_WHERE[kind]} has no paper {ident}.", hint=_add_hint(deps))
     note = (f"New: added from {_WHERE[kind]}." if added.new
             else "Already in the library, so nothing was fetched.")
+    if len(call.args.split()) > 1:
+        note += f" One paper at a time: {deps.command} add each of the others."
     return summary_reply(deps, added.paper, note=note)
 
 

@@ -188,6 +188,13 @@ def test_paper_add_with_an_openreview_answer_of_the_wrong_shape_says_so(parts, f
     assert deps.store.count_papers() == before
 
 
+def test_paper_add_of_two_papers_adds_the_first_and_says_to_add_the_other(parts, fake_slack, fake_src):
+    app, deps = parts
+    first, second = fake_src.papers[:2]
+    reply = dispatch_command(app, fake_slack, f"add {first.arxiv_id} {second.arxiv_id}", user="U1", channel="C1")
+    assert "New: added from arXiv" in text_of(reply) and "One paper at a time: /paper add each" in text_of(reply)
+
+
 def test_paper_add_of_an_id_arxiv_does_not_know(parts, fake_slack):
     app, _ = parts
     reply = dispatch_command(app, fake_slack, "add 2612.99999", user="U1", channel="C1")
