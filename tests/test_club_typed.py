@@ -88,3 +88,23 @@ def test_nominate_shows_only_in_a_channel_with_a_club(world):
     assert nominate_buttons("search video") == [] and nominate_buttons(f"summary {paper.id}") == []
     dispatch_command(app, fake, "club setup thursday 17:00 UTC", user=ADMIN, channel=CH)
     assert len(nominate_buttons("search video")) == 5 and len(nominate_buttons(f"summary {paper.id}")) == 1
+
+
+def test_club_replies_show_angle_brackets_and_mentions_as_written_not_escaped_twice(world):
+    """Slack shows &lt;hours&gt; as <hours>; escaped twice (&amp;lt;) it shows the entity itself, and a
+    member's mention escaped becomes the text <@U…> instead of their name."""
+    app, fake, store = world
+    reply = text_of(dispatch_command(app, fake, "club setup monday 9:00 CET", user=ADMIN, channel=CH))
+    assert "nominations &lt;hours&gt;, votes &lt;hours&gt;" in reply and "&amp;" not in reply
+    assert "&amp;" not in text_of(dispatch_command(app, fake, "club a<b", user=ADMIN, channel=CH))
+
+    dispatch_command(app, fake, "club setup thursday 17:00 UTC", user=ADMIN, channel=CH)
+    store.set_club_member(CH, "UANN", active=True, now=MONDAY.timestamp())
+    store.put_club_session(CH, "2026-12-03", presenter="UANN", now=MONDAY.timestamp())
+    fake.add_members("UBOB")
+    reply = text_of(dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH))
+    assert "<@UBOB> is not in it" in reply and "&lt;@UBOB" not in reply
+    store.set_club_member(CH, "UBOB", active=True, now=MONDAY.timestamp())
+    store.add_club_away(CH, "UBOB", "2026-12-03", "2026-12-03", now=MONDAY.timestamp())
+    reply = text_of(dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH))
+    assert "away on 2026-12-03" in reply and "<@UBOB> can't take it" in reply and "&lt;@UBOB" not in reply

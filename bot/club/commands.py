@@ -146,7 +146,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return export_reply(deps, channel, call.user_id)
     if word == "map":
         return map_reply(deps, channel)
-    return problem_reply(deps, f"I don't know {code('club ' + word)}.",
+    return problem_reply(deps, f"I don't know `club {word.replace('`', chr(39))}`.",  # escaped there
                          hint=f"Try {code(deps.command + ' club')} for the next session.")
 
 
@@ -166,8 +166,8 @@ def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
     try:
         spec = cl.club_from_form(cl.form_from_words(rest, deps.store.get_club(channel)))
     except cl.ClubFormError as e:
-        wrong = "\n".join(f"• {(_FIELD_WORDS.get(f) + ': ') if _FIELD_WORDS.get(f) else ''}{bk.esc(m)}"
-                          for f, m in e.errors.items())
+        wrong = "\n".join(f"• {(_FIELD_WORDS.get(f) + ': ') if _FIELD_WORDS.get(f) else ''}{m}"
+                          for f, m in e.errors.items())  # problem_reply escapes it
         return problem_reply(deps, "The club is not set up:\n" + wrong,
                              hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}.")
     cl.set_club(deps.store, channel, spec, by=call.user_id, now=deps.clock())
@@ -237,11 +237,14 @@ def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
         return problem_reply(deps, "You have no session to present yet.")
     if other == call.user_id:
         return problem_reply(deps, "That is you.")
+    # problem_reply escapes its message, so a mention goes in the hint, which is mrkdwn.
     if other not in {m["user"] for m in deps.store.club_members(channel)}:
-        return problem_reply(deps, f"{mention(other)} is not in the rotation.")
+        return problem_reply(deps, "Only a member of the presenter rotation can take your slot.",
+                             hint=f"{mention(other)} is not in it; they join with {code(deps.command + ' club join')}.")
     day = mine[0]["date"]
     if cl.is_away(other, date.fromisoformat(day), cl.aways_for(deps.store, channel)):
-        return problem_reply(deps, f"{mention(other)} is away on {day}.")
+        return problem_reply(deps, f"They are away on {day}, the session you present.",
+                             hint=f"{mention(other)} can't take it; offer it to someone else.")
     text = f"{mention(call.user_id)} asks {mention(other)} to present on {day} instead. {mention(other)}, will you?"
     return Reply(text, bk.swap_blocks(text, f"{day}|{call.user_id}|{other}"), in_channel=True)
 
