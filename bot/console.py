@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONSOLE_USER = "you"
+CONSOLE_USER = "you"  # never a Slack member id (those start with U or W)
 # Buttons become the command a person types here instead of clicking.
 BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", bk.ACTION_SHARE: "share",
                    bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate", bk.ACTION_CALIBRATE: "calibrate",
@@ -190,6 +190,15 @@ def _lines(stdin: TextIO, console: Console, prompt: str, interactive: bool) -> I
             return
 
 
+def as_operator(settings: Settings) -> Settings:
+    """The console's settings: its one user is whoever runs it on this machine, who holds the
+    database and .env already, so PAPERCLUB_ADMINS (which keeps Slack members from changing what
+    only admins may) counts them among the admins. Only this process's settings change."""
+    if not settings.admin_ids or CONSOLE_USER in settings.admin_ids:
+        return settings
+    return settings.model_copy(update={"admins": f"{settings.admins} {CONSOLE_USER}"})
+
+
 def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: TextIO | None = None,
                 out: TextIO | None = None) -> None:
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
@@ -202,7 +211,7 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     console = Console(file=out, highlight=False, soft_wrap=False)
     interactive = stdin.isatty()
     searcher = Searcher(store, embedder)
-    deps = build_deps(settings, store, searcher, clock=utc_now)  # no Slack client: no scheduler
+    deps = build_deps(as_operator(settings), store, searcher, clock=utc_now)  # no Slack client: no scheduler
     prepare = getattr(embedder, "prepare_queries", None)
     if interactive:
         if prepare is not None:  # a short session must not leave the export half done: finish it first

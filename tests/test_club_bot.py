@@ -33,7 +33,7 @@ def world(fake_slack, hashing_store):
     settings = make_settings(slack_api_url=fake_slack.api_url, admins=ADMIN)
     deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
     app = create_app(deps, process_before_response=True)
-    fake_slack.add_members("UANN", "UBOB", "UCY")  # _club's members are people of the workspace
+    fake_slack.add_members(ADMIN, "UANN", "UBOB", "UCY")  # the admin and _club's members are people of the workspace
     fake_slack.add_channel(CH)  # and its channel a channel of the workspace (App Home names it)
     return app, fake_slack, hashing_store, clock, deps
 

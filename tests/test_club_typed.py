@@ -108,3 +108,24 @@ def test_club_replies_show_angle_brackets_and_mentions_as_written_not_escaped_tw
     store.add_club_away(CH, "UBOB", "2026-12-03", "2026-12-03", now=MONDAY.timestamp())
     reply = text_of(dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH))
     assert "away on 2026-12-03" in reply and "<@UBOB> can't take it" in reply and "&lt;@UBOB" not in reply
+
+
+def test_a_member_refused_club_setup_skip_or_off_is_told_which_admins_to_ask(world):
+    app, fake, store = world
+    for line in ("club setup friday 10:00", "club skip 2026-12-03", "club off"):
+        if line != "club setup friday 10:00":
+            dispatch_command(app, fake, "club setup thursday 17:00 UTC", user=ADMIN, channel=CH)
+        reply = text_of(dispatch_command(app, fake, line, user="UANN", channel=CH))
+        assert "Only the reading group's admins can" in reply and f"Ask <@{ADMIN}>" in reply, line
+    assert store.get_club_session(CH, "2026-12-03") is None and store.get_club(CH)["active"]
+
+
+def test_the_console_user_runs_the_club_with_admins_configured(hashing_store):
+    """With PAPERCLUB_ADMINS set (the README's setup step), the person at the console, who holds the
+    database and .env, may still set up and run the console's reading group."""
+    out = io.StringIO()
+    run_console(make_settings(admins="U0123ABCD"), hashing_store, HashingEmbedder(),
+                stdin=io.StringIO("club setup thursday 17:00 UTC\nschedule 09:00 UTC\n"), out=out)
+    printed = out.getvalue()
+    assert "The reading group is set up" in printed and "Only the reading group's admins" not in printed
+    assert hashing_store.get_club("console")["hour"] == 17 and hashing_store.get_schedule("console")["hour"] == 9

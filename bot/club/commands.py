@@ -27,6 +27,7 @@ from ..commands import (
     Call,
     Reply,
     Subcommand,
+    admins_only,
     channel_of,
     is_admin,
     problem_reply,
@@ -112,7 +113,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
     if word == "skip":
         spec = _spec(deps, channel)
         if not is_admin(deps, call.user_id):
-            return problem_reply(deps, "Only the reading group's admins can skip a session.")
+            return admins_only(deps, "skip a session")
         try:
             day = date.fromisoformat(rest)
         except ValueError:
@@ -125,7 +126,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
     if word == "off":
         spec = _spec(deps, channel)
         if not is_admin(deps, call.user_id):
-            return problem_reply(deps, "Only the reading group's admins can stop the club.")
+            return admins_only(deps, "stop the reading group")
         extra, confirmed = split_confirm(rest)
         if extra:
             return problem_reply(deps, "club off takes nothing after it: it stops this channel's reading group.")
@@ -159,7 +160,7 @@ def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
     """`club setup <weekday> <HH:MM> [zone] ...`: the setup modal's typed twin (the console has no
     modals), checked field by field by the same store.club.club_from_form."""
     if not is_admin(deps, call.user_id):
-        return problem_reply(deps, "Only the reading group's admins can set it up.")
+        return admins_only(deps, "set up the reading group")
     if not rest:
         return problem_reply(deps, "When does the group meet?", hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}; "
                              "anything left out keeps its current value.")
