@@ -742,12 +742,10 @@ def _option(text: str, value: str) -> dict:
     return {"text": {"type": "plain_text", "text": text}, "value": value}
 
 
-def club_setup_view(metadata: str, current: dict | None) -> dict:
+def club_setup_view(metadata: str, vals: dict[str, str]) -> dict:
     """The setup modal (views.open): weekday, time, zone, cadence, lead times, vote or presenter;
-    `metadata` is its private_metadata (the sealed channel and opener, bot.club.commands._seal)."""
-    from store.club import form_values
-
-    vals = form_values(current)  # the stored club's, else the defaults `club setup` starts from too
+    `metadata` is its private_metadata (the sealed channel and opener, bot.club.commands._seal),
+    `vals` its fields as `club setup` starts from them too (store.club.setup_form)."""
     days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
     def select(block_id: str, label: str, options: list[dict], initial: str) -> dict:

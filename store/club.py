@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .errors import StoreError
-from .schedule import DAILY, ScheduleSpec, check_timezone, fire_on, next_fire, parse_time
+from .schedule import DAILY, ScheduleSpec, channel_tz, check_timezone, fire_on, next_fire, parse_time
 from .text import parse_number
 
 log = logging.getLogger(__name__)
@@ -88,13 +88,21 @@ class ClubFormError(ClubError):
         super().__init__(" ".join(errors.values()))
 
 
-FORM_DEFAULTS = {"weekday": "3", "time": "17:00", "tz": "UTC", "cadence": WEEKLY, "lead": "72", "cutoff": "24",
-                 "mode": VOTE}  # the setup form's values for a channel without a club
+FORM_DEFAULTS = {"weekday": "3", "time": "17:00", "cadence": WEEKLY, "lead": "72", "cutoff": "24",
+                 "mode": VOTE}  # the setup form's values for a channel without a club (its zone: setup_form)
 
 
-def form_values(current: dict | None) -> dict[str, str]:
-    """The setup form's fields for a club as stored (`store.get_club`), the defaults where it has none."""
-    values = dict(FORM_DEFAULTS)
+def setup_form(store: Store, channel: str, default_tz: str | None) -> dict[str, str]:
+    """The setup form's fields for a channel, the modal's and `club setup`'s: its club's as stored,
+    the defaults where it has none, in the zone the channel lives in (schedule.channel_tz: its paper
+    of the day's, else `default_tz`, PAPERCLUB_TIMEZONE, as `/paper schedule` has it)."""
+    return form_values(store.get_club(channel), channel_tz(store, channel, default_tz))
+
+
+def form_values(current: dict | None, tz: str) -> dict[str, str]:
+    """The setup form's fields for a club as stored (`store.get_club`), the defaults (zone: `tz`)
+    where it has none."""
+    values = {**FORM_DEFAULTS, "tz": tz}
     cur = current or {}
     stored = {"weekday": cur.get("weekday"), "tz": cur.get("tz"), "cadence": cur.get("cadence"),
               "lead": cur.get("lead_hours"), "cutoff": cur.get("cutoff_hours"), "mode": cur.get("mode")}
@@ -107,12 +115,12 @@ def form_values(current: dict | None) -> dict[str, str]:
 _HOURS = re.compile(r"(\d+)\s*h?", re.I)
 
 
-def form_from_words(text: str, current: dict | None) -> dict[str, str]:
+def form_from_words(text: str, form: dict[str, str]) -> dict[str, str]:
     """The setup form's fields from a typed line, for `club setup` where there is no modal:
     'thursday 17:00 Europe/Berlin fortnightly presenter nominations 48 votes 24', any order, each
-    part optional (the club's current value, else the form's default). ClubFormError names a word
-    it cannot place; the values themselves are checked by club_from_form, as the modal's are."""
-    values = form_values(current)
+    part optional (`form`'s value: setup_form, the club's current one else the default). ClubFormError
+    names a word it cannot place; the values themselves are checked by club_from_form, as the modal's are."""
+    values = dict(form)
     words = text.split()
     i = 0
     while i < len(words):

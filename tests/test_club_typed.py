@@ -7,7 +7,9 @@ import io
 from datetime import datetime, timezone
 
 import pytest
+from slack_bolt import BoltRequest
 
+from bot import blocks as bk
 from bot.app import create_app
 from bot.commands import run_command
 from bot.console import run_console
@@ -79,7 +81,6 @@ def test_the_console_sets_up_a_club_and_writes_its_map_to_a_file(hashing_store, 
 
 def test_nominate_shows_only_in_a_channel_with_a_club(world):
     app, fake, store = world
-    from bot import blocks as bk
 
     def nominate_buttons(text):
         reply = dispatch_command(app, fake, text, user="UANN", channel=CH)
@@ -129,3 +130,35 @@ def test_the_console_user_runs_the_club_with_admins_configured(hashing_store):
     printed = out.getvalue()
     assert "The reading group is set up" in printed and "Only the reading group's admins" not in printed
     assert hashing_store.get_club("console")["hour"] == 17 and hashing_store.get_schedule("console")["hour"] == 9
+
+
+def test_club_setup_without_a_zone_takes_the_zone_schedule_uses(world, hashing_store):
+    """No zone typed: the channel's paper-of-the-day zone, else PAPERCLUB_TIMEZONE, as `/paper schedule`
+    has it; the Set up form opens on it too."""
+    app, fake, store = world
+    dispatch_command(app, fake, "schedule 09:00 Europe/Berlin", user=ADMIN, channel=CH)
+    reply = text_of(dispatch_command(app, fake, "club setup thursday 17:00", user=ADMIN, channel=CH))
+    assert "Meets weekly on Thursday at 17:00 Europe/Berlin" in reply and store.get_club(CH)["tz"] == "Europe/Berlin"
+
+    deps = make_deps(make_settings(timezone="America/Chicago"), hashing_store,
+                     Searcher(hashing_store, HashingEmbedder()), slack=None, clock=Clock(MONDAY))
+    assert "America/Chicago" in run_command(deps, "you", "schedule 09:00", channel_id="C2").text
+    reply = run_command(deps, "you", "club setup thursday 17:00", channel_id="C3")
+    assert "Meets weekly on Thursday at 17:00 America/Chicago" in reply.text
+
+
+def test_the_set_up_form_opens_in_the_channels_zone(fake_slack, hashing_store):
+    settings = make_settings(slack_api_url=fake_slack.api_url, admins=ADMIN, timezone="America/Chicago")
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=Clock(MONDAY))
+    app = create_app(deps, process_before_response=True)
+    fake_slack.add_members(ADMIN)
+    fake_slack.add_channel(CH)
+    click = {"type": "block_actions", "user": {"id": ADMIN}, "api_app_id": "A1", "team": {"id": "T1"},
+             "channel": {"id": CH}, "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+             "container": {"type": "message", "channel_id": CH, "message_ts": "1.000001", "is_ephemeral": True},
+             "response_url": fake_slack.new_response_url(channel=CH, user=ADMIN),
+             "actions": [{"action_id": bk.ACTION_CLUB_SETUP, "block_id": "b", "value": CH, "type": "button"}]}
+    assert app.dispatch(BoltRequest(body=click, mode="socket_mode")).status == 200
+    [modal] = fake_slack.modals()
+    [tz] = [b for b in modal["blocks"] if b["block_id"] == "tz"]
+    assert tz["element"]["initial_value"] == "America/Chicago"

@@ -165,7 +165,8 @@ def setup_reply(deps: Deps, call: Call, channel: str, rest: str) -> Reply:
         return problem_reply(deps, "When does the group meet?", hint=f"For example {code(deps.command + ' ' + SETUP_EXAMPLE)}; "
                              "anything left out keeps its current value.")
     try:
-        spec = cl.club_from_form(cl.form_from_words(rest, deps.store.get_club(channel)))
+        form = cl.setup_form(deps.store, channel, deps.settings.timezone)
+        spec = cl.club_from_form(cl.form_from_words(rest, form))
     except cl.ClubFormError as e:
         wrong = "\n".join(f"• {(_FIELD_WORDS.get(f) + ': ') if _FIELD_WORDS.get(f) else ''}{m}"
                           for f, m in e.errors.items())  # problem_reply escapes it
@@ -356,7 +357,8 @@ def register(app: App, deps: Deps) -> None:
         # runner opens it before the click's claim too: bot.claims.OPENS_A_MODAL).
         try:
             client.views_open(trigger_id=body["trigger_id"],
-                              view=bk.club_setup_view(_seal(deps, channel, user), store.get_club(channel)))
+                              view=bk.club_setup_view(_seal(deps, channel, user),
+                                                      cl.setup_form(store, channel, deps.settings.timezone)))
         except SlackApiError as e:
             log.warning("the club setup form did not open: %s", e.response.get("error"))
             ephemeral(respond, "The setup form did not open in time. Press *Set up the club* again.")
