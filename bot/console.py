@@ -19,6 +19,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from . import blocks as bk
+from .club.posts import SETUP_USAGE
 from .commands import CONSOLE_CHANNEL, Reply, run_command
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ BUTTON_COMMANDS = {bk.ACTION_SUMMARY: "summary", bk.ACTION_SIMILAR: "similar", b
                    bk.ACTION_SAVE: "save", bk.ACTION_NOMINATE: "nominate", bk.ACTION_CALIBRATE: "calibrate",
                    bk.ACTION_MORE: "for-me", bk.ACTION_LESS: "not-for-me", bk.ACTION_UNDO_VERDICT: "take-back",
                    bk.ACTION_CONFIRM: ""}  # a confirmation's value is the whole command line
+BUTTON_LINES = {bk.ACTION_CLUB_SETUP: SETUP_USAGE}  # buttons that open a form: its typed twin, whatever their value
 QUIT = {"quit", "exit", ":q", "q"}
 
 _MRKDWN = re.compile(
@@ -124,6 +126,8 @@ def render_block(block: dict) -> Iterator:
                 cmd = BUTTON_COMMANDS.get(action_id)
                 if cmd is not None and value:
                     hints.append((cmd, value))
+                elif action_id in BUTTON_LINES:
+                    hints.append((BUTTON_LINES[action_id], ""))
         if hints:
             line.append("→ type: " + typed_hint(hints), style="dim")
         yield line

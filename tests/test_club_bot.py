@@ -194,7 +194,7 @@ def test_skip_and_off_are_for_admins(world):
     assert "cancelled" in text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
     assert "Thu 10 Dec" in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
     assert "is off" in text_of(dispatch_command(app, fake, "club off confirm", user=ADMIN, channel=CH))
-    assert "no reading group" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
+    assert "reading group here is off" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
 
 
 def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):

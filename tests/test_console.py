@@ -84,3 +84,19 @@ def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_sa
     text = console(store, f"take-back {disliked}\n")
     assert "no longer counts" in text
     assert [r["paper_id"] for r in fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL))] == [liked]
+
+
+def test_every_way_a_newcomer_tries_the_reading_group_names_the_typed_setup(hashing_store):
+    """The console has no Set up form: `club`, `club start`, `club join`, `nominate` and `help club` each
+    say what to type instead, and `club start` is taken as setup."""
+    paper = hashing_store.list_papers(limit=1)[0]
+    setup = "club setup <weekday> <HH:MM> [zone]"
+    replies = console(hashing_store, f"club\nclub start\nclub join\nnominate {paper.id}\nhelp club\n").split("\n\n")
+    club, start, join, nominate, usage = (r for r in replies if r.strip())
+    assert f"[Set up the club] → type: {setup}" in club and f"Set it up with /paper {setup}" in club
+    assert "I don't know" not in start and "/paper club setup thursday 17:00" in start
+    assert f"no reading group yet: an admin can set one up with /paper {setup}" in join
+    assert f"no reading group yet: an admin can set one up with /paper {setup}" in nominate
+    assert "setup <weekday> <HH:MM> [zone]" in usage
+    text = console(hashing_store, "club start thursday 17:00 UTC\n")
+    assert "The reading group is set up" in text and hashing_store.get_club(CONSOLE_CHANNEL)["weekday"] == 3

@@ -58,7 +58,7 @@ def test_every_slash_command_and_club_verb_is_in_the_readme():
     missing = [f"/paper {s.name}" for s in table.visible() if f"`/paper {s.name}" not in README]
     club = next(s for s in table.visible() if s.name == "club")
     club_rows = "\n".join(line for line in README.splitlines() if "/paper club" in line)
-    verbs = re.findall(r"(?:\[|\| )([a-z][a-z-]+)", club.usage)
+    verbs = re.findall(r"(?:club \[|\| )([a-z][a-z-]+)", club.usage)  # not a verb's own [zone]
     missing += [f"/paper club {v}" for v in verbs if f"`{v}" not in club_rows and f"club {v}" not in club_rows]
     assert not missing, f"add these to the README's Slack command table: {missing}"
 

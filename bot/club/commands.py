@@ -34,7 +34,7 @@ from ..commands import (
     resolve,
 )
 from ..confirm import ask_first, split_confirm
-from .posts import _label, _spec, agenda_message, dm_presenter
+from .posts import SETUP_USAGE, _label, _spec, agenda_message, dm_presenter
 from .reports import export_reply, history_reply, map_reply
 
 if TYPE_CHECKING:
@@ -57,8 +57,13 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
     spec = cl.club_for(deps.store, channel)
     members = [m["user"] for m in deps.store.club_members(channel)]
     lines = [bk.esc(note)] if note else []
-    if spec is None or not spec.active:
-        lines.append("This channel has no reading group yet." if spec is None else "The reading group is off.")
+    admin = is_admin(deps, user)
+    cmd = deps.command
+    setup = code(f"{cmd} {SETUP_USAGE}")
+    meets = spec is not None and spec.active
+    if not meets:
+        lines.append(("This channel has no reading group yet. " if spec is None else "The reading group is off. ")
+                     + (f"Set it up with {setup}." if admin else f"An admin sets it up with {setup}."))
     else:
         start = _next(deps, channel, spec)
         lines.append(f"Meets {bk.esc(spec.describe())}.")
@@ -81,10 +86,10 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
         lines.append(label + bk.fit_items([mention(m) for m in members], room))
     else:
         lines.append("*Members:* _nobody yet_")
-    cmd = deps.command
-    footer = " · ".join(code(f"{cmd} {c}") for c in (
-        "club join", "club leave", "club away <date or range>", "nominate <paper>", "club history"))
-    blocks = bk.club_status_blocks(lines, setup_channel=channel if is_admin(deps, user) else None, footer=footer)
+    words = ("club join", "club leave", "club away <date or range>", "nominate <paper>", "club history") if meets \
+        else ("help club",)
+    footer = " · ".join(code(f"{cmd} {c}") for c in (*words, *((SETUP_USAGE,) if admin else ())))
+    blocks = bk.club_status_blocks(lines, setup_channel=channel if admin else None, footer=footer)
     return Reply("\n".join(lines), blocks)
 
 
@@ -137,7 +142,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
                                   "up again.")
         store.set_club(channel, set_by=call.user_id, now=now.timestamp(), active=0)
         return Reply("The reading group is off. Its history stays; an admin can set it up again.")
-    if word == "setup":
+    if word in ("setup", "start", "create"):
         return setup_reply(deps, call, channel, rest)
     if word == "history":
         return history_reply(deps, channel)
@@ -148,7 +153,8 @@ def handle_club(deps: Deps, call: Call) -> Reply:
     if word == "map":
         return map_reply(deps, channel)
     return problem_reply(deps, f"I don't know `club {word.replace('`', chr(39))}`.",  # escaped there
-                         hint=f"Try {code(deps.command + ' club')} for the next session.")
+                         hint=f"Try {code(deps.command + ' club')} for the next session, or "
+                              f"{code(deps.command + ' help club')} for every club word.")
 
 
 SETUP_EXAMPLE = "club setup thursday 17:00 Europe/Berlin weekly vote nominations 72 votes 24"
@@ -259,6 +265,7 @@ def handle_nominate(deps: Deps, call: Call) -> Reply:
 
 
 def nominate_reply(deps: Deps, channel: str, paper, user: str, *, note: str | None = None) -> Reply:
+    _spec(deps, channel)  # no club: say how one starts
     day, added = cl.nominate(deps.store, channel, paper.id, user, deps.clock())
     name = bk.esc(paper.short_name)
     text = (f"Nominated *{name}* for the session on {day.isoformat()}." if added
@@ -513,7 +520,8 @@ def register(app: App, deps: Deps) -> None:
 
 SUBCOMMANDS = (
     Subcommand("club", handle_club,
-               usage="club [join | leave | away <date or range> | skip <date> | off | history | swap @member | export | map]",
+               usage="club [join | leave | away <date or range> | setup <weekday> <HH:MM> [zone] | skip <date> | off "
+                     "| history | swap @member | export | map]",
                example="club away 2026-12-10..2026-12-24",
                help="The reading group: the next session, the presenter rotation, and its history.",
                aliases=("meeting", "session")),

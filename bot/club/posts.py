@@ -33,10 +33,15 @@ def _label(dt: datetime) -> str:
     return f"{dt:%a %-d %b} at {dt:%H:%M} {dt.tzinfo}"
 
 
+SETUP_USAGE = "club setup <weekday> <HH:MM> [zone]"  # how a club starts, typed (the console has no form)
+
+
 def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
     spec = cl.club_for(deps.store, channel)
-    if spec is None or not spec.active:
-        raise cl.ClubError(f"This channel has no reading group yet: {deps.command} club sets one up.")
+    if spec is None or not spec.active:  # plain text: the reply escapes it
+        what = ("This channel has no reading group yet: an admin can set one up" if spec is None
+                else "The reading group here is off: an admin can set it up again")
+        raise cl.ClubError(f"{what} with `{deps.command} {SETUP_USAGE}`.")
     return spec
 
 
