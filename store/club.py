@@ -407,6 +407,49 @@ def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime
     return start.date(), store.add_nomination(channel, start.date().isoformat(), paper_id, user, now=now.timestamp())
 
 
+@dataclass(frozen=True)
+class Skip:
+    """What skip_session did: 'skipped' (its `carried` nominations now on the ballot of `next`, the
+    next session; the votes cast for it dropped), 'already' (it was cancelled before) or
+    'no_session' (the club does not meet then)."""
+
+    outcome: str
+    next: datetime | None = None
+    carried: int = 0
+    votes_dropped: int = 0
+
+
+def _upcoming(spec: ClubSpec, day: date, now: datetime) -> bool:
+    """Whether the club meets on `day`, from now on (skipped or not)."""
+    return day in {s.date() for s in session_starts(spec, now, count=60)}
+
+
+def skip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> Skip:
+    """Cancel the session on `day`; its nominations carry over to the next session (unskip_session
+    undoes the cancellation, not the carry-over)."""
+    if not _upcoming(spec, day, now):
+        return Skip("no_session")
+    if (store.get_club_session(channel, day.isoformat()) or {}).get("state") == "skipped":
+        return Skip("already")
+    store.put_club_session(channel, day.isoformat(), state="skipped", now=now.timestamp())
+    following = next_session(spec, session_start(spec, day), skipped=skipped_for(store, channel))
+    if following is None:
+        return Skip("skipped")
+    ballot = len(store.nominations(channel, day.isoformat()))  # those on both ballots count once, there
+    store.move_nominations(channel, day.isoformat(), following.date().isoformat())
+    return Skip("skipped", following, ballot, len(store.club_votes(channel, day.isoformat())))
+
+
+def unskip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> str:
+    """Hold the cancelled session on `day` after all: 'restored', 'not_skipped' or 'no_session'."""
+    if not _upcoming(spec, day, now):
+        return "no_session"
+    if (store.get_club_session(channel, day.isoformat()) or {}).get("state") != "skipped":
+        return "not_skipped"
+    store.put_club_session(channel, day.isoformat(), state="planned", now=now.timestamp())
+    return "restored"
+
+
 def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:
     """Whether votes for the session on `day` are still taken (the club meets then, before its cutoff)."""
     spec = club_for(store, channel)

@@ -197,6 +197,33 @@ def test_skip_and_off_are_for_admins(world):
     assert "reading group here is off" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
 
 
+def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper, other = store.list_papers(limit=2)
+    assert "Nominated" in text_of(dispatch_command(app, fake, f"nominate {paper.id}", user="UANN", channel=CH))
+    store.add_vote(CH, DAY.isoformat(), "UBOB", paper.id, limit=3, now=MONDAY.timestamp())
+    store.add_nomination(CH, "2026-12-10", paper.id, "UCY", now=MONDAY.timestamp())  # on both ballots
+    store.add_nomination(CH, DAY.isoformat(), other.id, "UBOB", now=MONDAY.timestamp() + 1)
+
+    reply = text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
+    assert "The session on 2026-12-03 is cancelled" in reply
+    assert "Its 2 nominations carried over to Thu 10 Dec at 17:00 Europe/Berlin; the 1 vote(s) cast for it do not" in reply
+    assert "*Next session:* Thu 10 Dec" in reply and "*Nominations:* 2" in reply
+    assert sorted((n["paper_id"], n["user"]) for n in store.nominations(CH, "2026-12-10")) == sorted(
+        [(paper.id, "UCY"), (other.id, "UBOB")])
+    assert "unskip 2026-12-03" in reply  # how to undo it
+
+    again = text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
+    assert "was already cancelled" in again and "is cancelled" not in again
+
+    back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
+    assert "The session on 2026-12-03 is on again" in back and "*Next session:* Thu 3 Dec" in back
+    assert "nothing to undo" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
+    assert "admins" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user="UANN", channel=CH))
+    assert "unskip &lt;date&gt;" in text_of(dispatch_command(app, fake, "help club", user="UANN", channel=CH))
+
+
 def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):
     app, fake, store, clock, deps = world
     _club(store)

@@ -115,19 +115,8 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         store.add_club_away(channel, call.user_id, start.isoformat(), end.isoformat(), now=now.timestamp())
         span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
         return Reply(f"Noted: you are away {span}; you will not be asked to present then.")
-    if word == "skip":
-        spec = _spec(deps, channel)
-        if not is_admin(deps, call.user_id):
-            return admins_only(deps, "skip a session")
-        try:
-            day = date.fromisoformat(rest)
-        except ValueError:
-            return problem_reply(deps, f"Which session? Write its date: {deps.command} club skip 2026-12-10.")
-        starts = cl.session_starts(spec, now, count=60)
-        if day not in {s.date() for s in starts}:
-            return problem_reply(deps, f"The club does not meet on {day.isoformat()}.")
-        store.put_club_session(channel, day.isoformat(), state="skipped", now=now.timestamp())
-        return status_reply(deps, channel, call.user_id, note=f"The session on {day.isoformat()} is cancelled.")
+    if word in ("skip", "unskip"):
+        return skip_reply(deps, call, channel, word, rest)
     if word == "off":
         spec = _spec(deps, channel)
         if not is_admin(deps, call.user_id):
@@ -155,6 +144,41 @@ def handle_club(deps: Deps, call: Call) -> Reply:
     return problem_reply(deps, f"I don't know `club {word.replace('`', chr(39))}`.",  # escaped there
                          hint=f"Try {code(deps.command + ' club')} for the next session, or "
                               f"{code(deps.command + ' help club')} for every club word.")
+
+
+def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Reply:
+    """`club skip <date>` cancels a session, its nominations carried to the next; `club unskip <date>`
+    holds it after all."""
+    spec = _spec(deps, channel)
+    if not is_admin(deps, call.user_id):
+        return admins_only(deps, "skip a session" if word == "skip" else "hold a skipped session")
+    try:
+        day = date.fromisoformat(rest)
+    except ValueError:
+        return problem_reply(deps, f"Which session? Write its date: {deps.command} club {word} 2026-12-10.")
+    when, now = day.isoformat(), deps.clock()
+    undo = f"`{deps.command} club unskip {when}`"  # plain: status_reply escapes its note
+    if word == "unskip":
+        outcome = cl.unskip_session(deps.store, spec, channel, day, now)
+        if outcome == "no_session":
+            return problem_reply(deps, f"The club does not meet on {when}.")
+        note = (f"The session on {when} is on again. The nominations carried over when it was cancelled "
+                "stay with the next session."
+                if outcome == "restored" else f"The session on {when} was not cancelled: nothing to undo.")
+        return status_reply(deps, channel, call.user_id, note=note)
+    skip = cl.skip_session(deps.store, spec, channel, day, now)
+    if skip.outcome == "no_session":
+        return problem_reply(deps, f"The club does not meet on {when}.")
+    if skip.outcome == "already":
+        return status_reply(deps, channel, call.user_id,
+                            note=f"The session on {when} was already cancelled. Undo with {undo}.")
+    carried = ("It had no nominations." if not skip.carried else
+               f"Its {skip.carried} nomination{'s' if skip.carried != 1 else ''} carried over to "
+               f"{_label(skip.next) if skip.next else 'the next session'}"
+               + (f"; the {skip.votes_dropped} vote(s) cast for it do not." if skip.votes_dropped else "."))
+    log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
+    return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
+                                                          f"Undo with {undo}.")
 
 
 SETUP_EXAMPLE = "club setup thursday 17:00 Europe/Berlin weekly vote nominations 72 votes 24"
@@ -520,8 +544,8 @@ def register(app: App, deps: Deps) -> None:
 
 SUBCOMMANDS = (
     Subcommand("club", handle_club,
-               usage="club [join | leave | away <date or range> | setup <weekday> <HH:MM> [zone] | skip <date> | off "
-                     "| history | swap @member | export | map]",
+               usage="club [join | leave | away <date or range> | setup <weekday> <HH:MM> [zone] | skip <date> "
+                     "| unskip <date> | off | history | swap @member | export | map]",
                example="club away 2026-12-10..2026-12-24",
                help="The reading group: the next session, the presenter rotation, and its history.",
                aliases=("meeting", "session")),

@@ -177,6 +177,15 @@ class ClubTables(SQLTables):
         return self._select("select * from club_nominations where channel = ? and session = ? "
                             "order by nominated_at, paper_id", [channel, session])
 
+    def move_nominations(self, channel: str, session: str, to_session: str) -> int:
+        """Move a session's ballot to another session (a skipped one's to the next), each nomination
+        keeping its nominator and time; one already on that ballot stays where it was. How many moved."""
+        with self.transaction() as db:
+            return self._run(db, "update club_nominations set session = ? where channel = ? and session = ? "
+                                 "and paper_id not in (select paper_id from club_nominations "
+                                 "where channel = ? and session = ?)",
+                             [to_session, channel, session, channel, to_session]).rowcount
+
     def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
         """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
         with self.transaction() as db:
