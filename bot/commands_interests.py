@@ -1,7 +1,9 @@
 """/paper interests: the topics a channel reads, which steer its paper of the day."""
 from __future__ import annotations
 
+import difflib
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from store import closeness
@@ -17,6 +19,7 @@ from .commands import (
     Subcommand,
     admins_only,
     channel_of,
+    handle_help,
     has_words,
     is_admin,
     problem_reply,
@@ -31,6 +34,10 @@ log = logging.getLogger(__name__)
 
 MAX_INTERESTS = 50
 MAX_INTEREST_CHARS = 200
+VERBS = ("add", "remove", "list")
+# Lone words people try on a list that name no topic: `interests clear` must not follow "clear".
+LIST_WORDS = frozenset({"clear", "reset", "edit", "rename", "undo", "all", "none", "mine", "off", "on", "stop",
+                        "confirm"})
 
 
 # -- /paper interests -------------------------------------------------------------------------
@@ -166,7 +173,32 @@ def handle_interests(deps: Deps, call: Call) -> Reply:
         return _add_interest(deps, call, rest.strip())
     if verb in ("remove", "rm", "delete", "del", "-"):
         return _remove_interest(deps, call, rest)
+    refused = _not_a_topic(deps, call, call.args.strip())
+    if refused is not None:
+        return refused
     return _add_interest(deps, call, call.args.strip())  # "/paper interests diffusion" adds it
+
+
+def _not_a_topic(deps: Deps, call: Call, text: str) -> Reply | None:
+    """A lone word that is a command rather than a topic (`help`, `clear`, another subcommand's name, a
+    misspelt `remove`): interests' usage, or what was probably meant, and nothing added. None for a
+    topic: a one-word one ("diffusion", "RLHF") is added as before."""
+    word = text.lower()
+    if " " in word or word == "like":  # "like" alone is a paper left out: _add_interest asks which
+        return None
+    sub = deps.commands.lookup(word)
+    if word == "usage" or sub is not None and sub.name == "help":
+        return handle_help(deps, replace(call, args="interests"))
+    close = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.8)
+    if sub is None and not close and word not in LIST_WORDS:
+        return None
+    cmd = deps.command
+    meant = (f"{cmd} interests {close[0]}" if close
+             else f"{cmd} {sub.name}" if sub is not None and sub.name != "interests" else None)
+    hint = (f"Did you mean {code(meant)}? " if meant else
+            f"{code(cmd + ' interests remove <number>')} takes one off. ")
+    hint += f"To follow it as a topic: {code(f'{cmd} interests add {text}')}."
+    return problem_reply(deps, f"“{text}” looks like a command, not a topic, so I added nothing.", hint=hint)
 
 
 SUBCOMMANDS = (

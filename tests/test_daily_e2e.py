@@ -268,6 +268,23 @@ def test_members_who_share_a_topic_share_its_line_and_each_keep_their_own_number
         ("machine learning", "UALICE"), ("video understanding", "UCAROL")]
 
 
+def test_a_lone_command_word_after_interests_is_not_added_as_a_topic(app, fake_slack, hashing_store):
+    """`interests help` once added "help" as a topic that then steered the paper of the day."""
+    fake = fake_slack
+    usage = text_of(command(app, fake, "interests help"))
+    assert "interests [add &lt;topic&gt; | add like &lt;paper&gt; | remove &lt;n&gt;]" in usage
+    assert "Added" not in usage
+    clear = text_of(command(app, fake, "interests clear"))
+    assert "added nothing" in clear and "`/paper interests remove &lt;number&gt;` takes one off" in clear
+    assert "Did you mean `/paper today`?" in text_of(command(app, fake, "interests today"))
+    assert "Did you mean `/paper interests remove`?" in text_of(command(app, fake, "interests remvoe"))
+    assert hashing_store.interests(CH) == []
+    for topic in ("diffusion", "RLHF", "transformers"):  # a one-word topic is still a topic
+        assert f"Added *{topic}*" in text_of(command(app, fake, f"interests {topic}"))
+    assert "Added *clear*" in text_of(command(app, fake, "interests add clear"))  # asked for by name
+    assert [r["text"] for r in hashing_store.interests(CH)] == ["diffusion", "RLHF", "transformers", "clear"]
+
+
 def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, hashing_store):
     reply = command(app, fake_slack, "schedule 25:99 Mars/Olympus")
     assert reply["response_type"] == "ephemeral"
