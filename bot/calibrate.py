@@ -74,10 +74,11 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
         return problem_reply(deps, f"You have no interests{others} in this channel yet, so there is nothing to "
                                    "calibrate against. Add a topic you read about, then rate a few papers near it.",
                              hint=f"{code(cmd + ' interests add <topic>')} · or {code(cmd + ' calibrate <topic>')}")
-    about = bk.esc(bk.cut_chars(found.topic, 200))
-    if not found.papers:
-        return problem_reply(deps, f"You have already rated the papers nearest *{about}*: nothing left to ask.",
+    named = bk.cut_chars(found.topic, 200)
+    if not found.papers:  # problem_reply escapes its message itself
+        return problem_reply(deps, f"You have already rated the papers nearest *{named}*: nothing left to ask.",
                              hint=f"{code(cmd + ' today')} shows today's pick.")
+    about = bk.esc(named)
     where = (f"from across the library (*{about}* is as wide as it)" if found.broad
              else f"near *{about}*, spread across {'them' if len(found.interests) > 1 else 'it'}")
     note = (f"{len(found.papers)} papers {where}. Press *👍 For me* on the ones "

@@ -149,7 +149,7 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     number = parse_number(arg.strip().lstrip("#"), 1, len(rows))
     if number is None:
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
-        return problem_reply(deps, f"There is no interest {bk.esc(arg) or '(no number)'}; {have}.",
+        return problem_reply(deps, f"There is no interest {arg or '(no number)'}; {have}.",
                              hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
     row = rows[number - 1]
     if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):

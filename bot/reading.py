@@ -84,7 +84,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
         deps.store.unsave_paper(call.user_id, paper.id)
         note = f"Removed *{bk.esc(paper.short_name)}* from your reading list."
     elif verb:
-        return problem_reply(deps, f"I don't know {code('saved ' + verb)}.",
+        return problem_reply(deps, f"I don't know “saved {verb}”.",  # problem_reply escapes it
                              hint=f"{code(deps.command + ' saved')} or {code(deps.command + ' saved remove 2')}")
     if not items:
         text = ((note + "\n") if note else "") + (

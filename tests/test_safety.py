@@ -209,6 +209,19 @@ def test_interests_echo_escaped_markup_as_text_not_as_a_channel_ping(world):
     assert "&lt;!channel&gt;" in reply["text"]
 
 
+def test_typed_text_a_command_cannot_use_is_shown_as_typed_escaped_once(world):
+    """`interests remove <2>` answered "There is no interest &lt;2&gt;": the text was escaped, then
+    problem_reply escaped it again, so Slack showed the entities themselves."""
+    for paper in world.store.iter_papers():  # a calibration round with nothing left to ask
+        world.store.save_paper("U1", paper.id, now=NOON.timestamp())
+    for line, said in (("interests remove &lt;2&gt;", "There is no interest &lt;2&gt;;"),
+                       ("saved R&amp;D", "I don't know “saved R&amp;D”."),
+                       ("calibrate R&amp;D &lt;b&gt;", "nearest *R&amp;D &lt;b&gt;*: nothing left")):
+        shown = mrkdwn_of(say(world, line))
+        assert said in shown, (line, shown)
+        assert "&amp;lt;" not in shown and "&amp;amp;" not in shown, (line, shown)
+
+
 def test_the_send_path_defuses_broadcasts_that_escaped_their_builder(world):
     # A message built without esc() (the bug this guards against) still pings nobody: the bot never
     # sends <!...>, so the one gate every chat.*/views.*/respond() payload passes escapes it.
