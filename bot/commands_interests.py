@@ -142,21 +142,33 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     return reply
 
 
+def _number_of(rows: list[dict], text: str, user: str) -> int | None:
+    """The number of the interest worded `text` (case aside): the member's own where several members
+    hold it, else the first; None when none is."""
+    same = [n for n, row in enumerate(rows, start=1) if row["text"].casefold() == text.casefold()]
+    own = [n for n in same if rows[n - 1].get("added_by") == user]
+    return (own or same or [None])[0]
+
+
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     channel = channel_of(call)
     arg, confirmed = split_confirm(arg)
     rows = deps.store.interests(channel)
-    number = parse_number(arg.strip().lstrip("#"), 1, len(rows))
+    listed = f"{code(deps.command + ' interests')} lists them with their numbers."
+    if not arg:
+        return problem_reply(deps, "Which one? Give its number from the list." if rows
+                             else "This channel has no interests to remove.",
+                             hint=f"{code(deps.command + ' interests remove <number>')} · {listed}")
+    number = parse_number(arg.lstrip("#"), 1, len(rows)) or _number_of(rows, arg, call.user_id)
     if number is None:
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
-        return problem_reply(deps, f"There is no interest {arg or '(no number)'}; {have}.",
-                             hint=f"{code(deps.command + ' interests')} lists them with their numbers.")
+        return problem_reply(deps, f"There is no interest {arg}; {have}.", hint=listed)
     row = rows[number - 1]
     if row.get("added_by") != call.user_id and not is_admin(deps, call.user_id):
         return admins_only(deps, "remove an interest someone else added")
     if not confirmed:
         who = f", added by {mention(row['added_by'])}" if row.get("added_by") else ""
-        return ask_first(deps, call, f"remove {number}", title="Remove this interest?", button="Remove it",
+        return ask_first(deps, call, f"remove {arg}", title="Remove this interest?", button="Remove it",
                          text=f"This would take {number}. *{bk.esc(row['text'])}*{who} off this channel's "
                               "interests: the paper of the day stops steering towards it.")
     deps.store.remove_interest(channel, row["id"])

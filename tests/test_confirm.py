@@ -115,6 +115,28 @@ def test_interests_remove_asks_and_only_then_removes(world):
     assert "admins" in text_of(ask(app, fake, "interests remove 1", "UBOB"))
 
 
+def test_interests_remove_takes_the_interest_by_its_text_as_by_its_number(world):
+    """`interests remove diffusion models` said "There is no interest diffusion models" while the
+    list showed it as number 1; with nothing after remove, "There is no interest (no number)"."""
+    app, fake, store = world
+    ask(app, fake, "interests add video understanding", "UANN")
+    ask(app, fake, "interests add Diffusion Models", "UANN")
+    question = ask(app, fake, "interests remove diffusion models", "UANN")
+    assert "This would take 2. *Diffusion Models*" in text_of(question)
+    assert "/paper interests remove diffusion models confirm" in text_of(question)
+    assert len(store.interests(CH)) == 2  # asking changed nothing
+    assert "Removed 2. *Diffusion Models*" in text_of(click(app, fake, danger_button(question), "UANN"))
+    assert [r["text"] for r in store.interests(CH)] == ["video understanding"]
+    assert "Removed 1. *video understanding*" in text_of(ask(app, fake, "interests remove VIDEO understanding confirm",
+                                                             "UANN"))
+    assert "There is no interest diffusion models; this channel has none" in text_of(
+        ask(app, fake, "interests remove diffusion models", "UANN"))
+    ask(app, fake, "interests add graph neural networks", "UANN")
+    empty = text_of(ask(app, fake, "interests remove", "UANN"))
+    assert "Which one?" in empty and "`/paper interests remove &lt;number&gt;`" in empty
+    assert "(no number)" not in empty and len(store.interests(CH)) == 1
+
+
 def test_club_off_asks_and_refuses_extra_words(world):
     app, fake, store = world
     set_club(store, CH, ClubSpec(3, 17, 0, "Europe/Berlin"), by=ADMIN, now=MONDAY)
