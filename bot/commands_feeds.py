@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 MAX_FEEDS = 20
 MAX_FRESH_DAYS = 60
 _WHERE = {"arxiv": "arXiv", "openreview": "OpenReview"}
+_EXAMPLES = {"arxiv": "arxiv cs.LG", "openreview": "openreview ICLR.cc/2026/Conference"}
 
 
 def _add_hint(deps: Deps) -> str:
@@ -89,8 +90,7 @@ def _feed_lines(rows: list[dict]) -> str:
 def _feeds_reply(deps: Deps, channel: str, note: str | None = None) -> Reply:
     rows = deps.store.feeds(channel)
     cmd = deps.command
-    footer = (f"{code(cmd + ' feed add arxiv cs.LG')} · {code(cmd + ' feed add openreview ICLR.cc/2026/Conference')}"
-              f" · {code(cmd + ' feed remove <number>')}")
+    footer = " · ".join([*(code(f"{cmd} feed add {e}") for e in _EXAMPLES.values()), code(cmd + " feed remove <number>")])
     if not rows:
         text = ("This channel follows no feeds, so the paper of the day comes from the library. "
                 "Follow an arXiv category or an OpenReview venue and new papers come in every day.")
@@ -125,13 +125,16 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
         deps.store.set_meta(f"fresh_days:{channel}", str(days))
         return _feeds_reply(deps, channel, f"Papers from these feeds now count as new for {days} days.")
     if verb == "add":
-        if len(words) != 3:
-            return problem_reply(deps, f"Name the kind ({' or '.join(FEED_KINDS)}) and what to follow.",
-                                 hint=f"For example {code(deps.command + ' feed add arxiv cs.LG')}.")
+        kind = words[1].lower() if len(words) > 1 else ""
+        example = f"For example {code(deps.command + ' feed add ' + _EXAMPLES.get(kind, _EXAMPLES['arxiv']))}."
+        if len(words) < 3:  # several words after the kind are a target parse_feed can say is wrong
+            named = _WHERE.get(kind) if len(words) == 2 else None
+            return problem_reply(deps, f"What should this channel follow on {named}?" if named else
+                                 f"Name the kind ({' or '.join(FEED_KINDS)}) and what to follow.", hint=example)
         try:
-            kind, target = parse_feed(words[1], words[2])
+            kind, target = parse_feed(words[1], " ".join(words[2:]))
         except SourceError as e:
-            return problem_reply(deps, str(e))
+            return problem_reply(deps, str(e), hint=example)
         if len(deps.store.feeds(channel)) >= MAX_FEEDS:
             return problem_reply(deps, f"A channel can follow at most {MAX_FEEDS} feeds.")
         try:

@@ -58,6 +58,22 @@ def test_feed_add_stores_only_real_categories_and_venues_in_their_own_spelling(w
     assert [f["target"] for f in deps.store.feeds("C1")] == ["cs.LG", "cs.LG+cs.CV", "ICLR.cc/2026/Conference"]
 
 
+def test_a_feed_target_in_several_words_is_what_is_refused_not_the_kind(world):
+    """`feed add arxiv machine learning` said "Name the kind (arxiv or openreview)": it was named."""
+    app, deps, src, fake = world
+
+    def add(what):
+        return text_of(dispatch_command(app, fake, f"feed add {what}", user="U1", channel="C1"))
+
+    words = add("arxiv machine learning")
+    assert "'machine learning' is not an arXiv category (e.g. cs.LG" in words and "Name the kind" not in words
+    venue = add("openreview ICLR 2026")
+    assert "'ICLR 2026' is not an OpenReview venue id" in venue and "openreview ICLR.cc/2026/Conference`" in venue
+    assert "What should this channel follow on arXiv?" in add("arxiv")
+    assert "Name the kind (arxiv or openreview)" in add("")
+    assert deps.store.feeds("C1") == [] and src.requests == []
+
+
 def test_every_arxiv_category_in_any_case_is_its_one_spelling():
     for canonical in _taxonomy().values():
         for typed in (canonical, canonical.lower(), canonical.upper(), canonical.swapcase()):
