@@ -42,8 +42,10 @@ log = logging.getLogger(__name__)
 
 
 # -- /paper schedule --------------------------------------------------------------------------
-def _schedule_usage(deps: Deps) -> str:
-    return f"{code(deps.command + ' schedule 09:30 Europe/Berlin weekdays')} or {code(deps.command + ' schedule off')}"
+def _schedule_usage(deps: Deps, current: ScheduleSpec | None = None) -> str:
+    """How to set a time, and how to turn the post off when there is one (`current`) to turn off."""
+    usage = code(deps.command + " schedule 09:30 Europe/Berlin weekdays")
+    return f"{usage} or {code(deps.command + ' schedule off')}" if current else usage
 
 
 def _member_zone(deps: Deps, user: str | None) -> str | None:
@@ -64,11 +66,12 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
     if not call.args.strip():
         spec = ScheduleSpec.from_row(deps.store.get_schedule(channel))
         if spec is None:
-            return Reply("No daily paper here yet.", bk.message_blocks(
-                "This channel has no paper of the day yet.", footer=f"Set one: {_schedule_usage(deps)}"))
+            # Never set, or turned off: the same answer fits both (no "yet" for a channel that had one).
+            return Reply("No daily paper here.", bk.message_blocks(
+                "This channel has no paper of the day scheduled.", footer=f"Set one: {_schedule_usage(deps)}"))
         text = (f"The paper of the day comes at *{spec.describe()}*.\n"
                 f"Next post: {bk.esc(describe_next(spec, now))}.")
-        return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps)))
+        return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
     if not call.channel_id:
         return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
                              "that should get the paper of the day.", hint=_schedule_usage(deps))
@@ -81,7 +84,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
             return Reply("There was no daily paper to turn off.", bk.message_blocks(
                 "This channel had no paper of the day, so there was nothing to turn off."))
         text = f"{mention(call.user_id)} turned the paper of the day off for this channel."
-        return Reply(text, bk.message_blocks(text, footer=f"Turn it back on with {_schedule_usage(deps).split(' or ')[0]}."),
+        return Reply(text, bk.message_blocks(text, footer=f"Turn it back on with {_schedule_usage(deps)}."),
                      in_channel=True)
     current = ScheduleSpec.from_row(deps.store.get_schedule(channel))
     # A channel's first schedule is in the caller's own Slack time zone unless they name one.
@@ -89,7 +92,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
     try:
         spec = parse_schedule(call.args, member_tz or deps.settings.timezone or "UTC", keep=current)
     except ScheduleError as e:
-        return problem_reply(deps, str(e), hint=_schedule_usage(deps))
+        return problem_reply(deps, str(e), hint=_schedule_usage(deps, current))
     deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
                             set_by=call.user_id or None, now=now.timestamp())
     deps.reschedule(channel)
@@ -141,7 +144,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         if pick is None:
             return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
         status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else
-                  f"this channel has no schedule yet: {_schedule_usage(deps)}")
+                  f"this channel has no paper of the day scheduled: {_schedule_usage(deps)}")
     ids = [pick.paper_id, *[c.paper_id for c in pick.shown]]
     papers = {p.id: p for p in deps.store.get_papers(ids)}
     if pick.paper_id not in papers:

@@ -294,6 +294,23 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
+def test_schedule_offers_off_only_when_there_is_a_post_to_turn_off(app, fake_slack, hashing_store):
+    """With no schedule, `/paper schedule` and `/paper today` suggested `/paper schedule off`; after
+    `off`, `/paper schedule` said "no paper of the day yet"."""
+    fake = fake_slack
+    command(app, fake, "interests add video understanding")
+    never = text_of(command(app, fake, "schedule"))
+    assert "This channel has no paper of the day scheduled." in never and "`/paper schedule 09:30" in never
+    assert "schedule off" not in never
+    preview = text_of(command(app, fake, "today"))
+    assert "no paper of the day scheduled: `/paper schedule 09:30" in preview and "schedule off" not in preview
+    command(app, fake, "schedule 09:00 UTC")
+    assert "`/paper schedule off`" in text_of(command(app, fake, "schedule"))
+    assert "Turn it back on with `/paper schedule 09:30" in text_of(command(app, fake, "schedule off"))
+    after = text_of(command(app, fake, "schedule"))
+    assert "no paper of the day scheduled" in after and "yet" not in after and "schedule off" not in after
+
+
 def test_the_local_console_cannot_schedule_posts_to_a_channel_that_does_not_exist(deps, hashing_store):
     from bot.commands import run_command
 
