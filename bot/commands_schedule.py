@@ -60,6 +60,12 @@ def _member_zone(deps: Deps, user: str | None) -> str | None:
         return None
 
 
+def _schedule_shown(deps: Deps, spec: ScheduleSpec, now, said: str) -> Reply:
+    """A channel's schedule, privately: `said` (mrkdwn, escaped), then when the next post goes out."""
+    text = f"{said}\nNext post: {bk.esc(describe_next(spec, now))}."
+    return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
+
+
 def handle_schedule(deps: Deps, call: Call) -> Reply:
     channel = channel_of(call)
     now = deps.clock()
@@ -69,9 +75,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
             # Never set, or turned off: the same answer fits both (no "yet" for a channel that had one).
             return Reply("No daily paper here.", bk.message_blocks(
                 "This channel has no paper of the day scheduled.", footer=f"Set one: {_schedule_usage(deps)}"))
-        text = (f"The paper of the day comes at *{spec.describe()}*.\n"
-                f"Next post: {bk.esc(describe_next(spec, now))}.")
-        return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
+        return _schedule_shown(deps, spec, now, f"The paper of the day comes at *{spec.describe()}*.")
     if not call.channel_id:
         return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
                              "that should get the paper of the day.", hint=_schedule_usage(deps))
@@ -93,13 +97,16 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
         spec = parse_schedule(call.args, member_tz or deps.settings.timezone or "UTC", keep=current)
     except ScheduleError as e:
         return problem_reply(deps, str(e), hint=_schedule_usage(deps, current))
+    if spec == current:  # nothing changes: say so privately, not to the whole channel again
+        return _schedule_shown(deps, spec, now,
+                               f"The paper of the day is already set to *{spec.describe()}*: nothing changed.")
     deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
                             set_by=call.user_id or None, now=now.timestamp())
     deps.reschedule(channel)
     zone_note = (f" ({bk.esc(spec.tz)} is your Slack time zone; name another to change it)"
                  if member_tz and spec.tz == member_tz else "")
     text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*{zone_note}.\n"
-            f"First post: {bk.esc(describe_next(spec, now))}.")
+            f"{'Next' if current else 'First'} post: {bk.esc(describe_next(spec, now))}.")
     footer = f"{code(deps.command + ' today')} previews it; {code(deps.command + ' interests')} steers it."
     return Reply(f"Paper of the day: {spec.describe()}", bk.message_blocks(text, footer=footer), in_channel=True)
 

@@ -311,6 +311,24 @@ def test_schedule_offers_off_only_when_there_is_a_post_to_turn_off(app, fake_sla
     assert "no paper of the day scheduled" in after and "yet" not in after and "schedule off" not in after
 
 
+def test_setting_the_same_schedule_again_is_private_and_a_change_names_the_next_post(app, fake_slack, hashing_store):
+    """A repeated `/paper schedule 09:00` was announced to the channel again, as a "First post"; so
+    was a change of an existing schedule."""
+    fake = fake_slack
+    first = command(app, fake, "schedule 09:00 UTC")
+    assert first["response_type"] == "in_channel" and "First post:" in text_of(first)
+    again = command(app, fake, "schedule 09:00", user="U2")
+    assert again["response_type"] == "ephemeral"  # nothing new for the channel to hear
+    assert "already set to *09:00 UTC, every day*: nothing changed" in text_of(again)
+    assert "Next post:" in text_of(again) and "<@U2> set" not in text_of(again)
+    assert hashing_store.get_schedule(CH)["set_by"] == "U1"
+    moved = command(app, fake, "schedule 10:00")
+    assert moved["response_type"] == "in_channel"
+    said = text_of(moved)
+    assert "set the paper of the day to *10:00 UTC, every day*" in said
+    assert "Next post:" in said and "First post" not in said
+
+
 def test_the_local_console_cannot_schedule_posts_to_a_channel_that_does_not_exist(deps, hashing_store):
     from bot.commands import run_command
 
