@@ -178,8 +178,8 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
         text = "I had nothing stored about you: no reactions, no saved papers, no interests with your name."
         return Reply(text, bk.message_blocks(text))
     done = []
-    if counts["reactions"]:
-        done.append(f"deleted {_count(counts['reactions'], 'reaction')}")
+    if counts["reacted"]:  # papers, not log rows: a swap or a take-back is no extra reaction to the member
+        done.append(f"deleted your reactions and verdicts on {_count(counts['reacted'], 'paper')}")
     if counts["saved"]:
         done.append(f"emptied your reading list ({_count(counts['saved'], 'paper')})")
     if counts["interests"]:

@@ -28,6 +28,9 @@ class MemberColumn:
     counted_as: str | None  # the key of forget_user's counts it adds to (forget-me's answer)
     key: tuple[str, ...] = ()  # TEXT only: the columns that find the row again to rewrite it
     rewrite: Callable[[str, str], str | None] | None = None  # TEXT only: (text, user) -> text, None if not theirs
+    # DELETE only: count the distinct values of this column among the rows deleted, not the rows (the
+    # reaction log keeps every swap and take-back as a row; a member knows the papers they judged).
+    counted_by: str | None = None
 
     @property
     def name(self) -> str:
@@ -36,7 +39,7 @@ class MemberColumn:
 
 
 MEMBER_COLUMNS: tuple[MemberColumn, ...] = (
-    MemberColumn("reactions", "user", DELETE, "reactions"),
+    MemberColumn("reactions", "user", DELETE, "reacted", counted_by="paper_id"),
     MemberColumn("saved_papers", "user", DELETE, "saved"),
     MemberColumn("interests", "added_by", UNLINK, "interests"),
     MemberColumn("message_papers", "posted_by", UNLINK, "shares"),

@@ -136,6 +136,18 @@ def test_forget_me_takes_dan_off_his_feed_his_club_his_presenter_dm_the_log_and_
     assert DAN not in logged, [line for line in logged.splitlines() if DAN in line][:5]
 
 
+def test_forget_me_counts_the_papers_a_member_judged_not_the_rows_of_the_log(world):
+    """One standing verdict after a swap and a take-back was "I deleted 5 reactions": the log's rows."""
+    app, fake, store, deps = world
+    first, second = (p.id for p in store.list_papers(limit=2))
+    for line in (f"not-for-me {first}", f"for-me {second}", f"take-back {second}", f"for-me {first}"):
+        dispatch_command(app, fake, line, user="UANN", channel=CH)
+    assert len(store.reactions(user="UANN")) == 5  # what the old answer counted
+    answer = text_of(dispatch_command(app, fake, "forget-me confirm", user="UANN", channel=CH))
+    assert "Done. I deleted your reactions and verdicts on 2 papers." in answer
+    assert store.reactions(user="UANN") == []
+
+
 def test_an_old_presenter_claim_that_names_the_member_is_rewritten(store):
     """Claims made before the key carried a tag named the member: forget-me and the re-apply find them."""
     key = "presenter:2026-11-26:UOLD"

@@ -144,9 +144,10 @@ def test_reactions_are_logged_once_and_tallied_exactly_in_the_digest(bot):
 
     # forget-me removes Bob's rows and says what went; the tallies follow.
     forgot = text_of(command(app, fake, "forget-me confirm", user="UBOB"))
-    assert "Done. I deleted 1 reaction." in forgot
+    assert "Done. I deleted your reactions and verdicts on 1 paper." in forgot
     forgot_eve = text_of(command(app, fake, "forget-me confirm", user="UEVE"))
-    assert "Done. I deleted 1 reaction and emptied your reading list (1 paper)." in forgot_eve
+    assert ("Done. I deleted your reactions and verdicts on 1 paper and emptied your reading list (1 paper)."
+            in forgot_eve)
     nothing = text_of(command(app, fake, "forget-me confirm", user="UEVE"))
     assert "I had nothing stored about you" in nothing
     assert store.reactions(user="UBOB") == []

@@ -9,7 +9,7 @@ from ..members import DELETE, MEMBER_COLUMNS, TEXT, UNLINK, member_names
 from ..text import member_hash
 from .shared_sql import SQLTables
 
-ALWAYS_COUNTED = ("reactions", "saved", "interests", "shares", "picks")  # forget-me's answer reads these
+ALWAYS_COUNTED = ("reacted", "saved", "interests", "shares", "picks")  # forget-me's answer reads these
 
 
 class ForgetMember(SQLTables):
@@ -23,8 +23,8 @@ class ForgetMember(SQLTables):
     def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
         """Take a member out of every column that names them (store.members), in one transaction:
         their own rows deleted, the channel's rows unlinked, their id rewritten out of texts.
-        Counts of what changed, by forget-me's headings (reactions, saved, interests, shares,
-        picks, and club and feeds when they had any there).
+        Counts of what changed, by forget-me's headings (reacted: the papers their reactions and
+        verdicts were on; saved, interests, shares, picks, and club and feeds when they had any there).
 
         remember=True also puts the member's hash on the forgotten list, which every start-up
         re-applies, so a restored backup from before the request forgets them again.
@@ -41,7 +41,11 @@ class ForgetMember(SQLTables):
 
     def _forget_in(self, db, col, user: str) -> int:
         if col.forget == DELETE:
-            return db.execute(self._q(f"delete from {col.table} where {col.name} = ?"), [user]).rowcount
+            counted = (db.execute(self._q(f"select count(distinct {col.counted_by}) from {col.table} "
+                                          f"where {col.name} = ?"), [user]).fetchone()[0]
+                       if col.counted_by else None)
+            gone = db.execute(self._q(f"delete from {col.table} where {col.name} = ?"), [user]).rowcount
+            return gone if counted is None else counted
         if col.forget == UNLINK:
             return db.execute(self._q(f"update {col.table} set {col.name} = null where {col.name} = ?"),
                               [user]).rowcount
