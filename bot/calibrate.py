@@ -84,8 +84,10 @@ def calibrate_reply(deps: Deps, channel: str, user: str, topic: str | None = Non
     note = (f"{len(found.papers)} papers {where}. Press *👍 For me* on the ones "
             "you would read and *👎 Not for me* on the rest you can judge: each answer steers your turns of "
             "this channel's paper of the day. Only you see this.")
-    if found.judged:
-        note += f" ({found.judged} you rated before are left out.)"
+    if found.judged:  # judged_by: a standing reaction or verdict, or on the reading list
+        n = found.judged
+        said = "1 paper you rated or saved before is" if n == 1 else f"{n} papers you rated or saved before are"
+        note += f" ({said} left out.)"
     return _round_reply(deps, found.papers, note, now=now)
 
 

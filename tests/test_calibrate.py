@@ -266,9 +266,20 @@ def test_a_for_me_in_the_round_is_the_members_verdict_and_the_next_round_skips_i
     again = ask(app, fake, "calibrate machine learning")
     second = round_papers(again)
     assert 6 <= len(second) <= 8 and not {liked, disliked} & set(second)
-    assert "2 you rated before are left out" in text_of(again)
+    assert "2 papers you rated or saved before are left out" in text_of(again)
     # Another member's round is theirs: Ann's verdicts leave it whole.
     assert liked in round_papers(ask(app, fake, "calibrate machine learning", user="UBOB"))
+
+
+def test_a_saved_paper_left_out_of_the_round_is_not_called_rated(world):
+    """After `/paper save X`, the round said "(1 you rated before are left out.)": nothing was rated."""
+    app, fake, store, deps = world
+    ask(app, fake, "interests add machine learning")
+    first = round_papers(ask(app, fake, "calibrate"))[0]
+    ask(app, fake, f"save {first}")
+    again = text_of(ask(app, fake, "calibrate"))
+    assert "(1 paper you rated or saved before is left out.)" in again and "you rated before" not in again
+    assert first not in round_papers(ask(app, fake, "calibrate"))
 
 
 def test_a_typed_verdict_is_the_buttons_own_one_per_member_and_paper(world):

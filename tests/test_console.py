@@ -77,7 +77,7 @@ def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_sa
     assert f"take-back {liked}" in text  # the Undo under each answer, typed
     standing = fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL))
     assert sorted((r["paper_id"], r["base"]) for r in standing) == sorted([(liked, "+1"), (disliked, "-1")])
-    assert "2 you rated before are left out" in text
+    assert "2 papers you rated or saved before are left out" in text
     assert not {liked, disliked} & set(re.findall(r"→ type: for-me (\S+) \(or not-for-me\)",
                                                   text.split("Which would you read?")[-1]))
 
