@@ -82,8 +82,11 @@ def register(app: App, deps: Deps) -> None:
 
 
 # -- verdict buttons -> the same log --------------------------------------------------------------
-_NOTED = {"more": "👍 Noted: more papers like *{name}* for you.",
-          "less": "👎 Noted: fewer papers like *{name}* for you."}
+# A day's pick counts the feedback from before that day began (store.feedback.feedback_for_day), so
+# it stays the same all day: a verdict steers the picks from the next day on, and says so.
+_FROM = "from tomorrow's pick; today's stays as it is"
+_NOTED = {"more": f"👍 Noted: more papers like *{{name}}* for you {_FROM}.",
+          "less": f"👎 Noted: fewer papers like *{{name}}* for you {_FROM}."}
 
 
 def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, respond=None, *,
@@ -130,7 +133,7 @@ def verdict_reply(deps: Deps, user: str, channel: str, paper, verdict: str | Non
     miss in a row picked for the member, what to do about it (`_offer_after_misses`)."""
     name = bk.esc(bk.cut_chars(paper.short_name, 120))
     if verdict is None:
-        text = (f"Taken back: your verdict on *{name}* no longer counts." if result.status == "recorded"
+        text = (f"Taken back: your verdict on *{name}* no longer counts {_FROM}." if result.status == "recorded"
                 else f"You have no verdict on *{name}* to take back.")
     else:
         text = _NOTED[verdict].format(name=name)

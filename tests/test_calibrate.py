@@ -293,6 +293,8 @@ def test_a_typed_verdict_is_the_buttons_own_one_per_member_and_paper(world):
 
     said = ask(app, fake, f"for-me {paper.id}")
     assert f"more papers like *{name}* for you" in text_of(said) and said["response_type"] == "ephemeral"
+    # A day's pick stays as it was (its feedback ends when the day began): the answer says when it counts.
+    assert "from tomorrow's pick; today's stays as it is" in text_of(said)
     assert [(e["action_id"], e["value"]) for e in buttons(said)] == [(bk.ACTION_UNDO_VERDICT, paper.id)]
     [pressed] = click(app, fake, bk.ACTION_MORE, paper.id)  # the button after the typed form: counted once
     assert "it counts once" in text_of(pressed)
@@ -300,7 +302,7 @@ def test_a_typed_verdict_is_the_buttons_own_one_per_member_and_paper(world):
     standing = fb.current_reactions(store.reactions(channel=CH))
     assert [(r["user"], r["paper_id"], r["base"]) for r in standing] == [("UANN", paper.id, "-1")]
 
-    assert "no longer counts" in text_of(ask(app, fake, f"take-back {paper.id}"))
+    assert "no longer counts from tomorrow's pick" in text_of(ask(app, fake, f"take-back {paper.id}"))
     assert "no verdict" in text_of(ask(app, fake, f"take-back {paper.id}"))
     assert fb.current_reactions(store.reactions(channel=CH)) == []
     assert "Which paper?" in text_of(ask(app, fake, "for-me"))  # nothing named: asked, nothing logged

@@ -61,7 +61,10 @@ def test_not_for_me_on_a_runner_up_lowers_it_for_that_member_only_once_and_undoa
     first = press(bot, bk.ACTION_LESS, target, user="UALICE", message_ts=day1["ts"])
     again = press(bot, bk.ACTION_LESS, target, user="UALICE", message_ts=day1["ts"])
     name = bk.esc(store.get_paper(target).short_name)
-    assert f"fewer papers like *{name}* for you" in text_of(first[0])
+    assert f"fewer papers like *{name}* for you from tomorrow's pick" in text_of(first[0])
+    # ... and so it is: today's pick stays as it was, tomorrow's leaves the paper out (below).
+    today = pick_for_day(store, bot.deps.searcher, CH, WED.date(), feedback=bot.deps.feedback)
+    assert today.paper_id == day1["paper_id"]
     assert "it counts once" in text_of(again[0])
     assert [a for row in actions_of(first[0]) for a, _ in row] == [bk.ACTION_UNDO_VERDICT]
     assert all(r["response_type"] == "ephemeral" for r in first + again)
@@ -83,7 +86,7 @@ def test_not_for_me_on_a_runner_up_lowers_it_for_that_member_only_once_and_undoa
 
     # Undo in the private answer takes it back: tomorrow is as it was.
     undone = press(bot, bk.ACTION_UNDO_VERDICT, target, user="UALICE", ephemeral=True)
-    assert f"Taken back: your verdict on *{name}*" in text_of(undone[0])
+    assert f"Taken back: your verdict on *{name}* no longer counts from tomorrow's pick" in text_of(undone[0])
     assert fb.current_reactions(store.reactions(channel=CH)) == []
     assert next_pick(bot).paper_id == target
 
