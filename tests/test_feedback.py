@@ -305,13 +305,13 @@ def test_forget_member_removes_their_rows_and_unlinks_their_name(hashing_store):
     react("UALICE", "+1", "100.000001")
     store.save_paper("UBOB", p1, now=time.time())
     counts = fb.forget_member(store, "UBOB")
-    assert counts == {"reactions": 2, "saved": 2, "interests": 1, "shares": 1, "picks": 1}
+    assert counts == {"reacted": 2, "saved": 2, "interests": 1, "shares": 1, "picks": 1}
     assert store.reactions(user="UBOB") == [] and store.saved_papers("UBOB") == []
     assert [(r["text"], r["added_by"]) for r in store.interests(CH)] == [
         ("video understanding", None), ("graphs", "UALICE")]
     assert "UBOB" not in str(store.get_post(CH, "2024-06-03")["pick"])
     assert [r["user"] for r in store.reactions(channel=CH)] == ["UALICE"]
-    assert fb.forget_member(store, "UBOB") == {"reactions": 0, "saved": 0, "interests": 0, "shares": 0,
+    assert fb.forget_member(store, "UBOB") == {"reacted": 0, "saved": 0, "interests": 0, "shares": 0,
                                                "picks": 0}
 
 
