@@ -460,8 +460,10 @@ def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:
 
 
 def cast_vote(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:
-    """'added', 'already', 'full', 'closed' (after the cutoff), 'unknown' (not a candidate) or
-    'presenter' (in this club the presenter chooses)."""
+    """'added', 'already', 'full', 'closed' (after the cutoff), 'cancelled' (the session was skipped),
+    'unknown' (not a candidate) or 'presenter' (in this club the presenter chooses)."""
+    if day in skipped_for(store, channel):  # its agenda may still be in the channel, buttons and all
+        return "cancelled"
     if not voting_open(store, channel, day, now):
         return "closed"
     if club_for(store, channel).mode == PRESENTER_CHOOSES:

@@ -146,6 +146,15 @@ def test_full_cycle_nominate_vote_cutoff_decide(club):
         nominate(s, "C1", "p-a", "bob", late)  # read already
 
 
+def test_a_cancelled_sessions_agenda_takes_no_votes(club):
+    """Its agenda is still in the channel with its vote buttons after an admin skips the session."""
+    s, now = club
+    day, _ = nominate(s, "C1", "p-a", "ann", now)
+    s.put_club_session("C1", day.isoformat(), state="skipped", now=now.timestamp())
+    assert cast_vote(s, "C1", day, "bob", "p-a", now) == "cancelled"
+    assert s.club_votes("C1", day.isoformat()) == []
+
+
 def test_skipped_session_moves_nominations_on(club):
     s, now = club
     s.put_club_session("C1", "2026-12-03", state="skipped", now=now.timestamp())

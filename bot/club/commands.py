@@ -303,6 +303,7 @@ _VOTE_ANSWERS = {
     "already": "You have already voted for that paper; your vote counts once.",
     "full": f"You have used your {cl.MAX_VOTES} votes. Clear your votes to choose again.",
     "closed": "Voting for that session has closed, sorry: the winner is being announced.",
+    "cancelled": "That session was cancelled, so it takes no votes: vote on the next session's agenda.",
     "unknown": "That paper is not on this session's list.",
     "presenter": "In this reading group the presenter chooses the paper, so there is no vote.",
 }
