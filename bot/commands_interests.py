@@ -160,6 +160,14 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
                              else "This channel has no interests to remove.",
                              hint=f"{code(deps.command + ' interests remove <number>')} · {listed}")
     number = parse_number(arg.lstrip("#"), 1, len(rows)) or _number_of(rows, arg, call.user_id)
+    first, _, worded = arg.partition(" ")
+    numbered = parse_number(first.lstrip("#"), 1, len(rows)) if number is None and worded else None
+    if numbered is not None:  # `remove 2 graph neural networks`: what the Remove button sends
+        number = (numbered if rows[numbered - 1]["text"].casefold() == worded.strip().casefold()
+                  else _number_of(rows, worded.strip(), call.user_id))  # renumbered since: found by its words
+        if number is None:
+            return problem_reply(deps, f"The list changed since: {worded} is not on it any more, so nothing was "
+                                 "removed.", hint=listed)
     if number is None:
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
         return problem_reply(deps, f"There is no interest {arg}; {have}.", hint=listed)
@@ -168,7 +176,8 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
         return admins_only(deps, "remove an interest someone else added")
     if not confirmed:
         who = f", added by {mention(row['added_by'])}" if row.get("added_by") else ""
-        return ask_first(deps, call, f"remove {arg}", title="Remove this interest?", button="Remove it",
+        # The number and the words, so a list renumbered before the click can't turn it onto another row.
+        return ask_first(deps, call, f"remove {number} {row['text']}", title="Remove this interest?", button="Remove it",
                          text=f"This would take {number}. *{bk.esc(row['text'])}*{who} off this channel's "
                               "interests: the paper of the day stops steering towards it.")
     deps.store.remove_interest(channel, row["id"])

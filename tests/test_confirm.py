@@ -106,7 +106,8 @@ def test_interests_remove_asks_and_only_then_removes(world):
     app, fake, store = world
     ask(app, fake, "interests add graph neural networks", "UANN")
     question = ask(app, fake, "interests remove 1", "UANN")
-    assert "*graph neural networks*" in text_of(question) and "/paper interests remove 1 confirm" in text_of(question)
+    assert "*graph neural networks*" in text_of(question)
+    assert "/paper interests remove 1 graph neural networks confirm" in text_of(question)
     assert len(store.interests(CH)) == 1
     assert "Removed 1." in text_of(click(app, fake, danger_button(question), "UANN"))
     assert store.interests(CH) == []
@@ -123,7 +124,7 @@ def test_interests_remove_takes_the_interest_by_its_text_as_by_its_number(world)
     ask(app, fake, "interests add Diffusion Models", "UANN")
     question = ask(app, fake, "interests remove diffusion models", "UANN")
     assert "This would take 2. *Diffusion Models*" in text_of(question)
-    assert "/paper interests remove diffusion models confirm" in text_of(question)
+    assert "/paper interests remove 2 Diffusion Models confirm" in text_of(question)
     assert len(store.interests(CH)) == 2  # asking changed nothing
     assert "Removed 2. *Diffusion Models*" in text_of(click(app, fake, danger_button(question), "UANN"))
     assert [r["text"] for r in store.interests(CH)] == ["video understanding"]
@@ -135,6 +136,22 @@ def test_interests_remove_takes_the_interest_by_its_text_as_by_its_number(world)
     empty = text_of(ask(app, fake, "interests remove", "UANN"))
     assert "Which one?" in empty and "`/paper interests remove &lt;number&gt;`" in empty
     assert "(no number)" not in empty and len(store.interests(CH)) == 1
+
+
+def test_the_remove_button_removes_the_interest_it_asked_about_or_nothing_after_the_list_changed(world):
+    app, fake, store = world
+    for text in ("graphs", "diffusion models", "robotics"):
+        ask(app, fake, f"interests add {text}", "UANN")
+    question = ask(app, fake, "interests remove 2", "UANN")
+    ask(app, fake, "interests remove 1 confirm", "UANN")  # graphs goes first: robotics is now number 2
+    answer = text_of(click(app, fake, danger_button(question), "UANN"))
+    assert "Removed 1. *diffusion models*" in answer  # found by its words, not the number it had
+    assert [r["text"] for r in store.interests(CH)] == ["robotics"]
+    stale = ask(app, fake, "interests remove 1", "UANN")
+    ask(app, fake, "interests add graphs", "UANN")
+    ask(app, fake, "interests remove 1 confirm", "UANN")  # robotics goes: graphs is now number 1
+    assert "nothing was removed" in text_of(click(app, fake, danger_button(stale), "UANN"))
+    assert [r["text"] for r in store.interests(CH)] == ["graphs"]
 
 
 def test_club_off_asks_and_refuses_extra_words(world):
