@@ -166,7 +166,7 @@ SUBCOMMANDS = (
                hidden=True),
     Subcommand("take-back", _typed(None), usage="take-back <paper>", example="take-back SPIKE",
                help="Take back your For me or Not for me on a paper, as its Undo button does.",
-               aliases=("takeback",), hidden=True),
+               aliases=("takeback", "undo"), hidden=True),  # the button's label, typed
 )
 
 

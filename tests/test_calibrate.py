@@ -305,6 +305,10 @@ def test_a_typed_verdict_is_the_buttons_own_one_per_member_and_paper(world):
     assert "no longer counts from tomorrow's pick" in text_of(ask(app, fake, f"take-back {paper.id}"))
     assert "no verdict" in text_of(ask(app, fake, f"take-back {paper.id}"))
     assert fb.current_reactions(store.reactions(channel=CH)) == []
+    deps.clock.now += timedelta(minutes=1)  # a later press: not a redelivery of the first
+    ask(app, fake, f"for-me {paper.id}")
+    assert "no longer counts" in text_of(ask(app, fake, f"undo {paper.id}"))  # the Undo button's label, typed
+    assert fb.current_reactions(store.reactions(channel=CH)) == []
     assert "Which paper?" in text_of(ask(app, fake, "for-me"))  # nothing named: asked, nothing logged
     assert fb.current_reactions(store.reactions(channel=CH)) == []
 
