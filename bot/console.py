@@ -226,7 +226,9 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
         console.print(Text.assemble(
             ("paperclub console", "bold"),
             f"  {store.count_papers():,} papers. Type what you would after {deps.command} "
-            f"(try 'help' or 'search video grounding'); Ctrl-D quits."))
+            f"(try 'help' or 'search video grounding'); Ctrl-D quits. Nothing is posted on a schedule "
+            f"here: the paper of the day and the reading group's posts go out once the bot runs in Slack "
+            f"('today' shows what would be posted)."))
     else:
         if prepare is not None:
             prepare(background=False)
