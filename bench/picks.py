@@ -1,7 +1,7 @@
 """Paper of the day as Slack delivers it: paperclub beside the naive pick, Rocchio and an SVM, two datasets.
 
     .venv/bin/python bench/picks.py [--data ../shared/eval/iclr2024.jsonl --data ...] [--teams 30] [--days 60]
-        [--modes clear,vague] [--no-cards] [--by-topic]
+        [--modes clear,vague] [--no-cards] [--by-topic] [--feed]
 
 A 30-team cell moves about ±0.02 from noise alone (the paired ± printed beside each aim). To read
 the reactions-only cells of one kind of interest more tightly, run more teams without the rest:
@@ -95,12 +95,21 @@ Each kind of interest ends with issue 30's aims, each figure beside its bar and 
 the gain from reactions >= the better of Rocchio and the SVM; with cards & calibration, vague
 interests' gain and first weeks), and the run ends with the list of the aims missed.
 
+`--feed` runs every picker as a channel that follows a feed does: the library is announced over
+the days (an even share a day, in a shuffled order, an hour before the day starts, through the
+store's announcements; each team's channel follows arXiv cs.LG), and each pick takes the last
+`DEFAULT_FRESH_DAYS` days' papers first (`pick_for_day`'s fresh papers; the naive pick and the
+textbook learners the same), the rest of the library only when none is left. About 40 papers a
+day on either dataset: far fewer than arXiv's cs.LG announces, so each member's fresh topic
+papers are scarce.
+
 Figures: served-member precision over all days and over days 21-60 (an
 exploration paper in the main slot, only with --set explore_in_main=1, counts
 when relevant to any member), the gain from reactions over days 21-60 (with
 minus without, each method against its own start), the exploration slot's hit
 rate on its own (relevant to any member), turns (each member's share of served
-days, min/max per team) and repeats. Defaults were chosen without looking at
+days, min/max per team), repeats, and how many papers of the day the channel had been shown under
+"Also today" before (the post's Why says so: `Choice.shown_on`). Defaults were chosen without looking at
 neurips2023; a PickSettings field can be overridden with `--set NAME=VALUE`.
 
 Each aim's line ends with the margin (figure minus bar) and its standard error paired by team
@@ -232,6 +241,7 @@ from store import (  # noqa: E402
 from store import feedback as fb  # noqa: E402
 from store.ingest import embed_text  # noqa: E402
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality  # noqa: E402
+from store.sources import DEFAULT_FRESH_DAYS  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 DEFAULT_DATA = EVAL / "iclr2024.jsonl"  # where defaults are tuned; neurips2023 is reported untouched
@@ -431,6 +441,12 @@ class World:
             self._stated[key] = turn_relevance(hybrid, self.typical(settings), settings)
         return self._stated[key]
 
+    def arrivals(self, days: int, seed: int) -> dict[str, int]:
+        """`--feed`: the day (0 to days - 1) each paper is announced, the library in a shuffled order
+        spread evenly over the days."""
+        order = np.random.default_rng(seed).permutation(len(self.ids))
+        return {self.ids[i]: int(n * days // len(order)) for n, i in enumerate(order)}
+
     def typical(self, settings: PickSettings) -> np.ndarray | None:
         """`typicality` of every paper under `settings`, made once per settings."""
         if settings not in self._typical:
@@ -465,6 +481,7 @@ class Run:
     topics: list = field(default_factory=list)  # per day, as `days`: the served member's topic (None: nobody's)
     teams: list = field(default_factory=list)  # per team: (served Counter, members)
     repeats: int = 0
+    previewed: int = 0  # papers of the day the channel was shown under "Also today" before (`Choice.shown_on`)
     reactions: int = 0  # reactions delivered
     likes: int = 0
     calibration: int = 0  # calibration-round answers delivered (cards variant)
@@ -543,9 +560,9 @@ class Naive:
         return m @ q if start is None else start
 
     def pick(self, member: str, q: np.ndarray, posted: set[str], log: list[dict], cutoff: float,
-             start: np.ndarray | None = None) -> str | None:
+             start: np.ndarray | None = None, fresh: set[str] | None = None) -> str | None:
         """The member's best paper not in `posted` (by their learned scores when learning), from the
-        cosine to `q` or from `start`."""
+        cosine to `q` or from `start`; among the `fresh` ones first (`--feed`), as the bot's pick."""
         likes, dislikes = [], []
         if self.learn and log:
             for pid, r in fb.reacted_from_rows(log, cutoff=cutoff).items():
@@ -553,9 +570,10 @@ class Naive:
                 if w:
                     (likes if w > 0 else dislikes).append(self.world.row[pid])
         scores = self.scores(q, sorted(likes), sorted(dislikes), start)
-        for i in np.argsort(-scores, kind="stable"):
-            if self.world.ids[i] not in posted:
-                return self.world.ids[i]
+        order = [self.world.ids[i] for i in np.argsort(-scores, kind="stable")]
+        for pid in ([p for p in order if p in fresh] if fresh else []) + order:
+            if pid not in posted:
+                return pid
         return None
 
 
@@ -576,6 +594,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
     (the pick's settings), each member's turns start from paperclub's stated relevance (`World.stated`)
     instead of the cosine."""
     picker = Naive(world, learn, args.seed)
+    arrived = world.arrivals(args.days, args.seed) if args.feed else None
 
     def start_of(text: str) -> np.ndarray | None:
         return None if stated is None else world.stated(text, stated)
@@ -601,7 +620,9 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
             k = d % len(team)
             member = team[k][0]
-            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, start_of(texts[k]))
+            fresh = None if arrived is None else {p for p, a in arrived.items() if d - DEFAULT_FRESH_DAYS < a <= d}
+            pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, start_of(texts[k]),
+                              fresh)
             if pid is None:
                 break
             posted.append(pid)
@@ -619,7 +640,7 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
                 for j in (1, 2):  # the runners-up: the next members' best, in turn
                     kj = (k + j) % len(team)
                     other = picker.pick(team[kj][0], world.vector(texts[kj]), set(posted) | judged | today,
-                                        log, cutoff, start_of(texts[kj]))
+                                        log, cutoff, start_of(texts[kj]), fresh)
                     if other is None:
                         continue
                     today.add(other)
@@ -822,10 +843,16 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
     store, searcher = world.library(path)
     clock = Clock()
     deps = bot_deps(store, searcher, clock, settings)
+    if args.feed:  # each day's papers announced an hour before that day starts (UTC), as arXiv's evening list
+        store.mark_announced([(pid, "arxiv", datetime.combine(START + timedelta(days=a), datetime.min.time(),
+                                                              timezone.utc).timestamp() - 3600)
+                              for pid, a in world.arrivals(args.days, args.seed).items()])
     for t, team in enumerate(teams):
         channel = f"C{t:03d}"
         label_of = {member: label for member, label, _ in team}
         clock.now = datetime.combine(START - timedelta(days=1), datetime.min.time(), timezone.utc)
+        if args.feed:
+            store.add_feed(channel, "arxiv", "cs.LG", None, now=clock.now.timestamp())
         for (member, _, _), text in zip(team, texts_of(team)):
             run_command(deps, member, f"interests add {text}", channel_id=channel)
         if cards:
@@ -848,6 +875,7 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
             ts = f"{at:.6f}"
             store.finish_post(channel, day.isoformat(), claimer="bench", ts=ts, now=at, claimed_at=at)
             posted.append(pick.paper_id)
+            run.previewed += pick.choice.shown_on is not None
             member = pick.choice.member
             rec = world.rec_of.get(pick.paper_id, {})
             also = None
@@ -895,6 +923,7 @@ def figures(run: Run) -> dict:
     return {"precision": float(np.mean(hits)), "late": float(np.mean(late)) if late else 0.0,
             "early": float(np.mean(early)) if early else 0.0,
             "turns": float(np.mean(turns)), "turns_worst": float(np.min(turns)), "repeats": run.repeats,
+            "previewed": run.previewed,
             "also_days": len(also), "also_hit": float(np.mean(also)) if also else None,
             "reactions": run.reactions, "likes": run.likes, "days": len(hits),
             "calibration": run.calibration, "cards": run.cards, "card_likes": run.card_likes,
@@ -1089,7 +1118,8 @@ def print_table(name: str, out: dict, args) -> None:
             f = out[(mode, "paperclub", e)]
             print(f"{'':<6}paperclub {'no reactions' if e is None else f'engagement {e:g}'}: exploration slot "
                   f"hit rate (any member) {fmt(f['also_hit'])} on {f['also_days']} days; turns "
-                  f"{f['turns']:.2f} (worst team {f['turns_worst']:.2f}); repeats {f['repeats']}")
+                  f"{f['turns']:.2f} (worst team {f['turns_worst']:.2f}); repeats {f['repeats']}; papers of the "
+                  f"day shown under Also today before {f['previewed']} of {f['days']}")
 
 
 def print_topics(out: dict, mode: str, levels: list[float]) -> None:
@@ -1145,6 +1175,10 @@ def main() -> None:
                          "(about half the process time)")
     ap.add_argument("--by-topic", action="store_true",
                     help="also print days 21-60 per served member's topic for every method (where the misses are)")
+    ap.add_argument("--feed", action="store_true",
+                    help="every channel follows an arXiv feed that announces the library over the days, an even "
+                         "share a day in a shuffled order: each pick (and the naive pick) takes the last "
+                         f"{DEFAULT_FRESH_DAYS} days' papers first, as a channel with a feed does")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="override a PickSettings field, e.g. --set explore_in_main=1 (repeatable)")
@@ -1159,7 +1193,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="paperclub-picks-") as scratch:
         for data in datasets:
             results[data.name] = run_dataset(data, args, settings, Path(scratch))
-    print(f"paper of the day as Slack delivers it; settings {overrides or 'default'}; seed {args.seed}")
+    print(f"paper of the day as Slack delivers it; settings {overrides or 'default'}; seed {args.seed}"
+          + (f"; a feed announces the library over the days, the last {DEFAULT_FRESH_DAYS} days' papers first"
+             if args.feed else ""))
     print("paperclub + cards & calibration: on day 0 each member opens /paper calibrate and answers every "
           "card of the round\n  by their real topic (a round is something they chose to open); each day "
           "each member with a view\n  presses For me / Not for me on each runner-up and the also-today "
