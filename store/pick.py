@@ -561,9 +561,8 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     for past in sorted(history, key=lambda p: p.day):
         for r in past.runners_up:
             previewed_on.setdefault(r, past.day)
-    previewed_ids = set(previewed_on)
     if not settings.spend_reacted_runners_up:
-        reacted -= previewed_ids - {p.paper_id for p in history}
+        reacted -= previewed_on.keys() - {p.paper_id for p in history}
     used |= reacted
     row = library.row_of(ids) if library is not None else row_map(ids)
     open_mask = np.ones(len(ids), dtype=bool)
@@ -627,7 +626,7 @@ def pick_daily(channel: str, day: date, ids: Sequence[str], matrix: np.ndarray,
     taken: set[int] = set()
     # A paper the channel was shown under "Also today" is not shown there again: it may still be a
     # member's paper of the day.
-    previewed = [row[pid] for pid in previewed_ids if pid in row]
+    previewed = [row[pid] for pid in previewed_on if pid in row]
 
     def best_for(member: str, penalty_rows: list[int], *, runner_up: bool = False) -> Choice | None:
         """The member's best open paper, with novelty against recent posts and today's other papers;

@@ -236,10 +236,13 @@ class Fetcher:
             self._client.close()
             self._client = None
 
-    def _pause(self, seconds: float, until: float | None, why: str) -> None:
-        """Sleep `seconds`, or fail at once (DeadlineError, nothing sent) when that would pass `until`."""
+    def _pause(self, seconds: float, until: float | None, why: str, *, say: str | None = None) -> None:
+        """Sleep `seconds` (logging `say` first), or fail at once (DeadlineError, nothing more sent)
+        when that would pass `until`."""
         if until is not None and self.clock() + seconds >= until:
             raise DeadlineError(f"{why}: no answer possible within the time a member waits", sent=False)
+        if say:
+            log.warning("%s", say)
         self.sleep(seconds)
 
     def _wait_turn(self, until: float | None = None) -> None:
@@ -301,10 +304,8 @@ class Fetcher:
                 if attempt > self.retries:
                     raise SourceError(f"{url}: {problem} (gave up after {attempt} tries)")
                 wait = wait if wait is not None else self.backoff * 2 ** (attempt - 1)
-                if until is not None and self.clock() + wait >= until:
-                    raise SourceError(f"{url}: {problem}; a retry in {wait:.0f} s is past the time a member waits")
-                log.warning("%s: %s; retrying in %.0f s", url, problem, wait)
-                self.sleep(wait)
+                self._pause(wait, until, f"{url}: {problem}; a retry in {wait:.0f} s",
+                            say=f"{url}: {problem}; retrying in {wait:.0f} s")
                 # the wait counts as spacing: the next request goes when both are satisfied
         finally:
             self._lock.release()
