@@ -96,7 +96,7 @@ the gain from reactions >= the better of Rocchio and the SVM; with cards & calib
 interests' gain and first weeks), and the run ends with the list of the aims missed.
 
 `--feed` runs every picker as a channel that follows a feed does: the library is announced over
-the days (an even share a day, in a shuffled order, an hour before the day starts, through the
+the days (an even share a day, in a shuffled order, at 00:01 UTC that day, through the
 store's announcements; each team's channel follows arXiv cs.LG), and each pick takes the last
 `DEFAULT_FRESH_DAYS` days' papers first (`pick_for_day`'s fresh papers; the naive pick and the
 textbook learners the same), the rest of the library only when none is left. About 40 papers a
@@ -620,7 +620,8 @@ def run_naive(world: World, teams, texts_of, learn: str | None, args, engagement
             cutoff = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
             k = d % len(team)
             member = team[k][0]
-            fresh = None if arrived is None else {p for p, a in arrived.items() if d - DEFAULT_FRESH_DAYS < a <= d}
+            # The papers fresh_papers gives paperclub's pick that day: announced since 7 days before it began.
+            fresh = None if arrived is None else {p for p, a in arrived.items() if d - DEFAULT_FRESH_DAYS <= a <= d}
             pid = picker.pick(member, world.vector(texts[k]), set(posted) | judged, log, cutoff, start_of(texts[k]),
                               fresh)
             if pid is None:
@@ -843,9 +844,11 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
     store, searcher = world.library(path)
     clock = Clock()
     deps = bot_deps(store, searcher, clock, settings)
-    if args.feed:  # each day's papers announced an hour before that day starts (UTC), as arXiv's evening list
+    if args.feed:  # each day's papers announced at 00:01 UTC that day, before its 09:00 post: fresh_papers
+        # counts what was announced by the day's end (in life, nothing later is in the store yet at post
+        # time), so an evening announcement would hand the day's pick the next day's papers.
         store.mark_announced([(pid, "arxiv", datetime.combine(START + timedelta(days=a), datetime.min.time(),
-                                                              timezone.utc).timestamp() - 3600)
+                                                              timezone.utc).timestamp() + 60)
                               for pid, a in world.arrivals(args.days, args.seed).items()])
     for t, team in enumerate(teams):
         channel = f"C{t:03d}"
