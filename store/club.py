@@ -429,15 +429,12 @@ def skip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: dat
     undoes the cancellation, not the carry-over)."""
     if not _upcoming(spec, day, now):
         return Skip("no_session")
-    if (store.get_club_session(channel, day.isoformat()) or {}).get("state") == "skipped":
-        return Skip("already")
-    store.put_club_session(channel, day.isoformat(), state="skipped", now=now.timestamp())
     following = next_session(spec, session_start(spec, day), skipped=skipped_for(store, channel))
-    if following is None:
-        return Skip("skipped")
-    ballot = len(store.nominations(channel, day.isoformat()))  # those on both ballots count once, there
-    store.move_nominations(channel, day.isoformat(), following.date().isoformat())
-    return Skip("skipped", following, ballot, len(store.club_votes(channel, day.isoformat())))
+    done = store.skip_club_session(channel, day.isoformat(), following.date().isoformat() if following else None,
+                                   now=now.timestamp())
+    if done is None:
+        return Skip("already")
+    return Skip("skipped", following, done["carried"], done["votes"])
 
 
 def unskip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> str:

@@ -8,11 +8,11 @@ from zoneinfo import ZoneInfo
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from store import open_store
+from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, tally, timeline,
-    to_bibtex,
+    csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
+    skipped_for, tally, timeline, to_bibtex,
 )
 from store.schedule import ScheduleError
 
@@ -160,6 +160,43 @@ def test_skipped_session_moves_nominations_on(club):
     s.put_club_session("C1", "2026-12-03", state="skipped", now=now.timestamp())
     day, _ = nominate(s, "C1", "p-a", "ann", now)
     assert day == date(2026, 12, 10)
+
+
+def _nominations_cannot_move(store, *, on: bool = True) -> None:
+    """A fault in the database itself: every change to a nomination fails, as a full disk would."""
+    with store.transaction() as db:
+        if store.backend == "sqlite":
+            db.execute("drop trigger if exists no_move")
+            if on:
+                db.execute("create trigger no_move before update on club_nominations "
+                           "begin select raise(abort, 'disk full'); end")
+            return
+        db.execute("drop trigger if exists no_move on club_nominations")
+        if on:
+            db.execute("create or replace function no_move() returns trigger language plpgsql as "
+                       "$$ begin raise exception 'disk full'; end $$")
+            db.execute("create trigger no_move before update on club_nominations "
+                       "for each row execute function no_move()")
+
+
+def test_a_skip_that_fails_halfway_leaves_the_session_on_and_its_ballot_whole(store):
+    """Cancelling the session and carrying its ballot over are one write: a failure between the two
+    leaves neither done, so the retry carries the nominations instead of saying it was cancelled."""
+    now = utc(2026, 11, 30, 8)
+    spec = set_club(store, "C1", ClubSpec(THU, 17, 0, "Europe/Berlin"), by="U0", now=now)
+    store.add_nomination("C1", "2026-12-03", "p-a", "ann", now=now.timestamp())
+    store.add_nomination("C1", "2026-12-03", "p-b", "bob", now=now.timestamp() + 1)
+    _nominations_cannot_move(store)
+    with pytest.raises(StoreError):
+        skip_session(store, spec, "C1", date(2026, 12, 3), now)
+    assert next_session(spec, now, skipped=skipped_for(store, "C1")).date() == date(2026, 12, 3)
+    assert [n["paper_id"] for n in store.nominations("C1", "2026-12-03")] == ["p-a", "p-b"]
+
+    _nominations_cannot_move(store, on=False)
+    skip = skip_session(store, spec, "C1", date(2026, 12, 3), now)
+    assert (skip.outcome, skip.next.date(), skip.carried) == ("skipped", date(2026, 12, 10), 2)
+    assert [n["paper_id"] for n in store.nominations("C1", "2026-12-10")] == ["p-a", "p-b"]
+    assert next_session(spec, now, skipped=skipped_for(store, "C1")).date() == date(2026, 12, 10)
 
 
 def _proposing(store):

@@ -177,14 +177,32 @@ class ClubTables(SQLTables):
         return self._select("select * from club_nominations where channel = ? and session = ? "
                             "order by nominated_at, paper_id", [channel, session])
 
-    def move_nominations(self, channel: str, session: str, to_session: str) -> int:
-        """Move a session's ballot to another session (a skipped one's to the next), each nomination
-        keeping its nominator and time; one already on that ballot stays where it was. How many moved."""
+    def skip_club_session(self, channel: str, date: str, to_session: str | None, *, now: float) -> dict | None:
+        """Cancel a session and move its ballot to `to_session` (the next one; None: nowhere), in one
+        transaction: a crash or a busy database leaves both done or neither. Each nomination keeps its
+        nominator and time; one already on that ballot stays where it was. {"carried": how many
+        nominations the next ballot got from it, "votes": how many were cast for it (they stay with
+        it)}; None when it was cancelled already (nothing changes)."""
         with self.transaction() as db:
-            return self._run(db, "update club_nominations set session = ? where channel = ? and session = ? "
-                                 "and paper_id not in (select paper_id from club_nominations "
-                                 "where channel = ? and session = ?)",
-                             [to_session, channel, session, channel, to_session]).rowcount
+            self._run(db, "insert into club_sessions(channel, date, state, updated_at) "
+                          "values (?, ?, 'planned', ?) on conflict do nothing", [channel, date, now])
+            # The state test is in the update, so of two skips at once only one finds it planned.
+            if not self._run(db, "update club_sessions set state = 'skipped', updated_at = ? "
+                                 "where channel = ? and date = ? and state != 'skipped'",
+                             [now, channel, date]).rowcount:
+                return None
+            if to_session is None:
+                return {"carried": 0, "votes": 0}
+            # Those on both ballots count once, on the next one.
+            carried = self._run(db, "select count(*) from club_nominations where channel = ? and session = ?",
+                                [channel, date]).fetchone()[0]
+            votes = self._run(db, "select count(*) from club_votes where channel = ? and session = ?",
+                              [channel, date]).fetchone()[0]
+            self._run(db, "update club_nominations set session = ? where channel = ? and session = ? "
+                          "and paper_id not in (select paper_id from club_nominations "
+                          "where channel = ? and session = ?)",
+                      [to_session, channel, date, channel, to_session])
+            return {"carried": carried, "votes": votes}
 
     def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
         """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
