@@ -25,7 +25,7 @@ def paperclub(*args):
 
 def lived_in(path: Path):
     """The seed store after a few days of use: an interest, a schedule, posts, a share,
-    reactions, a reading list and a cached summary."""
+    reactions, a reading list, a cached summary and a club session skipped."""
     s = open_store(path)
     ids = [p.id for p in s.list_papers(limit=3)]
     s.add_interest(CH, "video grounding", "U1", model="hashing", vector=np.ones(4), now=10.0)
@@ -43,6 +43,8 @@ def lived_in(path: Path):
     s.save_paper("U2", ids[0], source="reaction", now=22.0)
     s.save_paper("U2", ids[2], now=23.0)
     s.put_summary("hash1", "extractive", {"tldr": "Short.", "points": ["a", "b"]}, now=24.0)
+    s.add_nomination(CH, "2026-12-03", ids[1], "U1", now=25.0)
+    s.skip_club_session(CH, "2026-12-03", "2026-12-10", now=26.0)  # carried over, and where from
     s.close()
     return ids
 
@@ -77,6 +79,8 @@ def test_migrate_copies_every_table_verifies_it_and_reruns_safely(hashing_db, tm
         assert [r["emoji"] for r in dst.reactions(channel=CH)] == ["fire", "eyes"]
         assert dst.saved_papers("U2") == src.saved_papers("U2")
         assert dst.papers_version() == src.papers_version()
+        assert [n["carried_from"] for n in dst.nominations(CH, "2026-12-10")] == ["2026-12-03"]
+        assert dst.nominations(CH) == src.nominations(CH)
         # The claim made on SQLite still holds on PostgreSQL: nobody else posts that day.
         assert not dst.claim_post(CH, "2026-12-01", claimer="r2", paper_id=None, pick=None, now=30.0)
         assert dst.finish_post(CH, "2026-12-01", claimer="r1", ts="1764580000.000100", now=31.0, claimed_at=15.0)

@@ -399,3 +399,20 @@ def test_the_claims_migration_keeps_every_daily_and_club_post_in_one_table(store
         assert s.claim_post("C1", "reminder:2026-12-03", kind="reminder", claimer="r3", now=10.0)
     finally:
         s.close()
+
+
+def test_the_carried_nominations_migration_keeps_every_ballot_and_later_skips_record_their_origin(store_url):
+    _schema_before(store_url, "m011_carried_nominations")
+    old = open_store(store_url, migrate=False)
+    old.add_nomination("C1", "2026-12-03", "p1", "UANN", now=1.0)
+    old.add_nomination("C1", "2026-12-10", "p2", "UBOB", now=2.0)  # carried by an older skip: nothing says so
+    old.close()
+    s = open_store(store_url)
+    try:
+        assert [(n["session"], n["paper_id"], n["user"], n["carried_from"]) for n in s.nominations("C1")] == [
+            ("2026-12-03", "p1", "UANN", None), ("2026-12-10", "p2", "UBOB", None)]
+        assert s.skip_club_session("C1", "2026-12-03", "2026-12-10", now=3.0) == {"carried": 1, "votes": 0}
+        assert [(n["paper_id"], n["user"], n["carried_from"]) for n in s.nominations("C1", "2026-12-10")] == [
+            ("p1", "UANN", "2026-12-03"), ("p2", "UBOB", None)]
+    finally:
+        s.close()

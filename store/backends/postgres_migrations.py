@@ -240,6 +240,12 @@ m010_one_claims_table = [
     *POSTS_INDEXES,
 ]
 
+m011_carried_nominations = [
+    # Where a nomination was carried from: the session it was made for, set when a skip carries it to
+    # the next ballot (null: on the ballot it was made for), so undoing the skip can bring it back.
+    "alter table club_nominations add column carried_from text",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -252,4 +258,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m008_scheduled_posts", m008_scheduled_posts),
     ("m009_changes", m009_changes),
     ("m010_one_claims_table", m010_one_claims_table),
+    ("m011_carried_nominations", m011_carried_nominations),
 ]

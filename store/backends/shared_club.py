@@ -180,7 +180,8 @@ class ClubTables(SQLTables):
     def skip_club_session(self, channel: str, date: str, to_session: str | None, *, now: float) -> dict | None:
         """Cancel a session and move its ballot to `to_session` (the next one; None: nowhere), in one
         transaction: a crash or a busy database leaves both done or neither. Each nomination keeps its
-        nominator and time; one already on that ballot stays where it was. {"carried": how many
+        nominator and time and records the session it was made for (carried_from: kept through a second
+        skip); one already on that ballot stays where it was. {"carried": how many
         nominations the next ballot got from it, "votes": how many were cast for it (they stay with
         it)}; None when it was cancelled already (nothing changes)."""
         with self.transaction() as db:
@@ -198,10 +199,11 @@ class ClubTables(SQLTables):
                                 [channel, date]).fetchone()[0]
             votes = self._run(db, "select count(*) from club_votes where channel = ? and session = ?",
                               [channel, date]).fetchone()[0]
-            self._run(db, "update club_nominations set session = ? where channel = ? and session = ? "
+            self._run(db, "update club_nominations set session = ?, carried_from = coalesce(carried_from, ?) "
+                          "where channel = ? and session = ? "
                           "and paper_id not in (select paper_id from club_nominations "
                           "where channel = ? and session = ?)",
-                      [to_session, channel, date, channel, to_session])
+                      [to_session, date, channel, date, channel, to_session])
             return {"carried": carried, "votes": votes}
 
     def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:

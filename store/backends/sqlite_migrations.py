@@ -238,3 +238,11 @@ def m010_one_claims_table(db: sqlite_utils.Database):
     db.execute("alter table posts_new rename to posts")
     for statement in POSTS_INDEXES:
         db.execute(statement)
+
+
+@migrations()
+def m011_carried_nominations(db: sqlite_utils.Database):
+    """Where a nomination was carried from: the session it was made for, set when a skip carries it to
+    the next ballot (null: it is on the ballot it was made for), so undoing the skip can bring it back.
+    Nominations carried before this migration read as made for the session they are on."""
+    db.execute("alter table club_nominations add column carried_from text")
