@@ -426,7 +426,7 @@ def _upcoming(spec: ClubSpec, day: date, now: datetime) -> bool:
 
 def skip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> Skip:
     """Cancel the session on `day`; its nominations carry over to the next session (unskip_session
-    undoes the cancellation, not the carry-over)."""
+    undoes both)."""
     if not _upcoming(spec, day, now):
         return Skip("no_session")
     following = next_session(spec, session_start(spec, day), skipped=skipped_for(store, channel))
@@ -437,14 +437,33 @@ def skip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: dat
     return Skip("skipped", following, done["carried"], done["votes"])
 
 
-def unskip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> str:
-    """Hold the cancelled session on `day` after all: 'restored', 'not_skipped' or 'no_session'."""
+@dataclass(frozen=True)
+class Unskip:
+    """What unskip_session did: 'restored' (its ballot holds `back` nominations again, some of them
+    brought back from the sessions `came_from`, where `votes_withdrawn` votes for them were cast),
+    'not_skipped' or 'no_session' (the club does not meet then)."""
+
+    outcome: str
+    back: int = 0
+    came_from: tuple[datetime, ...] = ()
+    votes_withdrawn: int = 0
+
+
+def unskip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> Unskip:
+    """Hold the cancelled session on `day` after all, with the nominations its skip carried on.
+
+    Those made for the next session itself stay there, and so does a paper nominated for both. Votes
+    belong to a session's ballot, as when skipping: the votes cast for this session before it was
+    cancelled count again, and those cast on the next session for a paper that goes back are
+    withdrawn, freeing each such member's vote there (the paper is no longer on that ballot; a vote
+    for it is cast here, where the member's earlier one may already be)."""
     if not _upcoming(spec, day, now):
-        return "no_session"
-    if (store.get_club_session(channel, day.isoformat()) or {}).get("state") != "skipped":
-        return "not_skipped"
-    store.put_club_session(channel, day.isoformat(), state="planned", now=now.timestamp())
-    return "restored"
+        return Unskip("no_session")
+    done = store.unskip_club_session(channel, day.isoformat(), now=now.timestamp())
+    if done is None:
+        return Unskip("not_skipped")
+    came_from = tuple(session_start(spec, date.fromisoformat(d)) for d in done["from"])
+    return Unskip("restored", done["ballot"], came_from, done["votes"])
 
 
 def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:

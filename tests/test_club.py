@@ -12,7 +12,7 @@ from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
     csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
-    skipped_for, tally, timeline, to_bibtex,
+    skipped_for, tally, timeline, to_bibtex, unskip_session,
 )
 from store.schedule import ScheduleError
 
@@ -197,6 +197,31 @@ def test_a_skip_that_fails_halfway_leaves_the_session_on_and_its_ballot_whole(st
     assert (skip.outcome, skip.next.date(), skip.carried) == ("skipped", date(2026, 12, 10), 2)
     assert [n["paper_id"] for n in store.nominations("C1", "2026-12-10")] == ["p-a", "p-b"]
     assert next_session(spec, now, skipped=skipped_for(store, "C1")).date() == date(2026, 12, 10)
+
+
+@pytest.mark.parametrize("order", [("2026-12-10", "2026-12-03"), ("2026-12-03", "2026-12-10")])
+def test_two_skips_undone_in_either_order_put_each_nomination_on_the_next_session_held(store, order):
+    now = utc(2026, 11, 30, 8)
+    spec = set_club(store, "C1", ClubSpec(THU, 17, 0, "Europe/Berlin"), by="U0", now=now)
+    store.add_nomination("C1", "2026-12-03", "p-a", "ann", now=now.timestamp())
+    store.add_nomination("C1", "2026-12-10", "p-b", "bob", now=now.timestamp())
+    for day in ("2026-12-03", "2026-12-10"):
+        assert skip_session(store, spec, "C1", date.fromisoformat(day), now).outcome == "skipped"
+
+    def ballots():
+        return {d: sorted(n["paper_id"] for n in store.nominations("C1", d)) for d in ("2026-12-03", "2026-12-10",
+                                                                                        "2026-12-17")}
+
+    assert ballots() == {"2026-12-03": [], "2026-12-10": [], "2026-12-17": ["p-a", "p-b"]}
+    first = unskip_session(store, spec, "C1", date.fromisoformat(order[0]), now)
+    assert [t.date().isoformat() for t in first.came_from] == ["2026-12-17"]
+    if order[0] == "2026-12-10":  # 3 Dec is still cancelled: its paper goes to the next session held
+        assert first.back == 2 and ballots() == {"2026-12-03": [], "2026-12-10": ["p-a", "p-b"], "2026-12-17": []}
+    else:
+        assert first.back == 1 and ballots() == {"2026-12-03": ["p-a"], "2026-12-10": [], "2026-12-17": ["p-b"]}
+    assert unskip_session(store, spec, "C1", date.fromisoformat(order[1]), now).back == 1
+    assert ballots() == {"2026-12-03": ["p-a"], "2026-12-10": ["p-b"], "2026-12-17": []}
+    assert unskip_session(store, spec, "C1", date.fromisoformat(order[1]), now).outcome == "not_skipped"
 
 
 def _proposing(store):

@@ -218,10 +218,44 @@ def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(wo
     assert "was already cancelled" in again and "is cancelled" not in again
 
     back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
-    assert "The session on 2026-12-03 is on again" in back and "*Next session:* Thu 3 Dec" in back
+    assert "The session on 2026-12-03 is on again. Its 2 nominations came back from Thu 10 Dec" in back
+    assert "*Next session:* Thu 3 Dec" in back and "*Nominations:* 2 · *votes so far:* 1" in back
     assert "nothing to undo" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
     assert "admins" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user="UANN", channel=CH))
     assert "unskip &lt;date&gt;" in text_of(dispatch_command(app, fake, "help club", user="UANN", channel=CH))
+
+
+def test_an_unskipped_session_gets_its_ballot_back_and_the_next_keeps_its_own(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper, other, third = store.list_papers(limit=3)
+    for pid, user in ((paper.id, "UANN"), (other.id, "UBOB")):
+        assert "2026-12-03" in text_of(dispatch_command(app, fake, f"nominate {pid}", user=user, channel=CH))
+    store.add_nomination(CH, "2026-12-10", paper.id, "UCY", now=MONDAY.timestamp())  # on both ballots
+    store.add_vote(CH, DAY.isoformat(), "UCY", other.id, limit=3, now=MONDAY.timestamp())
+    skipped = text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
+    assert "Its 2 nominations carried over to Thu 10 Dec" in skipped
+    # While it is cancelled the next session's ballot grows on its own, and votes are cast there,
+    # one for a paper that was carried.
+    assert "2026-12-10" in text_of(dispatch_command(app, fake, f"nominate {third.id}", user="UCY", channel=CH))
+    for pid in (other.id, third.id):
+        store.add_vote(CH, "2026-12-10", "UBOB", pid, limit=3, now=MONDAY.timestamp())
+
+    back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
+    assert ("The session on 2026-12-03 is on again. Its 2 nominations came back from Thu 10 Dec at 17:00 "
+            "Europe/Berlin; the 1 vote(s) cast for them there are withdrawn.") in back
+    assert "*Next session:* Thu 3 Dec" in back and "*Nominations:* 2 · *votes so far:* 1" in back  # UCY's, again
+    # The next session keeps what was nominated for it (the paper on both ballots too) and UBOB's other vote.
+    assert sorted((n["paper_id"], n["user"]) for n in store.nominations(CH, "2026-12-10")) == sorted(
+        [(paper.id, "UCY"), (third.id, "UCY")])
+    assert [v["paper_id"] for v in store.club_votes(CH, "2026-12-10")] == [third.id]
+
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)  # nominations closed: the agenda
+    ts = post_agenda(deps, deps.slack, CH, DAY)
+    on_agenda = [b["block_id"] for b in fake.messages(CH)[-1]["blocks"] if b.get("block_id", "").startswith(bk.AGENDA_BLOCK)]
+    assert sorted(i.removeprefix(bk.AGENDA_BLOCK).split("-", 1)[1] for i in on_agenda) == sorted([paper.id, other.id])  # not the next one's
+    assert click(app, fake, bk.ACTION_VOTE, f"{DAY.isoformat()}|{other.id}", user="UBOB", message_ts=ts) == []
+    assert sorted(v["user"] for v in store.club_votes(CH, DAY.isoformat())) == ["UBOB", "UCY"]
 
 
 def test_app_home_shows_the_next_session_your_votes_and_your_turn(world):

@@ -159,13 +159,14 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
     when, now = day.isoformat(), deps.clock()
     undo = f"`{deps.command} club unskip {when}`"  # plain: status_reply escapes its note
     if word == "unskip":
-        outcome = cl.unskip_session(deps.store, spec, channel, day, now)
-        if outcome == "no_session":
+        unskip = cl.unskip_session(deps.store, spec, channel, day, now)
+        if unskip.outcome == "no_session":
             return problem_reply(deps, f"The club does not meet on {when}.")
-        note = (f"The session on {when} is on again. The nominations carried over when it was cancelled "
-                "stay with the next session."
-                if outcome == "restored" else f"The session on {when} was not cancelled: nothing to undo.")
-        return status_reply(deps, channel, call.user_id, note=note)
+        if unskip.outcome == "not_skipped":
+            return status_reply(deps, channel, call.user_id,
+                                note=f"The session on {when} was not cancelled: nothing to undo.")
+        log.info("club session %s restored in %s by %s", when, channel, member_tag(call.user_id))
+        return status_reply(deps, channel, call.user_id, note=f"The session on {when} is on again. {_back(unskip)}")
     skip = cl.skip_session(deps.store, spec, channel, day, now)
     if skip.outcome == "no_session":
         return problem_reply(deps, f"The club does not meet on {when}.")
@@ -179,6 +180,19 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
     log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
+
+
+def _back(unskip: cl.Unskip) -> str:
+    """What came back with a restored session: its nominations, from where, and the votes withdrawn."""
+    n = unskip.back
+    if not n:
+        return "It has no nominations."
+    nominations = f"Its {n} nomination{'s' if n != 1 else ''}"
+    if not unskip.came_from:
+        return f"{nominations} {'are' if n != 1 else 'is'} on its ballot again."
+    votes = (f"; the {unskip.votes_withdrawn} vote(s) cast for them there are withdrawn"
+             if unskip.votes_withdrawn else "")
+    return f"{nominations} came back from {' and '.join(_label(t) for t in unskip.came_from)}{votes}."
 
 
 SETUP_EXAMPLE = "club setup thursday 17:00 Europe/Berlin weekly vote nominations 72 votes 24"

@@ -206,6 +206,39 @@ class ClubTables(SQLTables):
                       [to_session, date, channel, date, channel, to_session])
             return {"carried": carried, "votes": votes}
 
+    def unskip_club_session(self, channel: str, date: str, *, now: float) -> dict | None:
+        """Hold a cancelled session after all and bring its carried nominations back, in one transaction.
+
+        Back come those a skip carried on from it, or from an earlier cancelled session through it, to
+        a later ballot (carried_from at or before it, on a ballot after it), each keeping its nominator
+        and time; one whose paper is on its ballot already stays where it is, as do those made for the
+        later session itself. Votes cast for the returning papers on the later ballots are withdrawn
+        (a vote is for a paper at one session): skip_club_session kept the session's own votes, and
+        they count again. {"ballot": how many nominations it has now, "from": the sessions some came
+        back from, "votes": how many votes were withdrawn}; None when it was not cancelled."""
+        with self.transaction() as db:
+            if not self._run(db, "update club_sessions set state = 'planned', updated_at = ? "
+                                 "where channel = ? and date = ? and state = 'skipped'",
+                             [now, channel, date]).rowcount:
+                return None
+            carried = self._run(db, "select session, paper_id from club_nominations where channel = ? "
+                                    "and carried_from <= ? and session > ? order by session, nominated_at, paper_id",
+                                [channel, date, date]).fetchall()
+            came_from, votes = set(), 0
+            # One at a time, so of two carried copies of one paper only the nearest comes back.
+            for session, paper_id in carried:
+                if not self._run(db, "update club_nominations set session = ?, carried_from = nullif(carried_from, ?) "
+                                     "where channel = ? and session = ? and paper_id = ? and not exists (select 1 "
+                                     "from club_nominations where channel = ? and session = ? and paper_id = ?)",
+                                 [date, date, channel, session, paper_id, channel, date, paper_id]).rowcount:
+                    continue
+                came_from.add(session)
+                votes += self._run(db, "delete from club_votes where channel = ? and session = ? and paper_id = ?",
+                                   [channel, session, paper_id]).rowcount
+            ballot = self._run(db, "select count(*) from club_nominations where channel = ? and session = ?",
+                               [channel, date]).fetchone()[0]
+            return {"ballot": ballot, "from": sorted(came_from), "votes": votes}
+
     def add_vote(self, channel: str, session: str, user: str, paper_id: str, *, limit: int, now: float) -> str:
         """One approval vote: 'added', 'already' (idempotent) or 'full' (the member used `limit`)."""
         with self.transaction() as db:
