@@ -97,11 +97,17 @@ def _moments(spec: cl.ClubSpec, start: datetime) -> dict[str, datetime]:
 
 
 def due_steps(spec: cl.ClubSpec, now: datetime, *, skipped=(), grace: timedelta = CLUB_GRACE):
-    """(step, session start) pairs whose moment is in (now - grace, now], oldest first."""
+    """(step, session start) pairs due now, oldest first: each from its moment on, for as long as it
+    still means something to a team whose bot was down at that moment: the agenda while its votes are
+    open (a club whose votes close with its nominations: for `grace`), the winner and the reminder
+    until the session starts, the thread and the recap for `grace`."""
     out = []
     for start in cl.session_starts(spec, now - timedelta(days=14), skipped=skipped, count=4):
-        for step, at in _moments(spec, start).items():
-            if now - grace < at <= now or (step == "winner" and at <= now < start):
+        moments = _moments(spec, start)
+        until = {"agenda": moments["winner"] if moments["winner"] > moments["agenda"] else moments["agenda"] + grace,
+                 "winner": start, "reminder": start}
+        for step, at in moments.items():
+            if at <= now < until.get(step, at + grace):
                 out.append((at, step, start))
     return [(step, start) for at, step, start in sorted(out, key=lambda x: x[0])]
 
@@ -139,12 +145,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     if step == "agenda":
         if spec.mode == cl.PRESENTER_CHOOSES:
             cl.assign_presenter(store, channel, day, now)
-        note = None
-        if not store.nominations(channel, day.isoformat()):
-            for pid in cl.propose(store, deps.searcher, channel, day, feedback=deps.feedback,
-                                   settings=deps.pick):
-                store.add_nomination(channel, day.isoformat(), pid, None, now=now.timestamp())
-            note = "Nobody nominated a paper, so here are three from the team's interests, none read before."
+        note = PROPOSED if _propose_if_empty(deps, channel, day, now) else None
 
         def build():
             message = agenda_message(deps, channel, day, note=note)
@@ -154,6 +155,8 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
             store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
         return result
     if step == "winner":
+        if not (store.get_club_session(channel, day.isoformat()) or {}).get("paper_id"):
+            _propose_if_empty(deps, channel, day, now)  # an agenda the bot was down for proposed nothing
         session = cl.decide(store, channel, day, now)
         paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
         agenda_ts = session.get("agenda_ts")
@@ -228,6 +231,19 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         _about(store, channel, result.ts, paper.id, now)
         return result
     return None
+
+
+PROPOSED = "Nobody nominated a paper, so here are three from the team's interests, none read before."
+
+
+def _propose_if_empty(deps: Deps, channel: str, day: date, now: datetime) -> bool:
+    """With nothing on the session's ballot, put the bot's proposals there; whether it did."""
+    store = deps.store
+    if store.nominations(channel, day.isoformat()):
+        return False
+    for pid in cl.propose(store, deps.searcher, channel, day, feedback=deps.feedback, settings=deps.pick):
+        store.add_nomination(channel, day.isoformat(), pid, None, now=now.timestamp())
+    return True
 
 
 CLUB_KIND = "club"  # message_papers.kind of the club's posts about one paper

@@ -1,0 +1,91 @@
+"""A reading group lived over several weeks, against the fake Slack with an injected clock: the bot
+down at the wrong moment, the club changed with `club setup` after nominations, a presenter who
+leaves. Each test says what the team would see in the channel."""
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from bot.club import club_tick
+from bot.posting import SCHEDULED_EVENT
+from conftest import Clock, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher
+from store.club import ClubSpec, set_club
+
+CH = "C1"
+MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
+SESSION = datetime(2026, 12, 3, 16, tzinfo=timezone.utc)  # Thu 17:00 Berlin
+DAY = SESSION.date()
+MOMENTS = {"agenda": SESSION - timedelta(hours=48), "winner": SESSION - timedelta(hours=24),
+           "reminder": SESSION - timedelta(hours=1), "thread": SESSION, "recap": SESSION + timedelta(hours=3)}
+MEMBERS = ("UANN", "UBOB", "UCY")
+
+
+@pytest.fixture
+def world(fake_slack, hashing_store):
+    clock = Clock(MONDAY)
+    settings = make_settings(slack_api_url=fake_slack.api_url)
+    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
+    set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
+             by="U0", now=MONDAY)
+    fake_slack.add_members(*MEMBERS)
+    fake_slack.add_channel(CH)
+    for m in MEMBERS:
+        hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
+    return fake_slack, hashing_store, clock, deps
+
+
+def scheduled(fake, channel: str = CH) -> dict[str, list[dict]]:
+    """The bot's scheduled posts in the channel (thread replies included), by kind."""
+    out: dict[str, list[dict]] = {}
+    for m in fake.messages(channel):
+        meta = m.get("metadata") or {}
+        if meta.get("event_type") == SCHEDULED_EVENT:
+            out.setdefault(meta["event_payload"]["kind"], []).append(m)
+    return out
+
+
+def kinds(fake, day: date = DAY) -> dict[str, int]:
+    """How many of each scheduled post the session on `day` got."""
+    out: dict[str, int] = {}
+    for kind, posts in scheduled(fake).items():
+        for m in posts:
+            if m["metadata"]["event_payload"]["key"].endswith(day.isoformat()):
+                out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def tick(deps, at):
+    deps.clock.now = at
+    return club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
+
+
+def test_a_bot_restarted_after_the_session_began_posts_the_thread_but_no_stale_reminder(world):
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    # Down from before the reminder until half an hour into the session.
+    tick(deps, SESSION + timedelta(minutes=30))
+    assert kinds(fake) == {"agenda": 1, "winner": 1, "thread": 1}  # "Reading group soon" would be news from the past
+
+
+def test_an_agenda_missed_by_downtime_goes_out_late_while_votes_are_still_open(world):
+    fake, store, clock, deps = world
+    # Down from before nominations closed (Tue 17:00) until Wednesday morning: the cutoff is Wed 17:00.
+    tick(deps, MOMENTS["agenda"] + timedelta(hours=15))
+    assert kinds(fake) == {"agenda": 1}
+    [agenda] = scheduled(fake)["agenda"]
+    assert "Vote" in str(agenda["blocks"])
+
+
+def test_no_agenda_after_its_votes_closed(world):
+    fake, store, clock, deps = world
+    set_club(store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=25, cutoff_hours=24), by="U0", now=MONDAY)
+    # Down from before nominations closed until two hours later, past the cutoff an hour after them.
+    tick(deps, SESSION - timedelta(hours=23))
+    assert kinds(fake) == {"winner": 1}  # an agenda whose votes had closed would ask for votes it refuses
+    session = store.get_club_session(CH, DAY.isoformat())
+    assert session["paper_id"] and session["presenter"]  # the bot proposed, as the agenda would have
+    name = store.get_paper(session["paper_id"]).short_name
+    assert name.replace("&", "&amp;") in text_of(scheduled(fake)["winner"][0])
