@@ -89,3 +89,22 @@ def test_no_agenda_after_its_votes_closed(world):
     assert session["paper_id"] and session["presenter"]  # the bot proposed, as the agenda would have
     name = store.get_paper(session["paper_id"]).short_name
     assert name.replace("&", "&amp;") in text_of(scheduled(fake)["winner"][0])
+
+
+def _app(deps):
+    from bot.app import create_app
+
+    return create_app(deps, process_before_response=True)
+
+
+def test_a_fortnightly_club_set_to_a_new_time_keeps_its_weeks(world):
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    assert "Thu 3 Dec at 17:00" in text_of(dispatch_command(app, fake, "club setup fortnightly", user="UANN",
+                                                            channel=CH))
+    clock.now = SESSION + timedelta(days=1)  # the day after the first session, the group wants 18:00
+    reply = dispatch_command(app, fake, "club setup 18:00", user="UANN", channel=CH)
+    assert "Thu 17 Dec at 18:00" in text_of(reply)  # not Thu 10 Dec, the week off
+
