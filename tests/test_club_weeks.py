@@ -108,3 +108,19 @@ def test_a_fortnightly_club_set_to_a_new_time_keeps_its_weeks(world):
     reply = dispatch_command(app, fake, "club setup 18:00", user="UANN", channel=CH)
     assert "Thu 17 Dec at 18:00" in text_of(reply)  # not Thu 10 Dec, the week off
 
+
+
+def test_nominations_follow_the_session_when_club_setup_moves_it_to_another_day(world):
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    paper = next(iter(store.iter_papers()))
+    assert "2026-12-03" in text_of(dispatch_command(app, fake, f"nominate {paper.id}", user="UANN", channel=CH))
+    # Thursdays no longer suit: the group meets on Friday 4 Dec instead, nominations closing Wed 17:00.
+    reply = dispatch_command(app, fake, "club setup friday", user="UBOB", channel=CH)
+    assert "Fri 4 Dec at 17:00" in text_of(reply) and "Nominations:* 1" in text_of(reply)
+    tick(deps, datetime(2026, 12, 2, 16, 1, tzinfo=timezone.utc))
+    [agenda] = scheduled(fake)["agenda"]
+    assert "Nobody nominated" not in text_of(agenda)
+    assert "nominated by <@UANN>" in text_of(agenda)
