@@ -571,15 +571,24 @@ def decide(store: Store, channel: str, day: date, now: datetime) -> dict:
     """At the cutoff: the winner and the presenter for the session on `day`, stored; the session row.
 
     A presenter already chosen (a club where the presenter chooses, a swap) keeps the slot; a paper
-    the presenter chose is the winner; otherwise the tally decides (in a presenter-chooses club
+    the presenter chose, or one decided before, is the winner; otherwise the tally decides (in a presenter-chooses club
     whose presenter did not choose: by its tie-break alone)."""
     existing = store.get_club_session(channel, day.isoformat()) or {}
     if existing.get("paper_id") and existing.get("presenter"):
         return existing  # decided already (a retry or a second process), or chosen by the presenter
     history = history_for(store, channel)
+    members = [m["user"] for m in store.club_members(channel)]
+    if existing.get("paper_id"):
+        # The paper is known (announced, or the presenter's choice) and only the presenter is missing:
+        # they left (forget-me), or everyone was away. The votes may have changed since (forget-me
+        # takes a member's away), but the paper the channel was told stays.
+        presenter = choose_presenter(members, day, history, aways_for(store, channel),
+                                     nominator=existing.get("nominator"))
+        if presenter:
+            store.put_club_session(channel, day.isoformat(), presenter=presenter, now=now.timestamp())
+        return store.get_club_session(channel, day.isoformat())
     result = tally(nominations_for(store, channel, day),
                    ((v["user"], v["paper_id"]) for v in store.club_votes(channel, day.isoformat())), history)
-    members = [m["user"] for m in store.club_members(channel)]
     nominator = result.winner.user if result.winner else None
     presenter = existing.get("presenter") or choose_presenter(members, day, history, aways_for(store, channel),
                                                               nominator=nominator)

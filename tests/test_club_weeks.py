@@ -124,3 +124,34 @@ def test_nominations_follow_the_session_when_club_setup_moves_it_to_another_day(
     [agenda] = scheduled(fake)["agenda"]
     assert "Nobody nominated" not in text_of(agenda)
     assert "nominated by <@UANN>" in text_of(agenda)
+
+
+def test_a_presenter_who_runs_forget_me_after_the_announcement_is_replaced_and_the_paper_stays(world):
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    first, second = list(store.iter_papers())[:2]
+    at = MONDAY.timestamp()
+    store.add_nomination(CH, DAY.isoformat(), first.id, "UBOB", now=at)
+    store.add_nomination(CH, DAY.isoformat(), second.id, "UCY", now=at + 60)
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    for user, paper in (("UANN", second), ("UCY", second), ("UBOB", first)):
+        assert store.add_vote(CH, DAY.isoformat(), user, paper.id, limit=3, now=at) == "added"
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    [winner] = scheduled(fake)["winner"]
+    assert second.short_name.replace("&", "&amp;") in text_of(winner)
+    presenter = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert presenter == "UCY"  # the winning paper's nominator, as nobody has presented yet
+    clock.now = MOMENTS["winner"] + timedelta(hours=2)
+    assert "out of the reading group" in text_of(dispatch_command(app, fake, "forget-me confirm", user="UCY",
+                                                                  channel=CH))
+    tick(deps, MOMENTS["winner"] + timedelta(hours=2, minutes=1))
+    tick(deps, MOMENTS["reminder"] + timedelta(minutes=1))
+    session = store.get_club_session(CH, DAY.isoformat())
+    assert session["paper_id"] == second.id  # the paper the channel was told it reads
+    [reminder] = scheduled(fake)["reminder"]
+    assert second.short_name.replace("&", "&amp;") in text_of(reminder)
+    assert session["presenter"] in ("UANN", "UBOB") and f"<@{session['presenter']}>" in text_of(reminder)
+    assert [m for m in fake.dm_messages(session["presenter"])
+            if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
