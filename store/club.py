@@ -600,6 +600,21 @@ def decide(store: Store, channel: str, day: date, now: datetime) -> dict:
     return store.get_club_session(channel, day.isoformat())
 
 
+def settle_sessions(store: Store, channel: str, spec: ClubSpec, now: datetime, *, grace: timedelta) -> list[date]:
+    """Count as held each session with a paper, still planned, whose recap was due more than `grace`
+    before `now` (the recap marks a session held; one the bot was down for, or Slack refused, never
+    came): the team met, so its presenter and paper count in the rotation and the history. The days."""
+    out = []
+    for row in store.club_sessions(channel):
+        if row["state"] != "planned" or not row["paper_id"]:
+            continue
+        day = date.fromisoformat(row["date"])
+        if timeline(spec, session_start(spec, day)).recap + grace <= now:
+            store.put_club_session(channel, row["date"], state="held", now=now.timestamp())
+            out.append(day)
+    return out
+
+
 def propose(store: Store, searcher: Searcher, channel: str, day: date, *, feedback: Feedback | None,
             count: int = 3, settings: PickSettings | None = None) -> list[str]:
     """With no nominations: `count` papers from the team's interests, ranked as the paper of the day

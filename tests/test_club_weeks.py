@@ -155,3 +155,21 @@ def test_a_presenter_who_runs_forget_me_after_the_announcement_is_replaced_and_t
     assert session["presenter"] in ("UANN", "UBOB") and f"<@{session['presenter']}>" in text_of(reminder)
     assert [m for m in fake.dm_messages(session["presenter"])
             if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
+
+
+def test_a_session_the_bot_was_down_for_still_counts_so_the_rotation_moves_on(world):
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    first = store.get_club_session(CH, DAY.isoformat())
+    # Down from before the session until the next morning: no thread, no recap. The team met anyway.
+    week = timedelta(days=7)
+    tick(deps, SESSION + timedelta(hours=16))
+    tick(deps, MOMENTS["agenda"] + week + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + week + timedelta(minutes=1))
+    second = store.get_club_session(CH, (DAY + week).isoformat())
+    assert second["presenter"] != first["presenter"]  # not the same member two weeks running
+    history = text_of(dispatch_command(_app(deps), fake, "club history", user="UANN", channel=CH))
+    assert "2026-12-03" in history and f"<@{first['presenter']}>" in history

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from slack_sdk.errors import SlackApiError
 
 from store import club as cl
-from store.errors import StoreError
+from store.errors import LeaseLost, StoreError
 from store.text import member_tag
 
 from .. import blocks as bk
@@ -119,6 +119,13 @@ def club_tick(deps: Deps, client: WebClient, now: datetime, *, budget: float = 6
     for row in deps.store.clubs():
         channel = row["channel"]
         spec = cl.ClubSpec.from_row(row)
+        try:
+            for day in cl.settle_sessions(deps.store, channel, spec, now, grace=CLUB_GRACE):
+                log.info("club session %s in %s had no recap; counted as held", day, channel)
+        except LeaseLost:
+            raise  # another replica runs the tick now (SweepLease.under says so)
+        except StoreError as exc:
+            log.error("club sessions of %s not settled: %s", channel, exc)
         for step, start in due_steps(spec, now, skipped=cl.skipped_for(deps.store, channel)):
             try:
                 result = _run_step(deps, client, channel, spec, step, start, now, budget=budget,
