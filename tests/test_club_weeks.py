@@ -173,3 +173,30 @@ def test_a_session_the_bot_was_down_for_still_counts_so_the_rotation_moves_on(wo
     assert second["presenter"] != first["presenter"]  # not the same member two weeks running
     history = text_of(dispatch_command(_app(deps), fake, "club history", user="UANN", channel=CH))
     assert "2026-12-03" in history and f"<@{first['presenter']}>" in history
+
+
+def test_the_agenda_says_the_papers_are_proposals_after_votes_redraw_it_and_after_an_outage(world):
+    from slack_bolt import BoltRequest
+
+    from bot import blocks as bk
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    fake.fail("chat.postMessage", status=500, times=None)  # Slack down past the retry budget
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    assert scheduled(fake) == {} and len(store.nominations(CH, DAY.isoformat())) == 3
+    fake.reset()
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=2))  # the next tick posts it
+    [agenda] = scheduled(fake)["agenda"]
+    assert "Nobody nominated" in text_of(agenda)
+    paper = store.nominations(CH, DAY.isoformat())[0]["paper_id"]
+    clock.now = MOMENTS["agenda"] + timedelta(minutes=5)
+    body = {"type": "block_actions", "user": {"id": "UANN"}, "api_app_id": "A1", "team": {"id": "T1"},
+            "channel": {"id": CH}, "trigger_id": "1.2.3", "response_url": fake.new_response_url(channel=CH, user="UANN"),
+            "container": {"type": "message", "channel_id": CH, "message_ts": agenda["ts"], "is_ephemeral": False},
+            "actions": [{"action_id": bk.ACTION_VOTE, "block_id": "b", "value": f"{DAY.isoformat()}|{paper}",
+                         "type": "button"}]}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    redrawn = fake.wait_for(lambda: next((m for m in fake.messages(CH) if m["ts"] == agenda["ts"]
+                                          and "*1* vote" in text_of(m)), None))
+    assert "Nobody nominated" in text_of(redrawn)

@@ -46,11 +46,13 @@ def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
 
 
 # -- the agenda ---------------------------------------------------------------------------------
-def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False, note: str | None = None) -> dict:
-    """chat.postMessage / chat.update arguments for the session's agenda, counts included."""
+def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False) -> dict:
+    """chat.postMessage / chat.update arguments for the session's agenda, counts included; a ballot of
+    the bot's proposals alone (no nominator) says so, however often it is drawn."""
     store = deps.store
     spec = _spec(deps, channel)
     noms = store.nominations(channel, day.isoformat())
+    note = proposed_note(len(noms)) if noms and not any(n["user"] for n in noms) else None
     counts: dict[str, int] = {}
     for v in store.club_votes(channel, day.isoformat()):
         counts[v["paper_id"]] = counts.get(v["paper_id"], 0) + 1
@@ -152,12 +154,8 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     if step == "agenda":
         if spec.mode == cl.PRESENTER_CHOOSES:
             cl.assign_presenter(store, channel, day, now)
-        note = PROPOSED if _propose_if_empty(deps, channel, day, now) else None
-
-        def build():
-            message = agenda_message(deps, channel, day, note=note)
-            return message
-        result = once(build)
+        _propose_if_empty(deps, channel, day, now)
+        result = once(lambda: agenda_message(deps, channel, day))
         if result.ts:
             store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
         return result
@@ -240,7 +238,10 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     return None
 
 
-PROPOSED = "Nobody nominated a paper, so here are three from the team's interests, none read before."
+def proposed_note(count: int) -> str:
+    """The agenda's line over the bot's proposals."""
+    many = {1: "is one", 2: "are two", 3: "are three"}.get(count, f"are {count}")
+    return f"Nobody nominated a paper, so here {many} from the team's interests, none read before."
 
 
 def _propose_if_empty(deps: Deps, channel: str, day: date, now: datetime) -> bool:
