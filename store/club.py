@@ -524,6 +524,22 @@ def assign_presenter(store: Store, channel: str, day: date, now: datetime) -> st
     return presenter
 
 
+def left_channel(store: Store, channel: str, user: str, now: datetime) -> list[date]:
+    """`user` left the club's channel: out of the rotation, and off the sessions they were to present
+    that have not begun (the next tick chooses, and DMs, someone else). The days they were to present."""
+    spec = club_for(store, channel)
+    if spec is None or user not in {m["user"] for m in store.club_members(channel, active_only=False)}:
+        return []
+    store.set_club_member(channel, user, active=False, now=now.timestamp())
+    freed = []
+    for row in store.club_sessions(channel):
+        day = date.fromisoformat(row["date"])
+        if row["state"] == "planned" and row["presenter"] == user and session_start(spec, day) > now:
+            store.put_club_session(channel, row["date"], presenter=None, now=now.timestamp())
+            freed.append(day)
+    return freed
+
+
 def session_start(spec: ClubSpec, day: date) -> datetime:
     """When the session on `day` starts (its first HH:MM on a fall-back night)."""
     return fire_on(ScheduleSpec(spec.hour, spec.minute, spec.tz, DAILY), day)

@@ -200,3 +200,31 @@ def test_the_agenda_says_the_papers_are_proposals_after_votes_redraw_it_and_afte
     redrawn = fake.wait_for(lambda: next((m for m in fake.messages(CH) if m["ts"] == agenda["ts"]
                                           and "*1* vote" in text_of(m)), None))
     assert "Nobody nominated" in text_of(redrawn)
+
+
+def test_a_presenter_who_leaves_the_channel_is_replaced_and_out_of_the_rotation(world):
+    from slack_bolt import BoltRequest
+
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=1))
+    tick(deps, MOMENTS["winner"] + timedelta(minutes=1))
+    gone = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    clock.now = MOMENTS["winner"] + timedelta(hours=3)
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvLeft1", "event_time": 1,
+            "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+            "event": {"type": "member_left_channel", "user": gone, "channel": CH, "channel_type": "C", "team": "T1",
+                      "event_ts": f"{clock.now.timestamp():.6f}"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    fake.wait_for(lambda: gone not in {m["user"] for m in store.club_members(CH)})
+    tick(deps, MOMENTS["winner"] + timedelta(hours=3, minutes=1))
+    tick(deps, MOMENTS["reminder"] + timedelta(minutes=1))
+    now_presenting = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert now_presenting not in (None, gone)
+    [reminder] = scheduled(fake)["reminder"]
+    assert f"<@{now_presenting}>" in text_of(reminder) and f"<@{gone}>" not in text_of(reminder)
+    assert [m for m in fake.dm_messages(now_presenting)
+            if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
+    assert f"<@{gone}>" not in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))

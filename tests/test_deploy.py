@@ -371,6 +371,7 @@ EVENT_SCOPES = {
     "app_home_opened": set(),
     "reaction_added": {"reactions:read"}, "reaction_removed": {"reactions:read"},
     "member_joined_channel": {"channels:read", "groups:read"},
+    "member_left_channel": {"channels:read", "groups:read"},
     "link_shared": {"links:read"},
 }
 SAMPLE_EVENTS = {
@@ -380,6 +381,8 @@ SAMPLE_EVENTS = {
                          "item": {"type": "message", "channel": "C1", "ts": "1.1"}, "event_ts": "1.3"},
     "member_joined_channel": {"type": "member_joined_channel", "user": "W1", "channel": "C1",
                               "channel_type": "C", "team": "T1", "event_ts": "1.4"},
+    "member_left_channel": {"type": "member_left_channel", "user": "W1", "channel": "C1",
+                            "channel_type": "C", "team": "T1", "event_ts": "1.7"},
     "app_home_opened": {"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9",
                         "event_ts": "1.5"},
     # a listing page, not a paper: the listener answers it without fetching anything

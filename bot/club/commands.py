@@ -505,6 +505,19 @@ def register(app: App, deps: Deps) -> None:
             ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")
         deps.later(job, respond)
 
+    @app.event("member_left_channel")
+    def handle_member_left_channel(event, context):
+        channel, user = event.get("channel"), event.get("user")
+        if not channel or not user or user == context.get("bot_user_id"):
+            return
+
+        def job():
+            freed = cl.left_channel(store, channel, user, deps.clock())
+            if freed:
+                log.info("%s left %s: no longer presents on %s", member_tag(user), channel,
+                         ", ".join(d.isoformat() for d in freed))
+        deps.later(job, None)
+
     updates = MessageUpdates(deps.later)
 
     def _refresh(client, channel: str, ts: str | None, day: date) -> None:
