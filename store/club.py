@@ -387,15 +387,14 @@ def set_club(store: Store, channel: str, spec: ClubSpec, *, by: str | None, now:
     """Store a club's setup. A fortnightly club without an anchor keeps the weeks it met in when it
     was fortnightly before (a new time or weekday does not move it a week), else counts from its next
     session."""
+    before = club_for(store, channel)
     if spec.cadence == FORTNIGHTLY and spec.anchor is None:
-        before = club_for(store, channel)
         if before is not None and before.active and before.cadence == FORTNIGHTLY and before.anchor is not None:
             week = before.anchor - timedelta(days=before.anchor.weekday())
             spec = dataclasses.replace(spec, anchor=week + timedelta(days=spec.weekday))
         else:
             first = session_starts(dataclasses.replace(spec, cadence=WEEKLY), now)[0]
             spec = dataclasses.replace(spec, anchor=first.date())
-    before = club_for(store, channel)
     store.set_club(channel, set_by=by, now=now.timestamp(), **spec.to_row())
     if before is not None:
         _carry_nominations(store, channel, before, spec, now)

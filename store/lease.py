@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # Store methods that write (the Store protocol's writers, lease methods aside).
 _WRITE_PREFIXES = ("write_", "put_", "add_", "remove_", "set_", "delete_", "claim_", "take_over_", "finish_",
                    "fail_", "record_", "save_", "unsave_", "forget_", "reapply_", "update_", "mark_", "clear_",
-                   "skip_", "unskip_")
+                   "skip_", "unskip_", "move_")
 _UNFENCED = {"claim_event", "set_meta"}  # dedupe records and heartbeats are per replica, not per lease
 
 

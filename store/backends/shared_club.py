@@ -199,12 +199,23 @@ class ClubTables(SQLTables):
                                 [channel, date]).fetchone()[0]
             votes = self._run(db, "select count(*) from club_votes where channel = ? and session = ?",
                               [channel, date]).fetchone()[0]
-            self._run(db, "update club_nominations set session = ?, carried_from = coalesce(carried_from, ?) "
-                          "where channel = ? and session = ? "
-                          "and paper_id not in (select paper_id from club_nominations "
-                          "where channel = ? and session = ?)",
-                      [to_session, date, channel, date, channel, to_session])
+            self._move_ballot(db, channel, date, to_session, carried_from=date)
             return {"carried": carried, "votes": votes}
+
+    def move_nominations(self, channel: str, session: str, to_session: str) -> int:
+        """Move a session the club no longer holds (`club setup` moved it) to another session's ballot,
+        as a skip carries one; how many moved. Not carried: no unskip brings them back."""
+        with self.transaction() as db:
+            return self._move_ballot(db, channel, session, to_session)
+
+    def _move_ballot(self, db, channel: str, session: str, to_session: str, *, carried_from: str | None = None) -> int:
+        """Each nomination of `session` onto `to_session`'s ballot, keeping its nominator and time (and
+        the session it was first made for, else `carried_from`); one already on that ballot stays."""
+        return self._run(db, "update club_nominations set session = ?, carried_from = coalesce(carried_from, ?) "
+                             "where channel = ? and session = ? "
+                             "and paper_id not in (select paper_id from club_nominations "
+                             "where channel = ? and session = ?)",
+                         [to_session, carried_from, channel, session, channel, to_session]).rowcount
 
     def unskip_club_session(self, channel: str, date: str, *, now: float) -> dict | None:
         """Hold a cancelled session after all and bring its carried nominations back, in one transaction.
