@@ -50,6 +50,7 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     # A paper the channel's reading group read, chose or voted on counts as shown: never the paper of the day.
     read = [PastPost(date.min, pid) for pid in sorted(club_papers(store, channel))]
     history = history_for(store, channel, reactions) + read
+    history += copies_of_shown(store, history)  # the same paper under another id is shown too
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
     # The library (its rows, mean and moments) is kept by the index: made once a library version.
@@ -182,6 +183,60 @@ def club_papers(store: Store, channel: str) -> set[str]:
     """Papers the channel's reading group read, chose or had on a ballot (a member's nomination, the
     bot's proposal, won or lost): the team has seen them there, so never the paper of the day."""
     return read_papers(store, channel) | {r["paper_id"] for r in store.nominations(channel)}
+
+
+def same_papers(store: Store, ids: Sequence[str]) -> dict[str, str]:
+    """Papers that are one of `ids` under another id (copy -> the one of `ids`): the same title or
+    abstract, or most of the same sentences. Ingest merges a record that shares an id, a title or
+    the whole abstract with a paper it knows; an arXiv copy of a bundled abstract (a title now, one
+    sentence reworded) or a camera-ready OpenReview note of an arXiv paper (a new title, an edited
+    abstract) comes in as a new paper, and is the same one to a team that has read it."""
+    ids = list(dict.fromkeys(i for i in ids if i))
+    if not ids:
+        return {}
+    mine = store.paper_keys(ids)
+    wanted = sorted({k for keys in mine.values() for k in keys if k.startswith(("sent:", "title:", "abs:"))})
+    holders = store.lookup_keys(wanted)
+    known, out, shared = set(ids), {}, {}
+    for pid, keys in mine.items():
+        for key in keys:
+            for other in holders.get(key, ()):
+                if other in known:
+                    continue
+                if key.startswith("sent:"):
+                    shared[(pid, other)] = shared.get((pid, other), 0) + 1
+                elif key.startswith(("title:", "abs:")):
+                    out.setdefault(other, pid)
+    # Sentences (over 40 characters) in common: at least two, and most of the shorter abstract's,
+    # as ingest itself merges an untitled record.
+    candidates = {other for (_, other), n in shared.items() if n >= 2 and other not in out}
+    theirs = store.paper_keys(sorted(candidates)) if candidates else {}
+
+    def sentences(keys) -> int:
+        return sum(k.startswith("sent:") for k in keys)
+
+    for (pid, other), n in sorted(shared.items()):
+        if other in candidates and other not in out and \
+                2 * n > min(sentences(mine[pid]), sentences(theirs.get(other, ()))):
+            out[other] = pid
+    return out
+
+
+def copies_of_shown(store: Store, history: Sequence[PastPost]) -> list[PastPost]:
+    """Past posts for the copies (`same_papers`) of what `history` shows: a copy of a paper the
+    channel used up is used up; a copy of one shown under "Also today" was shown there that day."""
+    used = {pid for p in history for pid in (p.paper_id, *p.engaged) if pid}
+    previewed: dict[str, date] = {}
+    for p in sorted(history, key=lambda p: p.day):
+        for r in p.runners_up:
+            previewed.setdefault(r, p.day)
+    out = []
+    for copy, original in sorted(same_papers(store, [*used, *previewed]).items()):
+        if original in used:
+            out.append(PastPost(date.min, copy))
+        else:
+            out.append(PastPost(previewed[original], None, runners_up=(copy,)))
+    return out
 
 
 def history_for(store: Store, channel: str, reactions: Sequence[dict] | None = None) -> list[PastPost]:
