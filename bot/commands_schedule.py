@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
 from store.daily import pick_for_day
@@ -60,9 +61,21 @@ def _member_zone(deps: Deps, user: str | None) -> str | None:
         return None
 
 
-def _schedule_shown(deps: Deps, spec: ScheduleSpec, now, said: str) -> Reply:
+def _posted_days(deps: Deps, channel: str, now) -> set:
+    """The local dates (any zone's: from two days back) whose paper of the day is out or said to be
+    none: a fire on one of them posts nothing."""
+    since = (now - timedelta(days=2)).date().isoformat()
+    return {date.fromisoformat(d) for d, status in deps.store.post_days(channel, since).items()
+            if status in (PostStatus.POSTED, PostStatus.EMPTY)}
+
+
+def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now) -> str:
+    return bk.esc(describe_next(spec, now, _posted_days(deps, channel, now)))
+
+
+def _schedule_shown(deps: Deps, channel: str, spec: ScheduleSpec, now, said: str) -> Reply:
     """A channel's schedule, privately: `said` (mrkdwn, escaped), then when the next post goes out."""
-    text = f"{said}\nNext post: {bk.esc(describe_next(spec, now))}."
+    text = f"{said}\nNext post: {_next_post(deps, channel, spec, now)}."
     return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
 
 
@@ -75,7 +88,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
             # Never set, or turned off: the same answer fits both (no "yet" for a channel that had one).
             return Reply("No daily paper here.", bk.message_blocks(
                 "This channel has no paper of the day scheduled.", footer=f"Set one: {_schedule_usage(deps)}"))
-        return _schedule_shown(deps, spec, now, f"The paper of the day comes at *{spec.describe()}*.")
+        return _schedule_shown(deps, channel, spec, now, f"The paper of the day comes at *{spec.describe()}*.")
     if not call.channel_id:
         return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
                              "that should get the paper of the day.", hint=_schedule_usage(deps))
@@ -98,7 +111,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
     except ScheduleError as e:
         return problem_reply(deps, str(e), hint=_schedule_usage(deps, current))
     if spec == current:  # nothing changes: say so privately, not to the whole channel again
-        return _schedule_shown(deps, spec, now,
+        return _schedule_shown(deps, channel, spec, now,
                                f"The paper of the day is already set to *{spec.describe()}*: nothing changed.")
     deps.store.set_schedule(channel, hour=spec.hour, minute=spec.minute, tz=spec.tz, days=spec.days,
                             set_by=call.user_id or None, now=now.timestamp())
@@ -106,7 +119,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
     zone_note = (f" ({bk.esc(spec.tz)} is your Slack time zone; name another to change it)"
                  if member_tz and spec.tz == member_tz else "")
     text = (f"{mention(call.user_id)} set the paper of the day to *{spec.describe()}*{zone_note}.\n"
-            f"{'Next' if current else 'First'} post: {bk.esc(describe_next(spec, now))}.")
+            f"{'Next' if current else 'First'} post: {_next_post(deps, channel, spec, now)}.")
     footer = f"{code(deps.command + ' today')} previews it; {code(deps.command + ' interests')} steers it."
     return Reply(f"Paper of the day: {spec.describe()}", bk.message_blocks(text, footer=footer), in_channel=True)
 
@@ -150,7 +163,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
         pick = pick_for_day(deps.store, deps.searcher, channel, day, feedback=deps.feedback, settings=deps.pick)
         if pick is None:
             return Reply("Nothing left to pick.", bk.empty_blocks(deps.command))
-        status = (f"it posts {bk.esc(describe_next(spec, now))}." if spec else
+        status = (f"it posts {_next_post(deps, channel, spec, now)}." if spec else
                   f"this channel has no paper of the day scheduled: {_schedule_usage(deps)}")
     ids = [pick.paper_id, *[c.paper_id for c in pick.shown]]
     papers = {p.id: p for p in deps.store.get_papers(ids)}

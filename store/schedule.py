@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from .errors import StoreError
@@ -313,7 +313,17 @@ def format_duration(delta: timedelta) -> str:
     return " ".join(parts) or "less than a minute"
 
 
-def describe_next(spec: ScheduleSpec, now: datetime) -> str:
-    """'Tue 12 Mar at 09:00 America/New_York (in 3 h 20 min)'."""
-    fire = next_fire(spec, now)
+def next_post(spec: ScheduleSpec, after: datetime, done_days: Collection[date] = ()) -> datetime:
+    """The first fire after `after` whose local date has no post yet (`done_days`): a channel gets
+    one paper a day, so a fire on a date already posted (the time moved later, or a zone whose
+    today was posted under the old zone) posts nothing."""
+    fire = next_fire(spec, after)
+    while post_date(spec, fire) in done_days:
+        fire = next_fire(spec, fire)
+    return fire
+
+
+def describe_next(spec: ScheduleSpec, now: datetime, done_days: Collection[date] = ()) -> str:
+    """'Tue 12 Mar at 09:00 America/New_York (in 3 h 20 min)'; days in `done_days` are passed over."""
+    fire = next_post(spec, now, done_days)
     return f"{fire:%a %-d %b} at {fire:%H:%M} {spec.tz} (in {format_duration(fire - now)})"

@@ -13,7 +13,7 @@ import pytest
 
 from bot.posting import EVENT_TYPE
 from bot.scheduler import DailyService
-from conftest import dispatch_command, make_deps, make_settings
+from conftest import dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 from store.ingest import Record, ingest_records
 
@@ -86,3 +86,39 @@ def test_the_same_paper_ingested_again_under_a_new_id_is_not_the_paper_of_the_da
     assert len(ids) == 4 and len(set(ids)) == 4
     titles = [hashing_store.get_paper(pid).title or "" for pid in ids]
     assert not any("arXiv version" in t for t in titles), "the same paper was posted twice"
+
+
+# -- a schedule changed on a day whose post went out -----------------------------------------------
+def test_a_new_time_after_the_days_post_went_out_names_tomorrow_as_the_next_post(app, fake_slack, service):
+    """At 10:00, after the 09:00 post, `/paper schedule 11:00` announced "Next post: Mon 3 Jun at
+    11:00 (in 1 h)" to the channel; 11:00 came and nothing was posted (the day had its paper)."""
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 UTC")
+    at(service, 3)
+    assert service.fire(CH).status == "posted"
+    at(service, 3, 10)
+    moved = text_of(command(app, fake_slack, "schedule 11:00"))
+    assert "Next post: Tue 4 Jun at 11:00 UTC (in 1 day 1 h)" in moved
+    assert "Next post: Tue 4 Jun at 11:00 UTC" in text_of(command(app, fake_slack, "schedule"))
+    at(service, 3, 11)
+    assert service.fire(CH).status == "already"  # one paper a day, as the reply now says
+    at(service, 4, 11)
+    assert service.fire(CH).status == "posted"
+    assert len(daily_posts(fake_slack)) == 2
+
+
+def test_a_new_zone_whose_today_was_posted_under_the_old_one_names_the_day_after(app, fake_slack, service):
+    """Tokyo's 09:00 post of 4 Jun went out at 00:00 UTC; moved to 09:00 New York that evening
+    (still 3 Jun there), the reply promised 4 Jun 09:00 New York: that day had its post already."""
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 Asia/Tokyo")
+    at(service, 4, 0)
+    assert service.fire(CH).status == "posted"  # 09:00 in Tokyo, 4 Jun
+    at(service, 4, 1)  # 21:00 on 3 Jun in New York
+    moved = text_of(command(app, fake_slack, "schedule 09:00 America/New_York"))
+    assert "Next post: Wed 5 Jun at 09:00 America/New_York" in moved
+    at(service, 4, 13)  # 09:00 on 4 Jun in New York: that date's paper is the one Tokyo got
+    assert service.fire(CH).status == "already"
+    at(service, 5, 13)
+    assert service.fire(CH).status == "posted"
+    assert len(daily_posts(fake_slack)) == 2
