@@ -60,6 +60,9 @@ POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to
 LOOK_BACK = timedelta(hours=36)  # how far back a daily claim looks for its post already in the channel
 HISTORY_PAGE = 999  # conversations.history's largest page
 NEWEST_PAGES = 5  # pages read when a post has no claim time to look back from
+# Slack's refusals of a post to a channel the bot cannot post in (removed, deleted, archived): the
+# post is certainly not there, and nothing changes until someone invites the bot back.
+CHANNEL_GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
 
 
 class PostFailed(Exception):
@@ -252,6 +255,8 @@ class Poster:
                 return PostResult("already", post.day, row["paper_id"], row["ts"])
             if row["status"] == PostStatus.EMPTY:
                 return PostResult("empty", post.day)
+            if row["status"] == PostStatus.MISSED:
+                return PostResult("missed", post.day, detail=row.get("error") or "")
             # Claimed or failed: whoever retries, this process included, re-claims by compare-and-swap
             # on the exact row it read, so only one process ever holds it. A claim whose holder may
             # still be posting is the holder's.
@@ -326,6 +331,7 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
     for _ in range(2):  # a second round only when a concurrent pick took "our" paper
         pick = None
         if store.get_post(channel, key) is None:
+            _release_missed(store, channel, key)
             pick = pick_for_day(store, searcher, channel, day, feedback=feedback, settings=pick_settings)
             if pick is None:
                 return _post_empty(client, store, channel, day, poster.replica, now, command, budget, sleep)
@@ -343,6 +349,21 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
                         now=now.timestamp())
         log.info("paper of the day %s for %s: %s (ts %s)", key, channel, result.paper_id, result.ts)
     return result
+
+
+def channel_gone(error: str | None) -> bool:
+    """Whether a post row's error (`_describe`'s "HTTP 200 not_in_channel") is Slack refusing the channel."""
+    return bool(error) and error.split()[-1] in CHANNEL_GONE
+
+
+def _release_missed(store: Store, channel: str, key: str) -> None:
+    """Earlier days Slack refused because the bot could not post in the channel: their papers were
+    never seen, so the pick for `key` may choose them again (and says nothing of "Also today")."""
+    for row in store.post_history(channel):
+        if row["day"] < key and row["status"] == PostStatus.FAILED and channel_gone(row.get("error")) \
+                and store.miss_post(channel, row["key"], claimed_at=row["claimed_at"]):
+            log.info("the %s post for %s never went out (%s): its papers are free again",
+                     row["key"], channel, row["error"])
 
 
 def _abstract_reply(client: WebClient, store: Store, channel: str, day: date, result: PostResult, *,

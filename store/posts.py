@@ -11,3 +11,4 @@ class PostStatus(StrEnum):
     FAILED = "failed"  # the last attempt failed; the claim is retried within the window
     POSTED = "posted"  # in the channel, with its ts recorded
     EMPTY = "empty"  # nothing to post (no papers left), said once
+    MISSED = "missed"  # never in the channel, and never will be: its day is over (its paper is free again)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.posting import EVENT_TYPE
-from bot.scheduler import DailyService
+from bot.scheduler import SWEEP_EVERY, DailyService
 from conftest import dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 from store.ingest import Record, ingest_records
@@ -122,3 +122,34 @@ def test_a_new_zone_whose_today_was_posted_under_the_old_one_names_the_day_after
     at(service, 5, 13)
     assert service.fire(CH).status == "posted"
     assert len(daily_posts(fake_slack)) == 2
+
+
+# -- removed from the channel, invited back ---------------------------------------------------------
+def test_a_paper_picked_while_the_bot_was_out_of_the_channel_is_posted_once_it_is_back(
+        app, fake_slack, service, hashing_store):
+    """Removed from the channel on 3 Jun, invited back on 4 Jun: 3 Jun's paper (the best match)
+    was never seen, yet it was used up for good, and 4 Jun's post said its own paper had been
+    "shown under Also today on Mon 3 Jun"."""
+    at(service, 2, 12)
+    command(app, fake_slack, "interests add video understanding")
+    command(app, fake_slack, "schedule 09:00 UTC")
+    for method in ("chat.postMessage", "conversations.history"):
+        fake_slack.fail(method, error="not_in_channel", times=None)
+    at(service, 3)
+    missed = service.fire(CH)
+    assert missed.status == "failed" and "not_in_channel" in missed.detail
+    at(service, 3, 12, 10)  # the sweep's tries run out with the catch-up window
+    for _ in range(SWEEP_EVERY):
+        service.poll()
+    assert daily_posts(fake_slack) == []
+
+    fake_slack.reset()  # /invite @paperclub
+    at(service, 4)
+    back = service.fire(CH)
+    assert back.status == "posted"
+    assert back.paper_id == missed.paper_id  # the team never saw it: it is still theirs to read
+    (post,) = daily_posts(fake_slack)
+    assert "Also today on Mon 3 Jun" not in text_of(post)
+    at(service, 5)
+    assert service.fire(CH).status == "posted"
+    assert len(set(posted_ids(fake_slack))) == 2

@@ -92,6 +92,16 @@ class PostClaims(SQLTables):
                 "where channel = ? and key = ? and claimed_by = ? and claimed_at = ? and status = 'claimed'"),
                 [error, channel, key, claimer, claimed_at])
 
+    def miss_post(self, channel: str, key: str, *, claimed_at: float | None) -> bool:
+        """A failed daily post whose day is over and that Slack never took: 'missed', its paper (and
+        runners-up) no longer counted as shown. Only the failed claim made at `claimed_at` (a retry
+        that re-claimed it meanwhile keeps it); True if this call changed it."""
+        with self.transaction() as db:
+            return db.execute(self._q(
+                "update posts set status = 'missed', paper_id = null "
+                "where channel = ? and key = ? and kind = 'daily' and status = 'failed' "
+                "and claimed_at is not distinct from ?"), [channel, key, claimed_at]).rowcount == 1
+
     def set_post_abstract(self, channel: str, key: str, ts: str) -> None:
         """Keep the ts of the daily post's abstract reply (or the 'nothing left' notice) with its row."""
         with self.transaction() as db:
