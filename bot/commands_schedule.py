@@ -24,6 +24,7 @@ from store.schedule import (
 from store.text import member_tag
 
 from . import blocks as bk
+from .posting import channel_gone
 from .blocks import code, explanation, mention
 from .commands import (
     Call,
@@ -73,9 +74,29 @@ def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now) -> str:
     return bk.esc(describe_next(spec, now, _posted_days(deps, channel, now)))
 
 
+def _refused(error: str | None) -> str:
+    """Why Slack refused a post to this channel, and the fix (`error` as the post row keeps it)."""
+    return (f"I am not in this channel ({bk.esc(error.split()[-1])}): "
+            f"`/invite @paperclub` here (or unarchive the channel) and I post again")
+
+
+def _last_refused(deps: Deps, channel: str, now) -> str | None:
+    """A line on the channel's latest daily post when Slack refused it for this channel, else None."""
+    since = (now - timedelta(days=2)).date().isoformat()
+    days = sorted(deps.store.post_days(channel, since), reverse=True)
+    row = deps.store.get_post(channel, days[0]) if days else None
+    if not row or row["status"] != PostStatus.FAILED or not channel_gone(row.get("error")):
+        return None
+    return f"{date.fromisoformat(row['day']):%a %-d %b}'s paper could not be posted: {_refused(row['error'])}."
+
+
 def _schedule_shown(deps: Deps, channel: str, spec: ScheduleSpec, now, said: str) -> Reply:
-    """A channel's schedule, privately: `said` (mrkdwn, escaped), then when the next post goes out."""
+    """A channel's schedule, privately: `said` (mrkdwn, escaped), then when the next post goes out
+    (and why the last one is missing, when Slack refused it for this channel)."""
     text = f"{said}\nNext post: {_next_post(deps, channel, spec, now)}."
+    refused = _last_refused(deps, channel, now)
+    if refused:
+        text += f"\n:warning: {refused}"
     return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
 
 
@@ -158,6 +179,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
     if row and row.get("pick"):
         pick = DailyPick.from_dict(row["pick"], channel, day)
         status = ("it is being posted right now." if row["status"] == PostStatus.CLAIMED else
+                  f"Slack refused it: {_refused(row['error'])}." if channel_gone(row.get("error")) else
                   "Slack did not take it yet; it will be retried.")
     else:
         pick = pick_for_day(deps.store, deps.searcher, channel, day, feedback=deps.feedback, settings=deps.pick)

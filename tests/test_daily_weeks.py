@@ -153,3 +153,27 @@ def test_a_paper_picked_while_the_bot_was_out_of_the_channel_is_posted_once_it_i
     at(service, 5)
     assert service.fire(CH).status == "posted"
     assert len(set(posted_ids(fake_slack))) == 2
+
+
+def test_schedule_and_today_tell_an_admin_the_bot_is_not_in_the_channel(app, fake_slack, service):
+    """Refused as not_in_channel, `/paper schedule` said only when the next post was due, and
+    `/paper today` said "Slack did not take it yet; it will be retried" long after the retries
+    had stopped: the reason, and the fix, were only in the bot's log."""
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 UTC")
+    for method in ("chat.postMessage", "conversations.history"):
+        fake_slack.fail(method, error="not_in_channel", times=None)
+    at(service, 3)
+    assert service.fire(CH).status == "failed"
+    at(service, 3, 15)
+    shown = text_of(command(app, fake_slack, "schedule"))
+    assert "Mon 3 Jun's paper could not be posted: I am not in this channel (not_in_channel)" in shown
+    assert "/invite @paperclub" in shown
+    today = text_of(command(app, fake_slack, "today"))
+    assert "it will be retried" not in today
+    assert "I am not in this channel (not_in_channel)" in today and "/invite @paperclub" in today
+    fake_slack.reset()
+    at(service, 4)
+    assert service.fire(CH).status == "posted"
+    at(service, 4, 10)
+    assert "could not be posted" not in text_of(command(app, fake_slack, "schedule"))
