@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from store.daily import pick_for_day
 from store.errors import PaperNotFound
 from store.pick import DailyPick
-from store.posts import PostStatus
+from store.posts import DAY_DONE, PostStatus
 from store.schedule import (
     ScheduleError,
     ScheduleSpec,
@@ -67,7 +67,7 @@ def _posted_days(deps: Deps, channel: str, now) -> set:
     none: a fire on one of them posts nothing."""
     since = (now - timedelta(days=2)).date().isoformat()
     return {date.fromisoformat(d) for d, status in deps.store.post_days(channel, since).items()
-            if status in (PostStatus.POSTED, PostStatus.EMPTY)}
+            if status in DAY_DONE}
 
 
 def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now) -> str:
@@ -77,7 +77,8 @@ def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now) -> str:
 def _refused(error: str | None) -> str:
     """Why Slack refused a post to this channel, and the fix (`error` as the post row keeps it)."""
     return (f"I am not in this channel ({bk.esc(error.split()[-1])}): "
-            f"`/invite @paperclub` here (or unarchive the channel) and I post again")
+            "invite me back (`/invite @` and my name, as this app is called here) or unarchive the channel, "
+            "and I post again")
 
 
 def _last_refused(deps: Deps, channel: str, now) -> str | None:

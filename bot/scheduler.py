@@ -25,7 +25,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Callable
 
 from store.errors import LeaseLost, StoreError
-from store.posts import PostStatus
+from store.posts import DAY_DONE
 from store.schedule import (
     DEFAULT_GRACE,
     ScheduleSpec,
@@ -228,7 +228,7 @@ class DailyService:
             channel, spec = row["channel"], ScheduleSpec.from_row(row)
             since_day = (now - timedelta(days=9)).date().isoformat()
             days = store.post_days(channel, since_day)
-            done = {date.fromisoformat(d) for d, s in days.items() if s in (PostStatus.POSTED, PostStatus.EMPTY, PostStatus.MISSED)}
+            done = {date.fromisoformat(d) for d, s in days.items() if s in DAY_DONE}
             since = datetime.fromtimestamp(row["updated_at"], timezone.utc) if row.get("updated_at") else None
             decision = catch_up(spec, now, done_days=done, since=since, grace=self.grace)
             if decision.action == "post":

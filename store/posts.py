@@ -12,3 +12,7 @@ class PostStatus(StrEnum):
     POSTED = "posted"  # in the channel, with its ts recorded
     EMPTY = "empty"  # nothing to post (no papers left), said once
     MISSED = "missed"  # never in the channel, and never will be: its day is over (its paper is free again)
+
+
+# A day in one of these has had its post (or never will): a fire on it posts nothing.
+DAY_DONE = frozenset({PostStatus.POSTED, PostStatus.EMPTY, PostStatus.MISSED})

@@ -168,10 +168,10 @@ def test_schedule_and_today_tell_an_admin_the_bot_is_not_in_the_channel(app, fak
     at(service, 3, 15)
     shown = text_of(command(app, fake_slack, "schedule"))
     assert "Mon 3 Jun's paper could not be posted: I am not in this channel (not_in_channel)" in shown
-    assert "/invite @paperclub" in shown
+    assert "invite me back" in shown
     today = text_of(command(app, fake_slack, "today"))
     assert "it will be retried" not in today
-    assert "I am not in this channel (not_in_channel)" in today and "/invite @paperclub" in today
+    assert "I am not in this channel (not_in_channel)" in today and "invite me back" in today
     fake_slack.reset()
     at(service, 4)
     assert service.fire(CH).status == "posted"
