@@ -447,11 +447,11 @@ def test_a_venue_harvest_killed_before_announcing_its_new_papers_announces_them_
         assert add_paper(db, sources, ("openreview", n.forum), EMB, now=NOW).new
     with pytest.raises(Killed):
         harvest_openreview(DiesBeforeAnnouncing(db), sources, venue, EMB, now=NOW, restart=True)
-    assert db.count_papers() == 5 and db.announced_since(0, ["openreview"]) == {}
+    assert db.count_papers() == 5 and db.announced_since(0, [f"openreview:{venue}"]) == {}
     harvest_openreview(db, sources, venue, EMB, now=NOW, restart=True)  # the next poll, another replica
     ids = {n.forum: db.lookup_keys([f"ext:openreview:{n.forum.lower()}"])[f"ext:openreview:{n.forum.lower()}"][0]
            for n in fake.notes}
-    announced = db.announced_since(0, ["openreview"])
+    announced = db.announced_since(0, [f"openreview:{venue}"])
     assert set(announced) == {ids[n.forum] for n in fake.notes[2:]}  # the new ones, not the library's
     assert db.count_papers() == 5
     assert "pending" not in db.source_state(f"openreview:{venue}")["cursor"] or \
@@ -527,3 +527,35 @@ def test_a_first_start_fills_the_bundled_papers_from_openreview_or_says_how(fake
         for t in [t for t in threading.enumerate() if t.name == "enrich-samples"]:
             t.join(timeout=120)
     assert "when online, run: paperclub enrich openreview --venue ICLR.cc/2026/Conference" in caplog.text
+
+
+def _pid(store, arxiv_id: str) -> str:
+    return store.lookup_keys([f"ext:arxiv:{arxiv_id}"])[f"ext:arxiv:{arxiv_id}"][0]
+
+
+def test_a_channel_gets_as_new_only_the_papers_of_the_feeds_it_follows(fake, sources, db):
+    """Two channels, two categories: cs.CV's channel is not handed cs.LG's night as its news (before,
+    every arXiv feed's papers were every arXiv-following channel's "new on arXiv today")."""
+    from store import Searcher
+    from store.daily import pick_for_day
+    from store.feedback import Feedback
+    from store.sources import fresh_papers, poll_feeds
+
+    lg = make_papers(3, seed=1, categories=("cs.LG",))
+    cv = make_papers(2, seed=2, categories=("cs.CV",))
+    both = make_papers(1, seed=3, categories=("cs.LG", "cs.CV"))
+    night = datetime(2026, 12, 1, 1, tzinfo=timezone.utc)  # Monday 20:00 US Eastern
+    fake.listings["cs.LG"] = ([("new", p) for p in lg + both], night)
+    fake.listings["cs.CV"] = ([("new", p) for p in cv] + [("cross", p) for p in both], night)
+    db.add_feed("CLG", "arxiv", "cs.LG", "U1", now=NOW - 86400)
+    db.add_feed("CCV", "arxiv", "cs.CV", "U1", now=NOW - 86400)
+    assert poll_feeds(db, sources, EMB, now=NOW) == {("arxiv", "cs.CV"): "new", ("arxiv", "cs.LG"): "new"}
+    day = date(2026, 12, 1)
+    assert set(fresh_papers(db, "CLG", day)) == {_pid(db, p.arxiv_id) for p in lg + both}
+    assert set(fresh_papers(db, "CCV", day)) == {_pid(db, p.arxiv_id) for p in cv + both}
+    # The cs.CV channel's member reads what the cs.LG night is about: still its own feed's papers first.
+    db.add_interest("CCV", lg[0].abstract, "U1", model=EMB.name, vector=EMB.encode([lg[0].abstract])[0],
+                    now=NOW - 86400)
+    pick = pick_for_day(db, Searcher(db, EMB), "CCV", day, feedback=Feedback())
+    assert pick.paper_id in {_pid(db, p.arxiv_id) for p in cv + both}
+    assert "new on arXiv today" in pick.explain()

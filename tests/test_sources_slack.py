@@ -319,7 +319,7 @@ def test_a_feed_poll_killed_mid_harvest_is_finished_by_the_next_lease_holder(has
     keys = [f"ext:openreview:{n.forum.lower()}" for n in fake_src.notes]
     found = hashing_store.lookup_keys(keys)
     assert all(len(found.get(k, [])) == 1 for k in keys), found
-    assert {found[k][0] for k in keys} <= set(hashing_store.announced_since(0, ["openreview"]))
+    assert {found[k][0] for k in keys} <= set(hashing_store.announced_since(0, [f"openreview:{venue}"]))
     state = hashing_store.source_state(feed_source("openreview", venue))
     assert state["last_success"] and state["cursor"]["done"]
 

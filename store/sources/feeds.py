@@ -52,6 +52,12 @@ def ingest_batch(store: Store, records: list[Record], embedder: Embedder | None,
     return r
 
 
+def announce_source(kind: str, target: str) -> str:
+    """The name a feed's announcements are kept under ('arxiv:cs.LG', 'openreview:ICLR.cc/2026/Conference'):
+    a channel's news is what its own feeds announced, not what any feed of that kind did."""
+    return f"{kind}:{target}"
+
+
 def _failing(store: Store, source: str, error: Exception, now: float) -> None:
     store.update_source(source, now=now, error=str(error))
 
@@ -75,7 +81,8 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
             ingest_batch(store, page.records, embedder, now=now, result=result)
             if announce:  # first seen now, but new as of its submission: a backfill is not "today's" news
                 ids = paper_ids(store, page.records)
-                store.mark_announced((pid, "arxiv", min(now, page.published[i] or now)) for i, pid in ids.items())
+                store.mark_announced((pid, announce_source("arxiv", category), min(now, page.published[i] or now))
+                                     for i, pid in ids.items())
             nxt = at + len(page.records)
             done = not page.records or nxt >= page.total
             store.update_source(source, now=now, cursor={"query": query, "start": nxt, "total": page.total,
@@ -129,7 +136,8 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     if replaced:  # a new version updates a paper we have; one we never had is not news
         known = paper_ids(store, replaced)
         replaced = [r for i, r in enumerate(replaced) if i in known]
-    ingest_batch(store, fresh, embedder, now=now, announce="arxiv", announced_at=announced_at, result=result)
+    ingest_batch(store, fresh, embedder, now=now, announce=announce_source("arxiv", category),
+                 announced_at=announced_at, result=result)
     ingest_batch(store, replaced, embedder, now=now, result=result)
     day = (listing.announced or datetime.fromtimestamp(now, timezone.utc)).date().isoformat()
     store.update_source(source, now=now, ok=True, cursor={"listing": listing.signature, "announced": day,
@@ -166,7 +174,8 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
                                                              "pending": sorted(pending)})
             ingest_batch(store, page.records, embedder, now=now, result=result)
             after = paper_ids(store, page.records)
-            store.mark_announced((pid, "openreview", page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
+            name = announce_source("openreview", venue)
+            store.mark_announced((pid, name, page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
                                  for i, pid in after.items() if i in new)
             pending -= new_keys
             nxt = at + page.notes
@@ -281,8 +290,12 @@ def fresh_papers(store: Store, channel: str, day: date) -> dict[str, tuple[float
     start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
     since = start - fresh_days(store, channel) * 86400
     out: dict[str, tuple[float, str]] = {}
-    for kind in sorted({f["kind"] for f in feeds}):
-        for pid, at in store.announced_since(since, [kind]).items():
+    # Each feed's own announcements; a row under the bare kind ('arxiv') was written before
+    # announcements named their feed, and counts for every feed of that kind until it ages out.
+    names = {announce_source(f["kind"], f["target"]): f["kind"] for f in feeds}
+    names.update({f["kind"]: f["kind"] for f in feeds})
+    for name, kind in sorted(names.items()):
+        for pid, at in store.announced_since(since, [name]).items():
             if at < start + 86400 and (pid not in out or at < out[pid][0]):
                 out[pid] = (at, kind)
     return out
