@@ -559,3 +559,71 @@ def test_a_channel_gets_as_new_only_the_papers_of_the_feeds_it_follows(fake, sou
     pick = pick_for_day(db, Searcher(db, EMB), "CCV", day, feedback=Feedback())
     assert pick.paper_id in {_pid(db, p.arxiv_id) for p in cv + both}
     assert "new on arXiv today" in pick.explain()
+
+
+def test_a_night_arxiv_was_down_is_fetched_once_when_it_is_back(fake, sources, db):
+    """arXiv's listing holds only its own night: a poll that failed on Tuesday night, then read
+    Wednesday's listing, used to lose Tuesday's papers for good. They now come in through the API,
+    once, as news of the feed; Wednesday's own papers stay news of today."""
+    from store.sources import announce_source, fresh_papers
+
+    def night(d: int) -> datetime:  # 20:00 US Eastern on the evening before 2026-12-d
+        return datetime(2026, 12, d, 1, tzinfo=timezone.utc)
+
+    mon = make_papers(3, seed=1, start=datetime(2026, 11, 30, 12, tzinfo=timezone.utc))
+    tue = make_papers(4, seed=2, start=datetime(2026, 12, 1, 12, tzinfo=timezone.utc))
+    wed = make_papers(2, seed=3, start=datetime(2026, 12, 2, 12, tzinfo=timezone.utc))
+    fake.papers = mon + tue + wed  # what the API knows by Wednesday night
+    _listing(fake, mon, ["new"] * 3, night(1))
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(1).timestamp() + 1800)[0] == "new"
+    fake.fail("/rss/", 503, times=10)  # Tuesday night: arXiv is down through the poll and its retry
+    for at in (night(2).timestamp() + 1800, night(2).timestamp() + 3 * 3600 + 1800):
+        with pytest.raises(SourceError):
+            poll_arxiv(db, sources, "cs.LG", EMB, now=at)
+    fake.faults.clear()
+    _listing(fake, wed, ["new"] * 2, night(3))
+    wed_poll = night(3).timestamp() + 1800
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=wed_poll)[0] == "new"
+    assert arxiv_ids(db) == sorted(p.arxiv_id for p in mon + tue + wed)  # Tuesday's too, each once
+    assert db.count_papers() == 9
+    news = db.announced_since(0, [announce_source("arxiv", "cs.LG")])
+    assert {_pid(db, p.arxiv_id) for p in tue} <= set(news)
+    assert all(news[_pid(db, p.arxiv_id)] == night(3).timestamp() for p in wed)  # still "today"
+    db.add_feed("C1", "arxiv", "cs.LG", None, now=night(1).timestamp())
+    assert {_pid(db, p.arxiv_id) for p in tue + wed} <= set(fresh_papers(db, "C1", date(2026, 12, 3)))
+    asked = len(fake.calls("/api/query"))
+    assert asked >= 1
+    # Caught up: the retry three hours later, and Thursday's night, ask the API for nothing more.
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=wed_poll + 3 * 3600)[0] == "unchanged"
+    thu = make_papers(1, seed=4, start=datetime(2026, 12, 3, 12, tzinfo=timezone.utc))
+    _listing(fake, thu, ["new"], night(4))
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(4).timestamp() + 1800)[0] == "new"
+    assert len(fake.calls("/api/query")) == asked and db.count_papers() == 10
+
+
+def test_a_weekend_is_no_missed_night_and_a_catch_up_that_fails_is_tried_again(fake, sources, db):
+    def night(d: int) -> datetime:  # 20:00 US Eastern on the evening before 2026-12-d
+        return datetime(2026, 12, d, 1, tzinfo=timezone.utc)
+
+    thu = make_papers(2, seed=1, start=datetime(2026, 12, 3, 12, tzinfo=timezone.utc))
+    sun = make_papers(2, seed=2, start=datetime(2026, 12, 5, 12, tzinfo=timezone.utc))
+    fake.papers = thu + sun
+    _listing(fake, thu, ["new"] * 2, night(4))
+    poll_arxiv(db, sources, "cs.LG", EMB, now=night(4).timestamp() + 1800)
+    _listing(fake, sun, ["new"] * 2, night(7))  # Sunday: nothing was announced Friday or Saturday
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(7).timestamp() + 1800)[0] == "new"
+    assert fake.calls("/api/query") == []
+    # Monday night is missed (down); Tuesday's listing comes, but the API is down for its catch-up.
+    mon = make_papers(3, seed=3, start=datetime(2026, 12, 7, 12, tzinfo=timezone.utc))
+    tue = make_papers(1, seed=4, start=datetime(2026, 12, 8, 12, tzinfo=timezone.utc))
+    fake.papers += mon + tue
+    _listing(fake, tue, ["new"], night(9))
+    fake.fail("/api/query", 503, times=5)
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(9).timestamp() + 1800)[0] == "new"
+    state = db.source_state("arxiv-rss:cs.LG")
+    assert "not caught up" in state["last_error"] and db.count_papers() == 5
+    # The retry job three hours later: the listing is unchanged, and the missed night comes in.
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(9).timestamp() + 3 * 3600 + 1800)[0] == "unchanged"
+    assert db.count_papers() == 8 and arxiv_ids(db) == sorted(p.arxiv_id for p in fake.papers)
+    state = db.source_state("arxiv-rss:cs.LG")
+    assert state["failing_since"] is None and "gap" not in state["cursor"]

@@ -279,3 +279,23 @@ def last_announcement(now: datetime) -> datetime:
         if d.weekday() in (6, 0, 1, 2, 3) and at <= et:  # Sun..Thu
             return at.astimezone(timezone.utc)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def next_announcement(after: datetime) -> datetime:
+    """The first 20:00 US Eastern announcement, Sunday to Thursday, after `after` (holidays unknown)."""
+    from zoneinfo import ZoneInfo
+
+    et = after.astimezone(ZoneInfo("America/New_York"))
+    for ahead in range(9):
+        d = et.date() + timedelta(days=ahead)
+        at = datetime(d.year, d.month, d.day, 20, 0, tzinfo=et.tzinfo)
+        if d.weekday() in (6, 0, 1, 2, 3) and at > et:
+            return at.astimezone(timezone.utc)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def listing_slot(listing: Listing, now: datetime) -> datetime:
+    """The announcement a listing holds: the last one by its pubDate (arXiv dates it at or a few hours
+    after 20:00 US Eastern), or by `now` when it has none or one still to come."""
+    at = now if listing.announced is None else min(now, listing.announced + timedelta(hours=6))
+    return last_announcement(at)

@@ -65,8 +65,10 @@ def _failing(store: Store, source: str, error: Exception, now: float) -> None:
 # -- arXiv: the API by category and date range ------------------------------------------
 def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder | None, *, now: float,
                   since: date, until: date | None = None, page_size: int = 200,
-                  progress: Callable[[int, int], None] | None = None, announce: bool = True) -> IngestResult:
-    """Every paper submitted to `category` from `since` to `until`, resuming an interrupted run."""
+                  progress: Callable[[int, int], None] | None = None, announce: bool = True,
+                  result: IngestResult | None = None) -> IngestResult:
+    """Every paper submitted to `category` from `since` to `until`, resuming an interrupted run
+    (counted into `result` too, when given)."""
     category = arxiv.category(category)  # as arXiv writes it, or SourceError
     until = until or datetime.fromtimestamp(now, timezone.utc).date()
     source = f"arxiv-api:{category}"
@@ -74,7 +76,7 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
     state = store.source_state(source) or {"cursor": {}}
     cur = state["cursor"]
     start = cur.get("start", 0) if cur.get("query") == query and not cur.get("done") else 0
-    result = IngestResult()
+    result = result if result is not None else IngestResult()
     try:
         for at, page in arxiv.query_pages(sources.arxiv_fetcher, query, start=start, page_size=page_size,
                                           base=sources.arxiv_api):
@@ -101,7 +103,9 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
                now: float) -> tuple[str, IngestResult]:
     """Read today's listing: ('new' | 'unchanged' | 'empty' | 'stale', result).
 
-    A stale listing (the same as the last one although arXiv has announced since) catches up by the API.
+    A listing holds its own night only. A stale one (the same as the last one although arXiv has
+    announced since) catches up by the API, and so do nights missed since the last listing read
+    (arXiv down, or no poll), once.
     """
     source = f"arxiv-rss:{category}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
@@ -111,6 +115,7 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
         _failing(store, source, e, now)
         raise
     result = IngestResult()
+    at = datetime.fromtimestamp(now, timezone.utc)
     if not listing.items:  # no announcement tonight (Friday, Saturday, a holiday): normal
         store.update_source(source, now=now, ok=True)
         return "empty", result
@@ -118,17 +123,28 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
         # The same listing again is news we already have, unless arXiv has announced since we read it:
         # then this category was not rebuilt (stale), and the API fills the gap.
         seen = cur.get("fetched_at") or 0
-        if arxiv.last_announcement(datetime.fromtimestamp(now, timezone.utc)).timestamp() <= seen:
-            store.update_source(source, now=now, ok=True)
+        if arxiv.last_announcement(at).timestamp() <= seen:
+            if cur.get("gap"):  # a catch-up of missed nights that failed: its retry
+                problem = _catch_up(store, sources, category, embedder, now, date.fromisoformat(cur["gap"]),
+                                    datetime.fromtimestamp(cur["slot"], timezone.utc), result)
+                store.update_source(source, now=now, ok=problem is None, error=problem,
+                                    cursor={k: v for k, v in cur.items() if k != "gap" or problem})
+            else:
+                store.update_source(source, now=now, ok=True)
             return "unchanged", result
         log.warning("arXiv listing for %s is the same as the last one (stale): catching up by the API", category)
         store.update_source(source, now=now, error="stale listing (same as the last one); caught up by the API")
         last = cur.get("announced") or datetime.fromtimestamp(now - 3 * 86400, timezone.utc).date().isoformat()
         since = date.fromisoformat(last[:10]) - timedelta(days=3)  # papers can be held back a few days
+        if cur.get("gap"):
+            since = min(since, date.fromisoformat(cur["gap"]))
         try:
             harvest_arxiv(store, sources, category, embedder, now=now, since=since)
         except SourceError:
             pass  # recorded on the API source; the listing is retried at the next poll
+        else:  # the API has had everything up to now: no night before this one is missing any more
+            store.update_source(source, now=now, cursor={**{k: v for k, v in cur.items() if k != "gap"},
+                                                         "slot": arxiv.last_announcement(at).timestamp()})
         return "stale", result
     announced_at = listing.announced.timestamp() if listing.announced else now
     fresh = [r for t, r in listing.items if t in arxiv.KEEP_TYPES]
@@ -139,10 +155,49 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     ingest_batch(store, fresh, embedder, now=now, announce=announce_source("arxiv", category),
                  announced_at=announced_at, result=result)
     ingest_batch(store, replaced, embedder, now=now, result=result)
-    day = (listing.announced or datetime.fromtimestamp(now, timezone.utc)).date().isoformat()
-    store.update_source(source, now=now, ok=True, cursor={"listing": listing.signature, "announced": day,
-                                                          "items": len(listing.items), "fetched_at": now})
+    # Nights missed since the last listing read: after this night's papers, so that these keep
+    # tonight's date (a paper's first announcement is the one kept).
+    slot = arxiv.listing_slot(listing, at)
+    gap = _missed_since(cur, slot)
+    problem = _catch_up(store, sources, category, embedder, now, gap, slot, result) if gap else None
+    day = (listing.announced or at).date().isoformat()
+    cursor = {"listing": listing.signature, "announced": day, "items": len(listing.items), "fetched_at": now,
+              "slot": slot.timestamp(), **({"gap": gap.isoformat()} if problem else {})}
+    store.update_source(source, now=now, ok=problem is None, cursor=cursor, error=problem)
     return "new", result
+
+
+MAX_CATCH_UP_DAYS = 14  # a longer outage catches up its last two weeks: older papers are past "new"
+
+
+def _missed_since(cur: dict, slot: datetime) -> date | None:
+    """The submission date to catch up from by the API when announcements before `slot` were never
+    read (None: none were). Papers can be held back a few days, so a few days before the last
+    night read; a catch-up that failed is asked again until it is done."""
+    if cur.get("gap"):
+        since = date.fromisoformat(cur["gap"])
+    else:
+        last = cur.get("slot")
+        if last is None and cur.get("fetched_at"):  # a cursor written before slots were kept
+            last = arxiv.last_announcement(datetime.fromtimestamp(cur["fetched_at"], timezone.utc)).timestamp()
+        if last is None:  # a first poll reads tonight's listing, never a backlog
+            return None
+        last_at = datetime.fromtimestamp(last, timezone.utc)
+        if arxiv.next_announcement(last_at) >= slot:  # holidays look missed: a few requests for nothing
+            return None
+        since = last_at.date() - timedelta(days=3)
+    return max(since, slot.date() - timedelta(days=MAX_CATCH_UP_DAYS))
+
+
+def _catch_up(store: Store, sources: Sources, category: str, embedder: Embedder | None, now: float,
+              since: date, slot: datetime, result: IngestResult) -> str | None:
+    """The papers submitted from `since` to the night of `slot`, by the API; what went wrong, if it did."""
+    log.warning("arXiv %s: announcements missed since %s; catching up by the API", category, since)
+    try:
+        harvest_arxiv(store, sources, category, embedder, now=now, since=since, until=slot.date(), result=result)
+    except SourceError as e:  # recorded on the API source too; the next poll tries again
+        return f"missed announcements since {since} not caught up yet: {e}"
+    return None
 
 
 # -- OpenReview: a venue ---------------------------------------------------------------------
