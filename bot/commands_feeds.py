@@ -138,7 +138,7 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
         if len(deps.store.feeds(channel)) >= MAX_FEEDS:
             return problem_reply(deps, f"A channel can follow at most {MAX_FEEDS} feeds.")
         try:
-            problem = check_feed(deps.store, deps.sources, kind, target) if deps.sources else None
+            problem, about = check_feed(deps.store, deps.sources, kind, target) if deps.sources else (None, None)
         except SourceError:  # unreachable, too slow, or an answer of the wrong shape
             return problem_reply(deps, f"I couldn't reach {_WHERE[kind]} just now to check *{target}*, "
                                  "so it is not added. Try again in a few minutes.")
@@ -147,6 +147,8 @@ def handle_feed(deps: Deps, call: Call) -> Reply:
         new = deps.store.add_feed(channel, kind, target, call.user_id, now=deps.clock().timestamp())
         note = (f"Now following {_WHERE[kind]} *{bk.esc(target)}*." if new
                 else f"This channel already follows {_WHERE[kind]} *{bk.esc(target)}*.")
+        if about:
+            note += f" {about}"
         return _feeds_reply(deps, channel, note)
     rest, confirmed = split_confirm(" ".join(words[1:]))
     rows = deps.store.feeds(channel)

@@ -1,4 +1,5 @@
-"""Local stand-ins for arXiv (Atom API and RSS listings) and OpenReview (API v2 JSON), on loopback.
+"""Local stand-ins for arXiv (Atom API and RSS listings) and OpenReview (API v2 JSON: notes, and the
+venue groups and invitations), on loopback.
 
 The shapes follow the services' public documentation (arXiv API user manual,
 rss.arxiv.org listings, docs.openreview.net for API v2): opensearch paging
@@ -183,6 +184,7 @@ class FakeSources:
         self.papers: list[FakePaper] = []          # the arXiv corpus
         self.listings: dict[str, tuple[list[tuple[str, FakePaper]], datetime | None]] = {}
         self.notes: list[FakePaper] = []           # OpenReview notes
+        self.venues: set[str] = set()              # OpenReview venue groups with no notes yet (those with notes exist too)
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, dict, dict]] = []  # (path, query, headers)
         self.reached = threading.Event()
@@ -264,6 +266,8 @@ class FakeSources:
             ctype, body = "application/rss+xml", self._rss(u.path[len("/rss/"):])
         elif u.path == "/notes":
             ctype, body = "application/json", self._notes(q)
+        elif u.path in ("/groups", "/invitations"):
+            ctype, body = "application/json", self._group(u.path[1:], q)
         else:
             return self._send(h, 404, "text/plain", "not found")
         if isinstance(body, tuple):
@@ -336,6 +340,17 @@ class FakeSources:
     def _rss(self, category: str) -> str:
         items, announced = self.listings.get(category, ([], None))
         return rss_listing(category, items, announced)
+
+    def _group(self, kind: str, q: dict):
+        """GET /groups?id=<venue> or /invitations?id=<venue>/-/Submission: {"groups": [...]} for a venue
+        OpenReview has (with or without notes), NotFoundError (404) for one it does not."""
+        venues = self.venues | {p.venueid for p in self.notes if p.venueid}
+        ident = q.get("id", "")
+        known = ident in venues if kind == "groups" else ident.removesuffix("/-/Submission") in venues
+        if not known:
+            what = "Group" if kind == "groups" else "Invitation"
+            return 404, json.dumps({"name": "NotFoundError", "message": f"{what} Not Found: {ident}"})
+        return json.dumps({kind: [{"id": ident, "domain": ident.split("/-/")[0]}], "count": 1})
 
     def _notes(self, q: dict):
         if "id" in q:

@@ -122,3 +122,32 @@ def test_an_arxiv_entry_dated_in_digits_that_are_not_ascii_has_no_year_rather_th
     assert r.year is None
     assert record("2612.00001", title="T", abstract="A study.", authors=[], categories=[], primary=None,
                   published="2026-12-01T00:00:00Z").year == 2026
+
+
+def test_a_venue_openreview_has_but_with_no_papers_yet_can_be_followed(world):
+    """Next year's conference exists on OpenReview long before its accepted papers do: following it
+    was refused as "no papers under" it, so a team could not set up its feed ahead of time."""
+    from store.sources import poll_feeds
+
+    app, deps, src, fake = world
+    src.venues.add("ICLR.cc/2027/Conference")
+
+    def add(what):
+        return text_of(dispatch_command(app, fake, f"feed add {what}", user="U1", channel="C1"))
+
+    reply = add("openreview ICLR.cc/2027/Conference")
+    assert "Now following OpenReview *ICLR.cc/2027/Conference*" in reply and "no papers yet" in reply
+    assert "Now following OpenReview *ICLR.cc/2027/Conference/-/Submission*" in add(
+        "openreview ICLR.cc/2027/Conference/-/Submission")
+    assert "OpenReview has no papers under 'NoSuch.cc/2027/Conference'" in add("openreview NoSuch.cc/2027/Conference")
+    assert [f["target"] for f in deps.store.feeds("C1")] == ["ICLR.cc/2027/Conference",
+                                                             "ICLR.cc/2027/Conference/-/Submission"]
+    now = NOW.timestamp()
+    polled = poll_feeds(deps.store, deps.sources, deps.embedder, now=now)
+    assert set(polled.values()) == {"read"}  # an empty venue is a quiet night, not a failure
+    src.notes = on_openreview(make_papers(2, seed=8), venueid="ICLR.cc/2027/Conference")
+    for n in src.notes:
+        n.pdate = NOW
+    poll_feeds(deps.store, deps.sources, deps.embedder, now=now + 86400)
+    from store.sources import fresh_papers
+    assert len(fresh_papers(deps.store, "C1", NOW.date())) == 2

@@ -259,19 +259,23 @@ def parse_feed(kind: str, target: str) -> tuple[str, str]:
     raise SourceError(f"unknown feed kind {kind!r}: use arxiv or openreview")
 
 
-def check_feed(store: Store, sources: Sources, kind: str, target: str) -> str | None:
-    """Why a parsed feed cannot be followed, asked of its source once (the first time any channel
-    adds it); None when it can. An OpenReview venue id that passes the pattern may still name
-    nothing: one note asked for says whether it does. SourceError when the source cannot answer."""
+def check_feed(store: Store, sources: Sources, kind: str, target: str) -> tuple[str | None, str | None]:
+    """(why a parsed feed cannot be followed, what to say of it) asked of its source once (the first
+    time any channel adds it); (None, None) when there is nothing to say. An OpenReview venue id that
+    passes the pattern may still name nothing: one note asked for says whether it has papers, and,
+    when it has none yet, its group (or invitation) whether OpenReview has it at all. SourceError
+    when the source cannot answer."""
     if kind != "openreview" or any(f["kind"] == kind and f["target"] == target for f in store.feeds()):
-        return None
+        return None, None
     until = sources.openreview_fetcher.clock() + MEMBER_WAIT  # a member waits on `/paper feed add`
     _, page = next(openreview.note_pages(sources.openreview_fetcher, target, page_size=1,
                                          base=sources.openreview_api, until=until))
     if page.count or page.notes:
-        return None
+        return None, None
+    if openreview.venue_exists(sources.openreview_fetcher, target, base=sources.openreview_api, until=until):
+        return None, "It has no papers yet: they come in as OpenReview publishes them."
     return (f"OpenReview has no papers under {target!r}. Venue ids are case-sensitive and look like "
-            "ICLR.cc/2026/Conference (or …/-/Submission for a venue's submissions).")
+            "ICLR.cc/2026/Conference (or …/-/Submission for a venue's submissions)."), None
 
 
 def feed_source(kind: str, target: str) -> str:

@@ -145,6 +145,23 @@ def note_pages(fetcher: Fetcher, venue: str, *, offset: int = 0, page_size: int 
             return
 
 
+def venue_exists(fetcher: Fetcher, venue: str, *, base: str = DEFAULT_API, until: float | None = None) -> bool:
+    """Whether OpenReview has this venue (its group) or invitation, notes or none: a conference's group
+    is there months before its accepted papers are. NotFoundError (HTTP 404) or an empty list: no."""
+    kind = "invitations" if "/-/" in venue else "groups"
+    resp = fetcher.get(f"{base.rstrip('/')}/{kind}", {"id": venue}, until=until)
+    if resp.status_code >= 400:
+        return False
+    try:
+        data = json.loads(resp.text)
+    except (json.JSONDecodeError, RecursionError):
+        raise SourceError(f"OpenReview: the {kind} answer is not a whole JSON page") from None
+    found = data.get(kind) if isinstance(data, dict) else None
+    if not isinstance(found, list):
+        raise SourceError(f"OpenReview: expected {{'{kind}': [...]}}")
+    return any(isinstance(g, dict) and g.get("id") == venue for g in found)
+
+
 def fetch_forum(fetcher: Fetcher, forum: str, *, base: str = DEFAULT_API,
                 until: float | None = None) -> Record | None:
     """The paper of one forum, or None when OpenReview does not know it (asked by `until`: `Fetcher.get`)."""
