@@ -315,3 +315,25 @@ def test_the_not_found_memory_is_bounded(fake, db):
     src.close()
     assert [q["id_list"] for q in fake.calls("/api/query")] == ["2612.90001", "2612.90002", "2612.90003",
                                                                 "2612.90001"]
+
+
+def test_arxiv_down_costs_a_poll_one_feeds_retries_not_every_feeds(fake, db):
+    """arXiv answering 503 to everything: each of a workspace's categories used to go through its own
+    five tries and 30 s of back-off (40 categories: 200 requests to a service that is down and 20
+    minutes, the retry job's poll meeting this one still running). Once arXiv has failed one feed
+    after its retries, the poll records the same for its other feeds at once; OpenReview's still run,
+    and each arXiv feed is caught up by its next poll."""
+    cats = ["cs.AI", "cs.CL", "cs.CV", "cs.LG", "cs.RO", "stat.ML"]
+    for c in cats:
+        db.add_feed("C1", "arxiv", c, "U1", now=NOW)
+    db.add_feed("C1", "openreview", VENUE, "U1", now=NOW)
+    fake.fail("/rss/", 503, times=100)
+    sleeps = []
+    src = Sources.create(arxiv_api=fake.api, arxiv_rss=fake.rss, openreview_api=fake.url, sleep=sleeps.append)
+    out = poll_feeds(db, src, EMB, now=NOW)
+    src.close()
+    assert out == {**{("arxiv", c): "failed" for c in cats}, ("openreview", VENUE): "read"}
+    assert len(fake.calls("/rss/")) == 5  # one feed's tries
+    assert sum(sleeps) < 60
+    for c in cats:
+        assert "503" in db.source_state(f"arxiv-rss:{c}")["last_error"], c

@@ -18,7 +18,7 @@ from ..text import parse_number
 from ..ingest import IngestResult, Record, external_ids, ingest_records
 from . import arxiv, openreview
 from .clients import Sources
-from .http import MEMBER_WAIT, SourceError
+from .http import MEMBER_WAIT, SourceError, SourceUnavailable
 
 log = logging.getLogger("paperclub.sources")
 FEED_KINDS = ("arxiv", "openreview")
@@ -312,15 +312,28 @@ def poll_feeds(store: Store, sources: Sources, embedder: Embedder | None, *, now
                kinds: tuple[str, ...] = FEED_KINDS,
                only: list[tuple[str, str]] | None = None) -> dict[tuple[str, str], str]:
     """Poll each distinct feed once (or those in `only`), however many channels follow it; a failure
-    is recorded, not raised."""
+    is recorded, not raised. A service that is down (SourceUnavailable after one feed's retries) is
+    not asked again in this sweep: its other feeds record the same failure at once, and each is
+    caught up by its next poll."""
     out = {}
+    down: dict[str, SourceError] = {}
     feeds = {(f["kind"], f["target"]) for f in store.feeds() if f["kind"] in kinds}
     for kind, target in sorted(feeds if only is None else feeds & set(only)):
+        if kind in down:
+            try:
+                store.update_source(feed_source(kind, target), now=now, error=f"not asked: {down[kind]}")
+            except StoreError:
+                pass  # the database is failing too: the sweep's log says what happened
+            out[(kind, target)] = "failed"
+            continue
         try:
             out[(kind, target)] = poll_feed(store, sources, kind, target, embedder, now=now)
         except SourceError as e:  # recorded on the source by poll_*; the next feed still runs
             log.warning("feed %s %s failed: %s", kind, target, e)
             out[(kind, target)] = "failed"
+            if isinstance(e, SourceUnavailable):
+                log.warning("%s is not answering: its other feeds wait for the next poll", kind)
+                down[kind] = e
         except Exception as e:  # a fault of ours or the database's: one feed's, never the sweep's
             log.exception("feed %s %s failed", kind, target)
             try:

@@ -57,6 +57,12 @@ class DeadlineError(SourceError):
         self.sent = sent
 
 
+class SourceUnavailable(SourceError):
+    """The service itself is not answering: retries spent on 5xx/429 or timeouts, a Retry-After
+    longer than we wait, or a host that does not resolve or refuses. Its next request would fare
+    the same, so a sweep over many feeds of that service stops asking it."""
+
+
 class TooLargeError(SourceError):
     """The body was larger than the cap."""
 
@@ -290,7 +296,7 @@ class Fetcher:
                 except (httpx.TimeoutException, httpx.TransportError) as e:
                     problem = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                     if _unreachable(e):
-                        raise SourceError(f"{url}: {problem} (not retried: it does not heal in seconds)") from None
+                        raise SourceUnavailable(f"{url}: {problem} (not retried: it does not heal in seconds)") from None
                 else:
                     if resp.status_code < 300 or (400 <= resp.status_code < 500 and resp.status_code != 429):
                         return resp  # 2xx, or a 4xx the caller reads as "no such thing"
@@ -299,10 +305,10 @@ class Fetcher:
                     problem = f"HTTP {resp.status_code}"
                     wait = _retry_after(resp.headers.get("Retry-After"), self.wall())
                     if wait is not None and wait > MAX_RETRY_AFTER:
-                        raise SourceError(f"{url} answered {problem} and asks to wait {wait:.0f} s")
+                        raise SourceUnavailable(f"{url} answered {problem} and asks to wait {wait:.0f} s")
                 attempt += 1
                 if attempt > self.retries:
-                    raise SourceError(f"{url}: {problem} (gave up after {attempt} tries)")
+                    raise SourceUnavailable(f"{url}: {problem} (gave up after {attempt} tries)")
                 wait = wait if wait is not None else self.backoff * 2 ** (attempt - 1)
                 self._pause(wait, until, f"{url}: {problem}; a retry in {wait:.0f} s",
                             say=f"{url}: {problem}; retrying in {wait:.0f} s")
