@@ -241,7 +241,7 @@ from store import (  # noqa: E402
 from store import feedback as fb  # noqa: E402
 from store.ingest import embed_text  # noqa: E402
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality  # noqa: E402
-from store.sources import DEFAULT_FRESH_DAYS  # noqa: E402
+from store.sources import DEFAULT_FRESH_DAYS, announce_source  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 DEFAULT_DATA = EVAL / "iclr2024.jsonl"  # where defaults are tuned; neurips2023 is reported untouched
@@ -847,8 +847,9 @@ def run_paperclub(world: World, teams, texts_of, use_feedback: bool, args, engag
     if args.feed:  # each day's papers announced at 00:01 UTC that day, before its 09:00 post: fresh_papers
         # counts what was announced by the day's end (in life, nothing later is in the store yet at post
         # time), so an evening announcement would hand the day's pick the next day's papers.
-        store.mark_announced([(pid, "arxiv", datetime.combine(START + timedelta(days=a), datetime.min.time(),
-                                                              timezone.utc).timestamp() + 60)
+        feed = announce_source("arxiv", "cs.LG")  # what the feed's poll names its announcements
+        store.mark_announced([(pid, feed, datetime.combine(START + timedelta(days=a), datetime.min.time(),
+                                                           timezone.utc).timestamp() + 60)
                               for pid, a in world.arrivals(args.days, args.seed).items()])
     for t, team in enumerate(teams):
         channel = f"C{t:03d}"

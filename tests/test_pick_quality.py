@@ -16,6 +16,7 @@ import pytest
 
 from store import pick_for_day
 from store.daily import history_for
+from store.sources import announce_source
 from store.pick import (
     DailyPick,
     EXPLORATION,
@@ -378,7 +379,7 @@ def test_the_fresh_papers_pick_carries_the_members_reactions(hashing_store):
     older = plain.paper_id
     fresh = [c.paper_id for c in plain.runners_up]
     hashing_store.add_feed(CH, "arxiv", "cs.LG", "UADMIN", now=midnight - 86400)
-    hashing_store.mark_announced([(pid, "arxiv", midnight - 3600) for pid in fresh])
+    hashing_store.mark_announced([(pid, announce_source("arxiv", "cs.LG"), midnight - 3600) for pid in fresh])
     record_verdict(hashing_store, user="UALICE", paper_id=older, verdict="more", channel=CH,
                    message_ts="1.000100", event_id="Ev1", now=midnight - 7200)
     pick = pick_for_day(hashing_store, searcher, CH, day, feedback=Feedback())
