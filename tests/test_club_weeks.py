@@ -5,45 +5,13 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta, timezone
 
-import pytest
 
-from bot.club import club_tick
-from bot.posting import SCHEDULED_EVENT
-from conftest import Clock, make_deps, make_settings, text_of
-from store import HashingEmbedder, Searcher
+from conftest import text_of
 from store.club import ClubSpec, set_club
+from test_club_posts import CH, MOMENTS, MONDAY, SESSION, scheduled, tick, world  # noqa: F401 (world: a fixture)
 
-CH = "C1"
-MONDAY = datetime(2026, 11, 30, 8, tzinfo=timezone.utc)
-SESSION = datetime(2026, 12, 3, 16, tzinfo=timezone.utc)  # Thu 17:00 Berlin
 DAY = SESSION.date()
-MOMENTS = {"agenda": SESSION - timedelta(hours=48), "winner": SESSION - timedelta(hours=24),
-           "reminder": SESSION - timedelta(hours=1), "thread": SESSION, "recap": SESSION + timedelta(hours=3)}
-MEMBERS = ("UANN", "UBOB", "UCY")
-
-
-@pytest.fixture
-def world(fake_slack, hashing_store):
-    clock = Clock(MONDAY)
-    settings = make_settings(slack_api_url=fake_slack.api_url)
-    deps = make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()), clock=clock)
-    set_club(hashing_store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24),
-             by="U0", now=MONDAY)
-    fake_slack.add_members(*MEMBERS)
-    fake_slack.add_channel(CH)
-    for m in MEMBERS:
-        hashing_store.set_club_member(CH, m, active=True, now=MONDAY.timestamp())
-    return fake_slack, hashing_store, clock, deps
-
-
-def scheduled(fake, channel: str = CH) -> dict[str, list[dict]]:
-    """The bot's scheduled posts in the channel (thread replies included), by kind."""
-    out: dict[str, list[dict]] = {}
-    for m in fake.messages(channel):
-        meta = m.get("metadata") or {}
-        if meta.get("event_type") == SCHEDULED_EVENT:
-            out.setdefault(meta["event_payload"]["kind"], []).append(m)
-    return out
+MEMBERS = ("UANN", "UBOB", "UCY")  # the world fixture's club members
 
 
 def kinds(fake, day: date = DAY) -> dict[str, int]:
@@ -54,11 +22,6 @@ def kinds(fake, day: date = DAY) -> dict[str, int]:
             if m["metadata"]["event_payload"]["key"].endswith(day.isoformat()):
                 out[kind] = out.get(kind, 0) + 1
     return out
-
-
-def tick(deps, at):
-    deps.clock.now = at
-    return club_tick(deps, deps.slack, at, sleep=lambda s: None, budget=30)
 
 
 def test_a_bot_restarted_after_the_session_began_posts_the_thread_but_no_stale_reminder(world):
