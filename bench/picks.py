@@ -239,6 +239,7 @@ from store import (  # noqa: E402
     PickSettings, Searcher, Store, ingest_paths, make_embedder, open_store, pick_for_day,
 )
 from store import feedback as fb  # noqa: E402
+from store.backends.postgres_migrations import MIGRATIONS  # noqa: E402 (names as SQLite's)
 from store.ingest import embed_text  # noqa: E402
 from store.pick import Interest, interest_scores, lexical_for, turn_relevance, typicality  # noqa: E402
 from store.sources import DEFAULT_FRESH_DAYS, announce_source  # noqa: E402
@@ -957,7 +958,10 @@ def noise(*terms: tuple[int, dict, str]) -> str:
 
 def load_world(data: Path, model: str, cache: Path | None = None) -> World:
     """The eval papers embedded once (cached under the temp dir), their vectors and records."""
-    digest = hashlib.sha1(f"{data.resolve()}|{data.stat().st_size}|{model}".encode()).hexdigest()[:10]
+    # The schema in the name too: a store opened by a newer paperclub is migrated, and an older checkout
+    # (a variant benched in a worktree) cannot open it after that.
+    schema = MIGRATIONS[-1][0]
+    digest = hashlib.sha1(f"{data.resolve()}|{data.stat().st_size}|{model}|{schema}".encode()).hexdigest()[:10]
     cache = cache or Path(tempfile.gettempdir()) / "paperclub-bench" / f"picks-{digest}.db"
     records = [json.loads(line) for line in data.open() if line.strip()]
     store = build_store(data, cache, model)
