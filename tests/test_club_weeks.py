@@ -54,6 +54,21 @@ def test_no_agenda_after_its_votes_closed(world):
     assert name.replace("&", "&amp;") in text_of(scheduled(fake)["winner"][0])
 
 
+def test_an_agenda_refused_for_the_channel_is_tried_every_ten_minutes_and_goes_out_once_invited(world):
+    """The agenda is retried until its votes close (a day here): with the bot removed from the channel,
+    each minute's tick asked Slack again, 1,440 refusals and as many errors in the log."""
+    fake, store, clock, deps = world
+    for method in ("chat.postMessage", "conversations.history"):
+        fake.fail(method, error="not_in_channel", times=None)
+    for minute in range(1, 61):  # an hour of the scheduler's ticks
+        tick(deps, MOMENTS["agenda"] + timedelta(minutes=minute))
+    assert not scheduled(fake)
+    assert len(fake.calls("chat.postMessage")) <= 6  # once every ten minutes, not sixty times
+    fake.reset()  # /invite: the bot is back in the channel
+    tick(deps, MOMENTS["agenda"] + timedelta(hours=2))
+    assert kinds(fake) == {"agenda": 1}
+
+
 def _app(deps):
     from bot.app import create_app
 
