@@ -208,7 +208,7 @@ def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(wo
 
     reply = text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
     assert "The session on 2026-12-03 is cancelled" in reply
-    assert "Its 2 nominations carried over to Thu 10 Dec at 17:00 Europe/Berlin; the 1 vote(s) cast for it do not" in reply
+    assert "Its 2 nominations carried over to Thu 10 Dec at 17:00 Europe/Berlin; the 1 vote cast for it does not" in reply
     assert "*Next session:* Thu 10 Dec" in reply and "*Nominations:* 2" in reply
     assert sorted((n["paper_id"], n["user"]) for n in store.nominations(CH, "2026-12-10")) == sorted(
         [(paper.id, "UCY"), (other.id, "UBOB")])
@@ -243,7 +243,7 @@ def test_an_unskipped_session_gets_its_ballot_back_and_the_next_keeps_its_own(wo
 
     back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
     assert ("The session on 2026-12-03 is on again. Its 2 nominations came back from Thu 10 Dec at 17:00 "
-            "Europe/Berlin; the 1 vote(s) cast for them there are withdrawn.") in back
+            "Europe/Berlin; the 1 vote cast for them there is withdrawn.") in back
     assert "*Next session:* Thu 3 Dec" in back and "*Nominations:* 2 · *votes so far:* 1" in back  # UCY's, again
     # The next session keeps what was nominated for it (the paper on both ballots too) and UBOB's other vote.
     assert sorted((n["paper_id"], n["user"]) for n in store.nominations(CH, "2026-12-10")) == sorted(

@@ -176,10 +176,15 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
     carried = ("It had no nominations." if not skip.carried else
                f"Its {skip.carried} nomination{'s' if skip.carried != 1 else ''} carried over to "
                f"{_label(skip.next) if skip.next else 'the next session'}"
-               + (f"; the {skip.votes_dropped} vote(s) cast for it do not." if skip.votes_dropped else "."))
+               + (f"; the {_votes(skip.votes_dropped)} cast for it {'do' if skip.votes_dropped != 1 else 'does'} not."
+                  if skip.votes_dropped else "."))
     log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
+
+
+def _votes(n: int) -> str:
+    return f"{n} vote{'s' if n != 1 else ''}"
 
 
 def _back(unskip: cl.Unskip) -> str:
@@ -190,8 +195,8 @@ def _back(unskip: cl.Unskip) -> str:
     nominations = f"Its {n} nomination{'s' if n != 1 else ''}"
     if not unskip.came_from:
         return f"{nominations} {'are' if n != 1 else 'is'} on its ballot again."
-    votes = (f"; the {unskip.votes_withdrawn} vote(s) cast for them there are withdrawn"
-             if unskip.votes_withdrawn else "")
+    k = unskip.votes_withdrawn
+    votes = f"; the {_votes(k)} cast for them there {'are' if k != 1 else 'is'} withdrawn" if k else ""
     return f"{nominations} came back from {' and '.join(_label(t) for t in unskip.came_from)}{votes}."
 
 
