@@ -180,19 +180,29 @@ def _phrases(text: str, verbs: frozenset = frozenset()) -> Counter:
     return found
 
 
-def _surface(key: str, texts: list[str]) -> str:
-    """The commonest way the phrase is written in the texts."""
-    forms: Counter = Counter()
-    n = len(key.split())
-    for text in texts:
-        for chunk in re.split(r"[.,;:!?()\[\]\"]", text):
-            toks = _PHRASE_TOKEN.findall(chunk)
-            for i in range(len(toks) - n + 1):
-                if " ".join(_key(w) for w in toks[i:i + n]) == key:
-                    forms[" ".join(toks[i:i + n])] += 1
-    if not forms:
-        return key
-    return max(forms.items(), key=lambda kv: (kv[1], kv[0]))[0]
+class _Surfaces:
+    """The commonest way each phrase is written in some texts: `_Surfaces(texts)(key)`.
+
+    Naming a group asks this of every candidate phrase: the texts are split and keyed once for
+    each phrase length, not once per phrase (which was most of an overview's time at 10k papers)."""
+
+    def __init__(self, texts: list[str]):
+        self._chunks = [(toks, [_key(w) for w in toks]) for text in texts
+                        for toks in (_PHRASE_TOKEN.findall(c) for c in re.split(r"[.,;:!?()\[\]\"]", text))]
+        self._forms: dict[int, dict[str, Counter]] = {}  # phrase length -> key -> how it is written
+
+    def __call__(self, key: str) -> str:
+        n = len(key.split())
+        if n not in self._forms:
+            forms: dict[str, Counter] = {}
+            for toks, keys in self._chunks:
+                for i in range(len(toks) - n + 1):
+                    forms.setdefault(" ".join(keys[i:i + n]), Counter())[" ".join(toks[i:i + n])] += 1
+            self._forms[n] = forms
+        found = self._forms[n].get(key)
+        if not found:
+            return key
+        return max(found.items(), key=lambda kv: (kv[1], kv[0]))[0]
 
 
 def _plain_case(phrase: str) -> str:
@@ -219,6 +229,7 @@ def name_themes(groups: list[list], weights: Weights, topic: str = "") -> list[s
     idf, verbs = weights.idf, _verbs(weights)
     topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
     texts = [[_paper_text(p) for p in g] for g in groups]
+    surfaces = [_Surfaces(t) for t in texts]
     heads = [set().union(*(_phrases(" . ".join(t for t in (p.title, p.short_name, p.headline) if t), verbs)
                            for p in g)) for g in groups]
     df = [Counter(k for t in ts for k in set(_phrases(t, verbs))) for ts in texts]
@@ -236,7 +247,7 @@ def name_themes(groups: list[list], weights: Weights, topic: str = "") -> list[s
             background = _mean(idf.get(w, default) for w in words) / default
             distinct = math.log(1 + n_docs / total[key])
             title = 1.3 if key in heads[gi] else 1.0  # titles and headlines say what a paper is about  # noqa: B023
-            return (d[key] / size) * distinct * background * title * _phrase_weight(key, _surface(key, texts[gi]))  # noqa: B023
+            return (d[key] / size) * distinct * background * title * _phrase_weight(key, surfaces[gi](key))  # noqa: B023
 
         cands = [k for k in d if d[k] >= 2 and not set(k.split()) <= topic_keys]  # the reader knows the topic
         if not cands:  # one paper, or nothing shared: the papers' own names say more than any phrase
@@ -251,13 +262,13 @@ def name_themes(groups: list[list], weights: Weights, topic: str = "") -> list[s
                 continue
             if any(set(k.split()) & set(c.split()) for c in chosen):
                 continue
-            label = " & ".join(_surface(c, texts[gi]) for c in chosen + [k])
+            label = " & ".join(surfaces[gi](c) for c in chosen + [k])
             if not chosen and label.lower() in (n.lower() for n in names):
                 continue  # two themes must not share a name
             chosen.append(k)
             if len(chosen) == 2 or len(k.split()) > 1:
                 break
-        label = " & ".join(_surface(k, texts[gi]) for k in chosen) or f"Group {gi + 1}"
+        label = " & ".join(surfaces[gi](k) for k in chosen) or f"Group {gi + 1}"
         names.append(label[:1].upper() + label[1:])
     return names
 
@@ -272,12 +283,13 @@ def common_line(papers: list, topic: str, weights: Weights) -> str:
     idf, verbs = weights.idf, _verbs(weights)
     n = len(papers)
     texts = [_paper_text(p) for p in papers]
+    surface = _Surfaces(texts)
     df = Counter(k for t in texts for k in set(_phrases(t, verbs)))
     default = max(idf.values()) if idf else 1.0
     topic_keys = {_key(w) for w in _PHRASE_TOKEN.findall(topic)}
     cands = [k for k, c in df.items() if c >= max(2, math.ceil(n / 3)) and not set(k.split()) <= topic_keys]
     ranked = sorted(cands, key=lambda k: (-df[k] * _mean(idf.get(w, default) for w in k.split())
-                                          * _phrase_weight(k, _surface(k, texts)), k))
+                                          * _phrase_weight(k, surface(k)), k))
     chosen: list[str] = []
     for k in ranked:
         if not any(set(k.split()) & set(c.split()) for c in chosen):
@@ -286,7 +298,7 @@ def common_line(papers: list, topic: str, weights: Weights) -> str:
             break
     if not chosen:
         return f"All {n} papers are about {topic}, each from its own angle."
-    parts = [f"{_plain_case(_surface(k, texts))} ({'all' if df[k] == n else f'{df[k]} of {n}'}{' papers' if i == 0 else ''})"
+    parts = [f"{_plain_case(surface(k))} ({'all' if df[k] == n else f'{df[k]} of {n}'}{' papers' if i == 0 else ''})"
              for i, k in enumerate(chosen)]
     listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return f"Common threads beyond {topic}: {listed}."

@@ -108,3 +108,36 @@ def test_reasons_are_words_in_rank_order_not_scores(app, slack, module_store):
         whys = [b for b in reply["blocks"] if b["type"] == "context" and "_why:_" in json.dumps(b)]
         assert len(whys) == 5
         assert not re.search(r"\(\d\.\d\d\)", json.dumps(whys)), whys  # no "meaning close (0.62)"
+
+
+def test_each_phrase_is_named_as_the_texts_most_often_write_it():
+    """`_Surfaces` reads the texts once per phrase length: each phrase's commonest written form, ties to
+    the later in sort order, and the key itself for a phrase the texts never write, as a scan per
+    phrase finds them."""
+    import re
+    from collections import Counter
+
+    from store.overview import _PHRASE_TOKEN, _Surfaces, _key, _phrases
+
+    def scanned(key: str, texts: list[str]) -> str:  # one phrase, every text read for it
+        forms: Counter = Counter()
+        n = len(key.split())
+        for text in texts:
+            for chunk in re.split(r"[.,;:!?()\[\]\"]", text):
+                toks = _PHRASE_TOKEN.findall(chunk)
+                for i in range(len(toks) - n + 1):
+                    if " ".join(_key(w) for w in toks[i:i + n]) == key:
+                        forms[" ".join(toks[i:i + n])] += 1
+        return max(forms.items(), key=lambda kv: (kv[1], kv[0]))[0] if forms else key
+
+    texts = [(ROOT / "store" / "samples" / "iclr2026-a.txt").read_text()[:20_000],
+             "Large Language Models (LLMs) reason. large language models plan; large language models act, as a "
+             "large language model does.",
+             "Video Diffusion. video diffusion models, Video diffusion"]
+    keys = sorted({k for t in texts for k in _phrases(t)}) + ["no such phrase", "llm", "video diffusion"]
+    surfaces = _Surfaces(texts)
+    assert [surfaces(k) for k in keys] == [scanned(k, texts) for k in keys]
+    short = _Surfaces(texts[1:])
+    assert short("large language model") == "large language models"  # 2 of 4: the plural is keyed alike
+    assert short("video diffusion") == "video diffusion"  # one each: the later in sort order
+    assert short("no such phrase") == "no such phrase"
