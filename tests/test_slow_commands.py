@@ -93,3 +93,13 @@ def test_a_server_error_is_still_retried_with_back_off(fake_slack, hashing_store
         sources.close()
     assert "New: added from arXiv" in text_of(reply)
     assert len(waits) >= 2  # 503 heals in seconds: waited, asked again
+
+
+def test_club_files_say_at_once_that_they_are_being_made(fake_slack, hashing_store):
+    """`club map` draws a picture and `club export` writes two files, uploaded to Slack before the reply:
+    their acks say so at once; the club's other words answer quickly and ack without a line."""
+    app = bot_with(fake_slack, hashing_store, None)
+    assert slash(app, fake_slack, "club map")[0] == "Drawing the reading group's map…"
+    assert slash(app, fake_slack, "club EXPORT")[0] == "Uploading the reading group's reading list…"
+    for text in ("club", "club history", "club join", "club away 2026-12-10"):
+        assert slash(app, fake_slack, text)[0] == "", text

@@ -575,13 +575,22 @@ def register(app: App, deps: Deps) -> None:
         deps.later(lambda: swap(body, action, respond, client, False), respond)
 
 
+def uploading_line(args: str) -> str | None:
+    """The ack of `/paper club export` and `club map`: their reply waits for files uploaded to Slack (a
+    Web API call per file, its upload, one call to finish), the map for its drawing first (0.15 s, the
+    first one in a process 0.45 s: bench/command_latency.py)."""
+    word = args.split()[0].lower() if args.split() else ""
+    return {"export": "Uploading the reading group's reading list…",
+            "map": "Drawing the reading group's map…"}.get(word)
+
+
 SUBCOMMANDS = (
     Subcommand("club", handle_club,
                usage="club [join | leave | away <date or range> | setup <weekday> <HH:MM> [zone] | skip <date> "
                      "| unskip <date> | off | history | swap @member | export | map]",
                example="club away 2026-12-10..2026-12-24",
                help="The reading group: the next session, the presenter rotation, and its history.",
-               aliases=("meeting", "session")),
+               aliases=("meeting", "session"), working=uploading_line),
     Subcommand("nominate", handle_nominate, usage="nominate <paper>", example="nominate SPIKE",
                help="Put a paper on the list for the club's next session.", aliases=("propose",)),
 )
