@@ -106,7 +106,7 @@ def build_library(path: Path, n: int) -> None:
     t = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         result = ingest_paths(store, [library_file(SOURCES, n, Path(tmp))],
-                              ReusingEmbedder(make_embedder(DEFAULT_MODEL)), now=time.time())
+                              ReusingEmbedder(make_embedder(DEFAULT_MODEL)), now=LIBRARY_AT.timestamp())
     store.close()
     partial.rename(path)
     print(f"library: {result} in {time.perf_counter() - t:.0f} s -> {path}", file=sys.stderr)
@@ -121,7 +121,8 @@ MEMBERS = {  # member -> the interests they add, in their own words
 FIVE = [t for topics in MEMBERS.values() for t in topics]
 CLUB = ("U0ANN", "U0BOB", "U0CY", "U0DEE", "U0EVE")
 LEAVERS = [f"U0GONE{k}" for k in range(10)]  # members who react and save a little, then run forget-me
-START = date(2027, 1, 4)  # a Monday, after the library was ingested
+START = date(2027, 1, 4)  # a Monday: the channel's first day
+LIBRARY_AT = datetime(2026, 12, 1, tzinfo=timezone.utc)  # when the library's papers came in: before it
 REACTIONS = ("fire", "+1", "heart", "-1", "sleeping", "+1", "eyes")
 
 
