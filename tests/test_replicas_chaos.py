@@ -226,14 +226,15 @@ def kill_mid_harvest(fake, src: FakeSources, store, replicas: Replicas, traffic:
 def feed_figures(fake, store, keys: dict[str, list[str]], day: str, library: int) -> dict:
     """What the feeds left in the database and in Slack, counted."""
     from store import HashingEmbedder
+    from store.sources import announce_source
 
     everything = [k for ks in keys.values() for k in ks]
     found = store.lookup_keys(everything)
     ids = {k: found.get(k, []) for k in everything}
     stored = {pid for v in ids.values() for pid in v}
     vectors = set(store.load_vectors(HashingEmbedder().name)[0])
-    announced = {kind: set(store.announced_since(0, [kind])) for kind, _ in FEED_CHANNELS.values()}
-    whole = sum(bool(v) and all(pid in vectors and pid in announced[FEED_CHANNELS[ch][0]]
+    announced = {ch: set(store.announced_since(0, [announce_source(*feed)])) for ch, feed in FEED_CHANNELS.items()}
+    whole = sum(bool(v) and all(pid in vectors and pid in announced[ch]
                                 and (store.get_paper(pid).abstract or "").strip() for pid in v)
                 for ch, ks in keys.items() for k in ks for v in [ids[k]])
     posts = {ch: daily_posts(fake, ch, day) for ch in FEED_CHANNELS}
