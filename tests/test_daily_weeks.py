@@ -11,49 +11,18 @@ from datetime import datetime, timezone
 
 import pytest
 
-from bot.posting import EVENT_TYPE
-from bot.scheduler import SWEEP_EVERY, DailyService
-from conftest import dispatch_command, make_deps, make_settings, text_of
-from store import HashingEmbedder, Searcher
+from bot.scheduler import SWEEP_EVERY
+from conftest import text_of
 from store.ingest import Record, ingest_records
+from test_daily_e2e import CH, app, command, daily_posts, deps, searcher, service  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.both_backends
 
-CH = "C1"
 UTC = timezone.utc
-
-
-def daily_posts(fake, channel: str = CH) -> list[dict]:
-    return [m for m in fake.messages(channel) if (m.get("metadata") or {}).get("event_type") == EVENT_TYPE]
 
 
 def posted_ids(fake) -> list[str]:
     return [m["metadata"]["event_payload"]["paper_id"] for m in daily_posts(fake)]
-
-
-@pytest.fixture
-def deps(fake_slack, hashing_store):
-    settings = make_settings(slack_api_url=fake_slack.api_url, timezone="UTC")
-    return make_deps(settings, hashing_store, Searcher(hashing_store, HashingEmbedder()))
-
-
-@pytest.fixture
-def app(deps):
-    from bot.app import create_app
-
-    return create_app(deps, process_before_response=True)
-
-
-@pytest.fixture
-def service(deps):
-    daily = DailyService(deps)
-    daily.sleep = lambda seconds: None
-    yield daily
-    daily.shutdown()
-
-
-def command(app, fake, text: str, *, user: str = "U1") -> dict:
-    return dispatch_command(app, fake, text, user=user, channel=CH)
 
 
 def at(service, day: int, hour: int = 9, minute: int = 0) -> datetime:
