@@ -17,6 +17,7 @@ import numpy as np
 
 from .base import Store
 from .feedback import Feedback, feedback_for_day
+from .ingest import most_sentences
 from .pick import (
     DailyPick, Interest, PastPost, PickSettings, Relevance, interest_scores,
     interest_weights, is_broad, lexical_for, pick_daily, typicality,
@@ -207,9 +208,9 @@ def same_papers(store: Store, ids: Sequence[str]) -> dict[str, str]:
                     shared[(pid, other)] = shared.get((pid, other), 0) + 1
                 elif key.startswith(("title:", "abs:")):
                     out.setdefault(other, pid)
-    # Sentences (over 40 characters) in common: at least two, and most of the shorter abstract's,
-    # as ingest itself merges an untitled record.
-    candidates = {other for (_, other), n in shared.items() if n >= 2 and other not in out}
+    # Sentences (over 40 characters) in common: most of the shorter abstract's, by ingest's own rule
+    # for an untitled record (`most_sentences`); fewer than two can't be, so those keys are not read.
+    candidates = {other for (_, other), n in shared.items() if most_sentences(n, n) and other not in out}
     theirs = store.paper_keys(sorted(candidates)) if candidates else {}
 
     def sentences(keys) -> int:
@@ -217,7 +218,7 @@ def same_papers(store: Store, ids: Sequence[str]) -> dict[str, str]:
 
     for (pid, other), n in sorted(shared.items()):
         if other in candidates and other not in out and \
-                2 * n > min(sentences(mine[pid]), sentences(theirs.get(other, ()))):
+                most_sentences(n, min(sentences(mine[pid]), sentences(theirs.get(other, ())))):
             out[other] = pid
     return out
 

@@ -537,6 +537,12 @@ def source_ids(keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def most_sentences(shared: int, of: int) -> bool:
+    """Whether `shared` sentences in common make two abstracts one paper's, the shorter having `of`:
+    at least two, and more than half of them (an edited abstract keeps most of its sentences)."""
+    return shared >= 2 and 2 * shared > of
+
+
 def sentence_keys(abstract_clean: str) -> list[str]:
     sents = [normalize(s) for s in re.split(r"(?<=[.!?])\s+", abstract_clean)]
     return [f"sent:{_h(s)}" for s in sents if len(s) > 40]
@@ -682,7 +688,7 @@ def _ingest_chunk(store: Store, batch: list[Record], embedder: Embedder | None, 
                      if ((rows.get(p) or old_rows.get(p) or {}).get("collection") or "") == venue}
             if votes:
                 best, n = max(votes.items(), key=lambda kv: kv[1])
-                if n >= 2 and 2 * n > len(sents):
+                if most_sentences(n, len(sents)):
                     pid = best
         old = rows.get(pid) or old_rows.get(pid) if pid else None
         row = _row_from(rec, old)
