@@ -523,20 +523,45 @@ def assign_presenter(store: Store, channel: str, day: date, now: datetime) -> st
     return presenter
 
 
-def left_channel(store: Store, channel: str, user: str, now: datetime) -> list[date]:
-    """`user` left the club's channel: out of the rotation, and off the sessions they were to present
-    that have not begun (the next tick chooses, and DMs, someone else). The days they were to present."""
+def step_down(store: Store, channel: str, user: str, now: datetime, *,
+              days: tuple[date, date] | None = None) -> list[date]:
+    """`user` no longer presents the planned sessions they were to present that have not begun (those
+    from days[0] to days[1], else all): they are off them, and the next tick chooses, and DMs, someone
+    else. The one way off a session, for leaving the rotation or the channel and for an away. The days."""
     spec = club_for(store, channel)
-    if spec is None or user not in {m["user"] for m in store.club_members(channel, active_only=False)}:
+    if spec is None:
         return []
-    store.set_club_member(channel, user, active=False, now=now.timestamp())
     freed = []
     for row in store.club_sessions(channel):
         day = date.fromisoformat(row["date"])
+        if days is not None and not days[0] <= day <= days[1]:
+            continue
         if row["state"] == "planned" and row["presenter"] == user and session_start(spec, day) > now:
             store.put_club_session(channel, row["date"], presenter=None, now=now.timestamp())
             freed.append(day)
     return freed
+
+
+def leave_rotation(store: Store, channel: str, user: str, now: datetime) -> tuple[bool, list[date]]:
+    """`user` leaves the presenter rotation (`club leave`): whether they were in it, and the days they
+    were to present, now someone else's to take (step_down)."""
+    changed = store.set_club_member(channel, user, active=False, now=now.timestamp())
+    return changed, step_down(store, channel, user, now)
+
+
+def left_channel(store: Store, channel: str, user: str, now: datetime) -> list[date]:
+    """`user` left the club's channel: out of the rotation, as by `club leave`. The days they were to present."""
+    if club_for(store, channel) is None or \
+            user not in {m["user"] for m in store.club_members(channel, active_only=False)}:
+        return []
+    return leave_rotation(store, channel, user, now)[1]
+
+
+def add_away(store: Store, channel: str, user: str, start: date, end: date, now: datetime) -> list[date]:
+    """`user` is away from `start` to `end`: not chosen to present then, and off the sessions then they
+    were chosen for already (step_down). Those days."""
+    store.add_club_away(channel, user, start.isoformat(), end.isoformat(), now=now.timestamp())
+    return step_down(store, channel, user, now, days=(start, end))
 
 
 def session_start(spec: ClubSpec, day: date) -> datetime:

@@ -682,3 +682,98 @@ def test_map_labels_are_whole_names_broken_between_words():
     label = _wrapped(name, 28, 4)
     assert label.replace("\n", " ") == name and "…" not in label  # not 'ProtoReasoning: a prot'
     assert all(len(line) <= 28 for line in label.splitlines())
+
+
+def _presenter_dms(fake, user) -> list[dict]:
+    return [m for m in fake.dm_messages(user)
+            if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
+
+
+def _scheduled(fake, kind) -> list[dict]:
+    return [m for m in fake.messages(CH) if ((m.get("metadata") or {}).get("event_payload") or {}).get("kind") == kind]
+
+
+REMINDER_AT = datetime(2026, 12, 3, 15, 1, tzinfo=timezone.utc)  # an hour before Thu 17:00 Berlin
+
+
+def test_a_presenter_who_leaves_the_rotation_is_replaced_and_told_so(world):
+    """Ann presents on 3 December, the paper announced; she types `club leave`. The reply says she is
+    off that session, the next tick asks someone else (their DM), and the reminder names them."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)
+    gone = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert gone and len(_presenter_dms(fake, gone)) == 1
+    # A member who presents nothing leaves: nothing else changes.
+    bystander = next(m for m in ("UANN", "UBOB", "UCY") if m != gone)
+    clock.now = CUTOFF_AT + timedelta(hours=2)
+    said = text_of(dispatch_command(app, fake, "club leave", user=bystander, channel=CH))
+    assert "You left the presenter rotation." in said and "present on" not in said
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == gone
+
+    said = text_of(dispatch_command(app, fake, "club leave", user=gone, channel=CH))
+    assert ("You left the presenter rotation. You were to present on Thu 3 Dec; someone else will be asked."
+            in said)
+    assert "*Presenter:* _not chosen yet_" in said
+    _tick(deps, CUTOFF_AT + timedelta(hours=2, minutes=1))
+    now_presenting = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert now_presenting not in (None, gone, bystander)  # the one member still in the rotation
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] == paper.id  # the paper announced stays
+    [dm] = _presenter_dms(fake, now_presenting)
+    assert bk.esc(paper.short_name) in text_of(dm)
+    _tick(deps, REMINDER_AT)
+    [reminder] = _scheduled(fake, "reminder")
+    assert f"<@{now_presenting}>" in text_of(reminder) and f"<@{gone}>" not in text_of(reminder)
+    assert len(_presenter_dms(fake, gone)) == 1  # nothing more for the member who left
+    again = text_of(dispatch_command(app, fake, "club leave", user=gone, channel=CH))
+    assert "You were not in the rotation." in again and "present on" not in again
+
+
+def test_an_away_covering_your_session_takes_you_off_it_and_an_offered_swap_expires(world):
+    """Ann presents on 3 December and has offered Bob her slot; then she says she is away that week.
+    She is off the session, the reply says which, and Bob's Accept finds the slot changed hands."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", now=MONDAY.timestamp())
+    store.put_club_session(CH, "2026-12-10", presenter="UANN", now=MONDAY.timestamp())
+    offer = dispatch_command(app, fake, "club swap <@UBOB>", user="UANN", channel=CH)
+    value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == bk.ACTION_SWAP_ACCEPT)
+    # An away that misses her sessions changes nothing but the away.
+    said = text_of(dispatch_command(app, fake, "club away 2026-12-04..2026-12-08", user="UANN", channel=CH))
+    assert "you will not be asked to present then." in said and "You were to present" not in said
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
+
+    said = text_of(dispatch_command(app, fake, "club away 2026-12-01..2026-12-12", user="UANN", channel=CH))
+    assert "Noted: you are away 2026-12-01 to 2026-12-12" in said
+    assert "You were to present on Thu 3 Dec and Thu 10 Dec; someone else will be asked." in said
+    assert [store.get_club_session(CH, d)["presenter"] for d in (DAY.isoformat(), "2026-12-10")] == [None, None]
+    late = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)
+    assert "changed hands" in text_of(late[0])
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] is None
+    assert fake.dm_messages("UBOB") == []
+    # Still in the rotation, just not that week: the tick chooses someone else for 3 December.
+    assert "UANN" in {m["user"] for m in store.club_members(CH)}
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)
+    now_presenting = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    assert now_presenting in ("UBOB", "UCY") and _presenter_dms(fake, now_presenting)
+    assert _presenter_dms(fake, "UANN") == []
+
+
+def test_a_session_that_has_begun_keeps_its_presenter(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    store.put_club_session(CH, DAY.isoformat(), presenter="UANN", paper_id=paper.id, now=MONDAY.timestamp())
+    clock.now = datetime(2026, 12, 3, 16, 10, tzinfo=timezone.utc)  # ten minutes into the session
+    said = text_of(dispatch_command(app, fake, "club away 2026-12-03", user="UANN", channel=CH))
+    assert "You were to present" not in said
+    said = text_of(dispatch_command(app, fake, "club leave", user="UANN", channel=CH))
+    assert "You left the presenter rotation." in said and "You were to present" not in said
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"

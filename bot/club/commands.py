@@ -103,18 +103,20 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return status_reply(deps, channel, call.user_id)
     if word in ("join", "leave"):
         _spec(deps, channel)
-        changed = store.set_club_member(channel, call.user_id, active=word == "join", now=now.timestamp())
         if word == "join":
+            changed = store.set_club_member(channel, call.user_id, active=True, now=now.timestamp())
             note = "You are in the presenter rotation." if changed else "You were in the rotation already."
         else:
-            note = "You left the presenter rotation." if changed else "You were not in the rotation."
+            changed, freed = cl.leave_rotation(store, channel, call.user_id, now)
+            note = ("You left the presenter rotation." if changed else "You were not in the rotation.") \
+                + _stepped_down(freed)
         return status_reply(deps, channel, call.user_id, note=note)
     if word == "away":
         spec = _spec(deps, channel)
         start, end = cl.parse_away(rest, now.astimezone(_zone(spec)).date())
-        store.add_club_away(channel, call.user_id, start.isoformat(), end.isoformat(), now=now.timestamp())
+        freed = cl.add_away(store, channel, call.user_id, start, end, now)
         span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
-        return Reply(f"Noted: you are away {span}; you will not be asked to present then.")
+        return Reply(f"Noted: you are away {span}; you will not be asked to present then.{_stepped_down(freed)}")
     if word in ("skip", "unskip"):
         return skip_reply(deps, call, channel, word, rest)
     if word == "off":
@@ -144,6 +146,13 @@ def handle_club(deps: Deps, call: Call) -> Reply:
     return problem_reply(deps, f"I don't know `club {word.replace('`', chr(39))}`.",  # escaped there
                          hint=f"Try {code(deps.command + ' club')} for the next session, or "
                               f"{code(deps.command + ' help club')} for every club word.")
+
+
+def _stepped_down(days: list[date]) -> str:
+    """The sessions a member was just taken off (store.club.step_down), as the reply's last sentence."""
+    if not days:
+        return ""
+    return f" You were to present on {' and '.join(f'{d:%a %-d %b}' for d in days)}; someone else will be asked."
 
 
 def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Reply:
