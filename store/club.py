@@ -527,7 +527,9 @@ def step_down(store: Store, channel: str, user: str, now: datetime, *,
               days: tuple[date, date] | None = None) -> list[date]:
     """`user` no longer presents the planned sessions they were to present that have not begun (those
     from days[0] to days[1], else all): they are off them, and the next tick chooses, and DMs, someone
-    else. The one way off a session, for leaving the rotation or the channel and for an away. The days."""
+    else. The one way off a session, for leaving the rotation or the channel and for an away. In a club
+    where the presenter chooses, a choice they made goes with them until the cutoff (the next presenter
+    chooses); after it the paper was announced, and stays. The days."""
     spec = club_for(store, channel)
     if spec is None:
         return []
@@ -536,9 +538,14 @@ def step_down(store: Store, channel: str, user: str, now: datetime, *,
         day = date.fromisoformat(row["date"])
         if days is not None and not days[0] <= day <= days[1]:
             continue
-        if row["state"] == "planned" and row["presenter"] == user and session_start(spec, day) > now:
-            store.put_club_session(channel, row["date"], presenter=None, now=now.timestamp())
-            freed.append(day)
+        start = session_start(spec, day)
+        if row["state"] != "planned" or row["presenter"] != user or start <= now:
+            continue
+        fields: dict = {"presenter": None}
+        if spec.mode == PRESENTER_CHOOSES and timeline(spec, start).cutoff > now:
+            fields.update(paper_id=None, nominator=None, votes=None, tiebreak=None)
+        store.put_club_session(channel, row["date"], now=now.timestamp(), **fields)
+        freed.append(day)
     return freed
 
 

@@ -777,3 +777,38 @@ def test_a_session_that_has_begun_keeps_its_presenter(world):
     said = text_of(dispatch_command(app, fake, "club leave", user="UANN", channel=CH))
     assert "You left the presenter rotation." in said and "You were to present" not in said
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
+
+
+def test_a_choosing_presenter_who_leaves_hands_the_choice_to_the_next_one_and_the_agenda_says_so(world):
+    """In a club where the presenter chooses, Ann chose a paper, then leaves the rotation before the
+    cutoff. Her choice goes with her: the next tick makes Bob the presenter, the agenda in the channel
+    names him, and as he does not choose, the earliest nomination wins, announced as such."""
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    papers = list(store.iter_papers())[:2]
+    for n, (user, paper) in enumerate(zip(("UBOB", "UCY"), papers)):
+        clock.now = MONDAY + timedelta(minutes=n)
+        dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    assert "<@UANN> presents this session" in text_of(agenda)
+    value = lambda p: f"{DAY.isoformat()}|{p.id}"  # noqa: E731
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN",
+                                        message_ts=agenda["ts"])[0])
+    clock.now = AGENDA_AT + timedelta(hours=1)
+    said = text_of(dispatch_command(app, fake, "club leave", user="UANN", channel=CH))
+    assert "You were to present on Thu 3 Dec; someone else will be asked." in said
+    _tick(deps, AGENDA_AT + timedelta(hours=1, minutes=1))
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    redrawn = text_of(next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"]))
+    assert "<@UBOB> presents this session and chooses" in redrawn and "<@UANN>" not in redrawn
+    assert "*chosen*" not in redrawn  # Ann's choice is not Bob's
+    refused = click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN", message_ts=agenda["ts"])
+    assert "<@UBOB> chooses the paper" in text_of(refused[0])
+    _tick(deps, AGENDA_AT + timedelta(hours=1, minutes=2))  # nothing more to redraw
+    assert len([c for c in fake.calls("chat.update") if c.params.get("ts") == agenda["ts"]]) == 2  # Ann's click, the tick
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    assert bk.esc(papers[0].short_name) in text_of(winner) and "did not choose by the cutoff" in text_of(winner)
+    assert "<@UBOB>" in text_of(winner)
+    assert _presenter_dms(fake, "UBOB") and _presenter_dms(fake, "UANN") == []

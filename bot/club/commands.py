@@ -34,7 +34,7 @@ from ..commands import (
     resolve,
 )
 from ..confirm import ask_first, split_confirm
-from .posts import SETUP_USAGE, _label, _spec, agenda_message, dm_presenter
+from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter
 from .reports import export_reply, history_reply, map_reply
 
 if TYPE_CHECKING:
@@ -540,9 +540,7 @@ def register(app: App, deps: Deps) -> None:
             return
 
         def update():
-            message = agenda_message(deps, channel, day)
-            message.pop("unfurl_links"), message.pop("unfurl_media")
-            client.chat_update(ts=ts, **message)
+            client.chat_update(**agenda_update(deps, channel, ts, day))
         updates((channel, ts), update)
 
     def swap(body, action, respond, client, accept: bool) -> None:

@@ -79,6 +79,13 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
             "unfurl_links": False, "unfurl_media": False}
 
 
+def agenda_update(deps: Deps, channel: str, ts: str, day: date, *, closed: bool = False) -> dict:
+    """chat.update arguments that redraw a posted agenda from the store (votes, the presenter who chooses)."""
+    message = agenda_message(deps, channel, day, closed=closed)
+    message.pop("unfurl_links"), message.pop("unfurl_media")
+    return {**message, "ts": ts}
+
+
 def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
     """Post the session's agenda now (once; the scheduler's path); its ts."""
     start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
@@ -158,12 +165,20 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         post = posting.Post(channel, key, step, now.date(), lambda claim: build(), thread_ts=thread_ts)
         return deps.poster.post_once(client, store, post, now, budget=budget, sleep=sleep)
     if step == "agenda":
+        posted = None  # an agenda out already whose presenter stepped down (store.club.step_down)
         if spec.mode == cl.PRESENTER_CHOOSES:
-            cl.assign_presenter(store, channel, day, now)
+            before = store.get_club_session(channel, day.isoformat()) or {}
+            if cl.assign_presenter(store, channel, day, now) and not before.get("presenter"):
+                posted = before.get("agenda_ts")
         _propose_if_empty(deps, channel, day, now)
         result = once(lambda: agenda_message(deps, channel, day))
         if result.ts:
             store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
+        if posted and result.status == "already":
+            try:  # it names who chooses: the one chosen now
+                client.chat_update(**agenda_update(deps, channel, posted, day))
+            except Exception:
+                log.warning("could not redraw the agenda for %s %s", channel, day, exc_info=True)
         return result
     if step == "winner":
         if not (store.get_club_session(channel, day.isoformat()) or {}).get("paper_id"):
