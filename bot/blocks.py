@@ -857,6 +857,14 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     return blocks[:MAX_MESSAGE_BLOCKS]
 
 
+def cancelled_agenda_blocks(day_label: str, next_label: str | None) -> list[Block]:
+    """The agenda of a session that was skipped: no buttons, and where its nominations went."""
+    where = f"the session on {esc(next_label)}" if next_label else "the next session"
+    return [header(f"Reading group, {day_label}: cancelled"),
+            section(f"This session is cancelled. Its nominations carried over to {where}: nominate and vote "
+                    "there.")]
+
+
 def swap_blocks(text: str, value: str) -> list[Block]:
     """A swap offer (already escaped text) with Accept and Decline for the member it names."""
     return [section(text), ActionsBlock(elements=[

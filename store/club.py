@@ -496,13 +496,20 @@ def voting_open(store: Store, channel: str, day: date, now: datetime) -> bool:
     return bool(start) and timeline(spec, start[0]).cutoff > now
 
 
+def ballot_state(store: Store, channel: str, day: date, now: datetime) -> str:
+    """Whether the session's ballot takes votes: 'open', 'closed' (after the cutoff, or no such
+    session) or 'cancelled' (the session was skipped)."""
+    if day in skipped_for(store, channel):  # a click may come from an agenda drawn before the skip
+        return "cancelled"
+    return "open" if voting_open(store, channel, day, now) else "closed"
+
+
 def cast_vote(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:
     """'added', 'already', 'full', 'closed' (after the cutoff), 'cancelled' (the session was skipped),
     'unknown' (not a candidate) or 'presenter' (in this club the presenter chooses)."""
-    if day in skipped_for(store, channel):  # its agenda may still be in the channel, buttons and all
-        return "cancelled"
-    if not voting_open(store, channel, day, now):
-        return "closed"
+    state = ballot_state(store, channel, day, now)
+    if state != "open":
+        return state
     if club_for(store, channel).mode == PRESENTER_CHOOSES:
         return "presenter"
     if paper_id not in {n.paper_id for n in nominations_for(store, channel, day)}:

@@ -812,3 +812,40 @@ def test_a_choosing_presenter_who_leaves_hands_the_choice_to_the_next_one_and_th
     assert bk.esc(papers[0].short_name) in text_of(winner) and "did not choose by the cutoff" in text_of(winner)
     assert "<@UBOB>" in text_of(winner)
     assert _presenter_dms(fake, "UBOB") and _presenter_dms(fake, "UANN") == []
+
+
+def test_a_posted_agenda_says_its_session_is_cancelled_and_takes_votes_again_once_it_is_back(world):
+    """The agenda is out and Ann has voted when an admin skips the session: the agenda says it is
+    cancelled, without buttons, and a Clear my votes pressed on it changes nothing. Unskipped, the
+    agenda is the ballot again, with Ann's vote, and Bob's vote on it counts."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper, other = store.list_papers(limit=2)
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UANN", channel=CH)
+    dispatch_command(app, fake, f"nominate {other.id}", user="UBOB", channel=CH)
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)
+    ts = post_agenda(deps, deps.slack, CH, DAY)
+    assert click(app, fake, bk.ACTION_VOTE, f"{DAY.isoformat()}|{paper.id}", user="UANN", message_ts=ts) == []
+
+    def agenda():
+        return next(m for m in fake.messages(CH) if m["ts"] == ts)
+
+    def buttons(message) -> list[str]:
+        return [e["action_id"] for b in message["blocks"] for e in
+                ([b["accessory"]] if b.get("accessory") else b.get("elements") or []) if e.get("type") == "button"]
+
+    dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH)
+    cancelled = agenda()
+    assert "cancelled" in text_of(cancelled) and "Thu 10 Dec" in text_of(cancelled)  # where its nominations went
+    assert buttons(cancelled) == []
+    cleared = click(app, fake, bk.ACTION_CLEAR_VOTES, DAY.isoformat(), user="UANN", message_ts=ts)
+    assert "cancelled" in text_of(cleared[0])
+    assert "cancelled" in text_of(agenda()) and len(store.club_votes(CH, DAY.isoformat())) == 1
+
+    dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH)
+    back = agenda()
+    assert "cancelled" not in text_of(back)
+    assert buttons(back) == [bk.ACTION_VOTE, bk.ACTION_VOTE, bk.ACTION_CLEAR_VOTES]
+    assert "*1* vote · nominated by <@UANN>" in text_of(back)  # Ann's vote counts again
+    assert click(app, fake, bk.ACTION_VOTE, f"{DAY.isoformat()}|{other.id}", user="UBOB", message_ts=ts) == []
+    assert "*1* vote · nominated by <@UBOB>" in text_of(agenda())

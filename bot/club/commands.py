@@ -175,6 +175,7 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
             return status_reply(deps, channel, call.user_id,
                                 note=f"The session on {when} was not cancelled: nothing to undo.")
         log.info("club session %s restored in %s by %s", when, channel, member_tag(call.user_id))
+        redraw_agenda(deps, channel, day)
         return status_reply(deps, channel, call.user_id, note=f"The session on {when} is on again. {_back(unskip)}")
     skip = cl.skip_session(deps.store, spec, channel, day, now)
     if skip.outcome == "no_session":
@@ -188,8 +189,22 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
                + (f"; the {_votes(skip.votes_dropped)} cast for it {'do' if skip.votes_dropped != 1 else 'does'} not."
                   if skip.votes_dropped else "."))
     log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
+    redraw_agenda(deps, channel, day)
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
+
+
+def redraw_agenda(deps: Deps, channel: str, day: date) -> None:
+    """Redraw the session's agenda if it is in the channel (a skip cancels it, an unskip brings its
+    ballot back); a redraw Slack refuses is logged, and the skip or unskip stands."""
+    ts = (deps.store.get_club_session(channel, day.isoformat()) or {}).get("agenda_ts")
+    if not ts or deps.slack is None:  # not posted yet, or the console
+        return
+    closed = not cl.voting_open(deps.store, channel, day, deps.clock())
+    try:
+        deps.slack.chat_update(**agenda_update(deps, channel, ts, day, closed=closed))
+    except SlackApiError as e:
+        log.warning("could not redraw the agenda for %s %s: %s", channel, day, e.response.get("error"))
 
 
 def _votes(n: int) -> str:
@@ -512,8 +527,9 @@ def register(app: App, deps: Deps) -> None:
                 day = date.fromisoformat((action.get("value") or "").strip())
             except ValueError:
                 return ephemeral(respond, "That button belongs to an agenda I no longer know.")
-            if not cl.voting_open(store, channel, day, deps.clock()):
-                return ephemeral(respond, _VOTE_ANSWERS["closed"])
+            state = cl.ballot_state(store, channel, day, deps.clock())
+            if state != "open":
+                return ephemeral(respond, _VOTE_ANSWERS[state])
             if store.clear_votes(channel, day.isoformat(), user_of(body)):
                 _refresh(client, channel, (body.get("container") or {}).get("message_ts"), day)
             ephemeral(respond, "Your votes are cleared; vote again until the cutoff.")

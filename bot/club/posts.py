@@ -49,9 +49,15 @@ def _spec(deps: Deps, channel: str) -> cl.ClubSpec:
 # -- the agenda ---------------------------------------------------------------------------------
 def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False) -> dict:
     """chat.postMessage / chat.update arguments for the session's agenda, counts included; a ballot of
-    the bot's proposals alone (no nominator) says so, however often it is drawn."""
+    the bot's proposals alone (no nominator) says so, however often it is drawn; a skipped session's
+    says it is cancelled, without buttons."""
     store = deps.store
     spec = _spec(deps, channel)
+    skipped = cl.skipped_for(store, channel)
+    if day in skipped:  # its ballot went on to the next session (store.club.skip_session)
+        following = cl.next_session(spec, cl.session_start(spec, day), skipped=skipped)
+        blocks = bk.cancelled_agenda_blocks(f"{day:%a %-d %b}", _label(following) if following else None)
+        return _agenda(channel, day, "cancelled", blocks)
     noms = store.nominations(channel, day.isoformat())
     note = proposed_note(len(noms)) if noms and not any(n["user"] for n in noms) else None
     counts: dict[str, int] = {}
@@ -71,6 +77,10 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
                               cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
                               chooser=chooser, chosen=chosen)
     what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
+    return _agenda(channel, day, what, blocks)
+
+
+def _agenda(channel: str, day: date, what: str, blocks) -> dict:
     return {"channel": channel, "text": bk.fallback_text(f"Reading group {day.isoformat()}: {what}"),
             "blocks": [b.to_dict() for b in blocks],
             # The machine's own marker: a refresh (chat.update) keeps the agenda findable by its claim.
