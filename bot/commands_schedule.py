@@ -24,7 +24,7 @@ from store.schedule import (
 from store.text import member_tag
 
 from . import blocks as bk
-from .posting import channel_gone
+from .posting import channel_gone, refused
 from .blocks import code, explanation, mention
 from .commands import (
     Call,
@@ -86,7 +86,7 @@ def _last_refused(deps: Deps, channel: str, now) -> str | None:
     since = (now - timedelta(days=2)).date().isoformat()
     days = sorted(deps.store.post_days(channel, since), reverse=True)
     row = deps.store.get_post(channel, days[0]) if days else None
-    if not row or row["status"] != PostStatus.FAILED or not channel_gone(row.get("error")):
+    if not refused(row):
         return None
     return f"{date.fromisoformat(row['day']):%a %-d %b}'s paper could not be posted: {_refused(row['error'])}."
 

@@ -1,12 +1,15 @@
 """A short hello when the bot is invited into a channel (member_joined_channel for the bot itself):
-what it does there and the two commands that start the paper of the day. A person joining a channel
-with a paper of the day gets a private welcome instead (bot/calibrate.py: add a topic, rate a few papers)."""
+what it does there and the two commands that start the paper of the day. Invited back on a day whose
+paper Slack refused because the bot was out of the channel, it says the paper comes, and posts it
+(bot/posting.py). A person joining a channel with a paper of the day gets a private welcome instead
+(bot/calibrate.py: add a topic, rate a few papers)."""
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
 from . import blocks as bk
+from . import posting
 from .blocks import code
 from .calibrate import welcome_member
 
@@ -18,9 +21,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def hello_text(deps: Deps, channel: str) -> str:
-    """The hello, already escaped: the next steps, or the schedule when the channel has one."""
+def hello_text(deps: Deps, channel: str, *, paper_coming: bool = False) -> str:
+    """The hello, already escaped: the next steps, or the schedule when the channel has one (and,
+    `paper_coming`, that today's refused paper follows)."""
     cmd = deps.command
+    if paper_coming:
+        return (f"Hi again. Here is today's paper, which I could not post while I was out of this channel; "
+                f"{code(cmd + ' schedule')} says when the next one comes.")
     if deps.store.get_schedule(channel):
         return (f"Hi again. The paper of the day is still on here: {code(cmd + ' schedule')} says when, "
                 f"{code(cmd + ' help')} lists everything.")
@@ -43,8 +50,15 @@ def register(app: App, deps: Deps) -> None:
             return
 
         def job():
-            text = hello_text(deps, channel)
+            now = deps.clock()
+            posting.invited(deps.store, channel, now)  # the sweeps stop waiting out a refusal here
+            day = posting.refused_today(deps.store, channel, now, deps.settings) \
+                if deps.store.get_schedule(channel) else None
+            text = hello_text(deps, channel, paper_coming=day is not None)
             client.chat_postMessage(channel=channel, text=text, blocks=bk.message_blocks(text),
                                     unfurl_links=False, unfurl_media=False)
             log.info("said hello in %s", channel)
+            if day is not None:  # the one machine: a sweep retrying it meanwhile does not post it twice
+                result = posting.post_day(deps, client, channel, day, now)
+                log.info("invited back into %s: the %s post %s", channel, day, result.status)
         deps.later(job, None)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from store.search import Searcher
 
     from .config import Settings
-    from .deps import Feedback
+    from .deps import Deps, Feedback
 
 log = logging.getLogger("paperclub.daily")
 
@@ -63,6 +63,11 @@ NEWEST_PAGES = 5  # pages read when a post has no claim time to look back from
 # Slack's refusals of a post to a channel the bot cannot post in (removed, deleted, archived): the
 # post is certainly not there, and nothing changes until someone invites the bot back.
 CHANNEL_GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
+# So the sweeps (the daily catch-up, the club's tick) ask again only once the bot is invited back
+# (bot/hello.py records it), or after this long: an invite the bot never heard of (it was down, the
+# channel was unarchived) still gets its post within the hour, without a refusal every few minutes.
+REFUSED_WAIT = timedelta(hours=1)
+INVITED_KEY = "invited:"  # meta key (+ channel): when the bot last joined the channel, epoch seconds
 
 
 class PostFailed(Exception):
@@ -351,16 +356,52 @@ def post_daily(client: WebClient, store: Store, searcher: Searcher, channel: str
     return result
 
 
+def post_day(deps: Deps, client: WebClient, channel: str, day: date, now: datetime, *, store: Store | None = None,
+             budget: float = POST_BUDGET, sleep: Callable[[float], None] = time.sleep) -> PostResult:
+    """post_daily for `day` with the bot's own wiring: the scheduler's jobs, and the bot invited back."""
+    return post_daily(client, store or deps.store, deps.searcher, channel, now, day=day, feedback=deps.feedback,
+                      settings=deps.settings, llm=deps.llm, poster=deps.poster, budget=budget,
+                      pick_settings=deps.pick, sleep=sleep)
+
+
 def channel_gone(error: str | None) -> bool:
     """Whether a post row's error (`_describe`'s "HTTP 200 not_in_channel") is Slack refusing the channel."""
     return bool(error) and error.split()[-1] in CHANNEL_GONE
+
+
+def refused(row: dict | None) -> bool:
+    """Whether a post row's last try was refused for the channel itself (the bot not in it)."""
+    return bool(row) and row["status"] == PostStatus.FAILED and channel_gone(row.get("error"))
+
+
+def invited(store: Store, channel: str, now: datetime) -> None:
+    """The bot was just invited into `channel`: the refusals before now no longer stand."""
+    store.set_meta(INVITED_KEY + channel, repr(now.timestamp()))
+
+
+def refused_lately(store: Store, channel: str, key: str, now: datetime) -> bool:
+    """Whether the post's last try was refused for the channel less than REFUSED_WAIT ago, with no
+    invite since: a sweep leaves it alone rather than ask Slack for a refusal again."""
+    row = store.get_post(channel, key)
+    if not refused(row):
+        return False
+    tried = row.get("claimed_at") or 0.0
+    back = float(store.get_meta(INVITED_KEY + channel) or 0.0)
+    return now.timestamp() - tried < REFUSED_WAIT.total_seconds() and back < tried
+
+
+def refused_today(store: Store, channel: str, now: datetime, settings: Settings | None = None) -> date | None:
+    """Today, in the channel's zone, when Slack refused today's paper of the day for the channel: the
+    day the bot, invited back, posts at once. An earlier day's is over: it stays unposted."""
+    day = local_today(channel_tz(store, channel, getattr(settings, "timezone", None)), now)
+    return day if refused(store.get_post(channel, day.isoformat())) else None
 
 
 def _release_missed(store: Store, channel: str, key: str) -> None:
     """Earlier days Slack refused because the bot could not post in the channel: their papers were
     never seen, so the pick for `key` may choose them again (and says nothing of "Also today")."""
     for row in store.post_history(channel):
-        if row["day"] < key and row["status"] == PostStatus.FAILED and channel_gone(row.get("error")) \
+        if row["day"] < key and refused(row) \
                 and store.miss_post(channel, row["key"], claimed_at=row["claimed_at"]):
             log.info("the %s post for %s never went out (%s): its papers are free again",
                      row["key"], channel, row["error"])

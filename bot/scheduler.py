@@ -40,7 +40,7 @@ from .club import club_tick
 from .feed_polls import FeedPolls
 from .replica import forget_silent_replicas
 from .lease import LEASE_SECONDS, SweepLease
-from .posting import POST_BUDGET, PostResult, post_daily
+from .posting import POST_BUDGET, PostResult, post_day, refused_lately
 
 if TYPE_CHECKING:
     from store import Store
@@ -231,6 +231,8 @@ class DailyService:
             done = {date.fromisoformat(d) for d, s in days.items() if s in DAY_DONE}
             since = datetime.fromtimestamp(row["updated_at"], timezone.utc) if row.get("updated_at") else None
             decision = catch_up(spec, now, done_days=done, since=since, grace=self.grace)
+            if decision.action == "post" and refused_lately(store, channel, decision.day.isoformat(), now):
+                continue  # the bot is not in the channel: asked again once invited back (or in an hour)
             if decision.action == "post":
                 log.info("catching up the %s post for %s (%s late)", decision.day, channel,
                          format_duration(decision.late))
@@ -243,11 +245,8 @@ class DailyService:
 
     def _post(self, channel: str, day: date, now: datetime, store: Store | None = None) -> PostResult:
         try:
-            deps = self.deps
-            result = post_daily(self.client, store or self.store, deps.searcher, channel, now, day=day,
-                                feedback=deps.feedback, settings=deps.settings, llm=deps.llm,
-                                poster=deps.poster, budget=self.budget, pick_settings=deps.pick,
-                                sleep=self.sleep)
+            result = post_day(self.deps, self.client, channel, day, now, store=store or self.store,
+                              budget=self.budget, sleep=self.sleep)
         except LeaseLost:
             raise  # the sweep stops here (SweepLease.under says so once)
         except Exception as exc:  # a scheduler job must never die silently

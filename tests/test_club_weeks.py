@@ -54,18 +54,24 @@ def test_no_agenda_after_its_votes_closed(world):
     assert name.replace("&", "&amp;") in text_of(scheduled(fake)["winner"][0])
 
 
-def test_an_agenda_refused_for_the_channel_is_tried_every_ten_minutes_and_goes_out_once_invited(world):
+def test_an_agenda_refused_for_the_channel_waits_for_the_invite_and_then_goes_out_at_once(world):
     """The agenda is retried until its votes close (a day here): with the bot removed from the channel,
-    each minute's tick asked Slack again, 1,440 refusals and as many errors in the log."""
+    each minute's tick asked Slack again, 1,440 refusals and as many errors in the log; then every ten
+    minutes, and invited back, the team still waited for the next ten."""
+    from fake_slack import BOT_USER_ID
+    from test_daily_e2e import joined
+
     fake, store, clock, deps = world
     for method in ("chat.postMessage", "conversations.history"):
         fake.fail(method, error="not_in_channel", times=None)
-    for minute in range(1, 61):  # an hour of the scheduler's ticks
+    for minute in range(1, 46):  # three quarters of an hour of the scheduler's ticks
         tick(deps, MOMENTS["agenda"] + timedelta(minutes=minute))
     assert not scheduled(fake)
-    assert len(fake.calls("chat.postMessage")) <= 6  # once every ten minutes, not sixty times
-    fake.reset()  # /invite: the bot is back in the channel
-    tick(deps, MOMENTS["agenda"] + timedelta(hours=2))
+    assert len(fake.calls("chat.postMessage")) == 1  # the refusal, not a retry every few minutes
+    fake.reset()
+    clock.now = MOMENTS["agenda"] + timedelta(minutes=45, seconds=30)
+    joined(_app(deps), BOT_USER_ID)  # /invite @paperclub
+    tick(deps, MOMENTS["agenda"] + timedelta(minutes=46))  # the next tick, not the next hour
     assert kinds(fake) == {"agenda": 1}
 
 

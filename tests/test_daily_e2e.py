@@ -190,7 +190,8 @@ def test_a_failed_post_is_retried_by_the_periodic_sweep_within_the_window(app, f
     fake = fake_slack
     service.clock.now = datetime(2024, 6, 2, 12, 0, tzinfo=UTC)
     command(app, fake, "schedule 09:00 UTC")
-    fake.fail("chat.postMessage", error="not_in_channel")  # e.g. the bot was not invited yet
+    fake.fail("chat.postMessage", status=500)  # Slack down for longer than the post's retry budget
+    service.budget = 0.0
     service.clock.now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
     assert service.fire(CH).status == "failed"
     service.clock.now = datetime(2024, 6, 3, 9, 10, tzinfo=UTC)
@@ -557,7 +558,8 @@ def test_a_channels_first_schedule_is_in_the_callers_slack_time_zone(app, fake_s
     assert "America/New_York" in named and "your Slack time zone" not in named
 
 
-def _joined(app, user: str, channel: str = CH) -> None:
+def joined(app, user: str, channel: str = CH) -> None:
+    """`user` (the bot: fake_slack.BOT_USER_ID) joined `channel`: member_joined_channel through the app."""
     body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": f"EvJoin{user}{channel}",
             "event_time": 1, "event": {"type": "member_joined_channel", "user": user, "channel": channel,
                                        "channel_type": "C", "team": "T1"}}
@@ -567,8 +569,8 @@ def _joined(app, user: str, channel: str = CH) -> None:
 def test_invited_into_a_channel_the_bot_says_how_to_start_once(app, fake_slack, hashing_store):
     from fake_slack import BOT_USER_ID
 
-    _joined(app, "UPERSON")  # a person joining is not the bot's business
+    joined(app, "UPERSON")  # a person joining is not the bot's business
     assert fake_slack.messages(CH) == []
-    _joined(app, BOT_USER_ID)
+    joined(app, BOT_USER_ID)
     [hello] = fake_slack.messages(CH)
     assert "interests add" in hello["text"] and "schedule 09:00" in hello["text"]

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import pytest
 
 from bot.scheduler import SWEEP_EVERY
 from conftest import text_of
+from fake_slack import BOT_USER_ID
 from store.ingest import Record, ingest_records
-from test_daily_e2e import CH, app, command, daily_posts, deps, searcher, service  # noqa: F401 (fixtures)
+from test_daily_e2e import CH, app, command, daily_posts, deps, joined, searcher, service  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.both_backends
 
@@ -28,6 +30,20 @@ def posted_ids(fake) -> list[str]:
 def at(service, day: int, hour: int = 9, minute: int = 0) -> datetime:
     service.clock.now = datetime(2024, 6, day, hour, minute, tzinfo=UTC)
     return service.clock.now
+
+
+def removed(fake) -> None:
+    """The bot is out of the channel: Slack refuses its posts there (and its reads)."""
+    for method in ("chat.postMessage", "conversations.history"):
+        fake.fail(method, error="not_in_channel", times=None)
+
+
+def invited_back(app, fake) -> list[dict]:
+    """`/invite @paperclub`: Slack takes the bot's posts again and tells it it joined; what it then
+    said in the channel (thread replies aside)."""
+    fake.reset()
+    joined(app, BOT_USER_ID)
+    return [m for m in fake.messages(CH) if m.get("thread_ts") in (None, m["ts"])]
 
 
 # -- never repeated ------------------------------------------------------------------------------
@@ -102,8 +118,7 @@ def test_a_paper_picked_while_the_bot_was_out_of_the_channel_is_posted_once_it_i
     at(service, 2, 12)
     command(app, fake_slack, "interests add video understanding")
     command(app, fake_slack, "schedule 09:00 UTC")
-    for method in ("chat.postMessage", "conversations.history"):
-        fake_slack.fail(method, error="not_in_channel", times=None)
+    removed(fake_slack)
     at(service, 3)
     missed = service.fire(CH)
     assert missed.status == "failed" and "not_in_channel" in missed.detail
@@ -130,8 +145,7 @@ def test_schedule_and_today_tell_an_admin_the_bot_is_not_in_the_channel(app, fak
     had stopped: the reason, and the fix, were only in the bot's log."""
     at(service, 2, 12)
     command(app, fake_slack, "schedule 09:00 UTC")
-    for method in ("chat.postMessage", "conversations.history"):
-        fake_slack.fail(method, error="not_in_channel", times=None)
+    removed(fake_slack)
     at(service, 3)
     assert service.fire(CH).status == "failed"
     at(service, 3, 15)
@@ -146,3 +160,75 @@ def test_schedule_and_today_tell_an_admin_the_bot_is_not_in_the_channel(app, fak
     assert service.fire(CH).status == "posted"
     at(service, 4, 10)
     assert "could not be posted" not in text_of(command(app, fake_slack, "schedule"))
+
+
+def test_invited_back_the_same_evening_the_refused_paper_comes_at_once_after_one_hello(app, fake_slack, service):
+    """Removed from the channel, its 09:00 New York post refused; invited back at 23:00 that evening
+    (already 4 Jun in UTC) so the team would get its paper: "Hi again", and nothing until the next day."""
+    at(service, 2, 12)
+    command(app, fake_slack, "interests add video understanding")
+    command(app, fake_slack, "schedule 09:00 America/New_York")
+    removed(fake_slack)
+    at(service, 3, 13)  # 09:00 in New York
+    missed = service.fire(CH)
+    assert missed.status == "failed"
+    at(service, 4, 3)  # 23:00 on Mon 3 Jun in New York
+    hello, post = invited_back(app, fake_slack)
+    assert "Hi again" in text_of(hello) and "today's paper" in text_of(hello)
+    assert post["metadata"]["event_payload"] == {"date": "2024-06-03", "paper_id": missed.paper_id}
+    assert "Paper of the day" in text_of(post)
+    for _ in range(SWEEP_EVERY):  # the sweep's own retry finds the day done
+        service.poll()
+    at(service, 4, 13)
+    assert service.fire(CH).status == "posted"
+    assert [m["metadata"]["event_payload"]["date"] for m in daily_posts(fake_slack)] == ["2024-06-03", "2024-06-04"]
+
+
+def test_invited_back_the_next_morning_the_refused_day_is_not_posted_late(app, fake_slack, service):
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 America/New_York")
+    removed(fake_slack)
+    at(service, 3, 13)
+    missed = service.fire(CH)
+    assert missed.status == "failed"
+    at(service, 4, 12)  # 08:00 on Tue 4 Jun in New York: Monday's paper is yesterday's news
+    [hello] = invited_back(app, fake_slack)
+    assert "Hi again" in text_of(hello) and "today's paper" not in text_of(hello)
+    at(service, 4, 13)
+    back = service.fire(CH)
+    assert back.status == "posted" and back.paper_id == missed.paper_id
+    assert [m["metadata"]["event_payload"]["date"] for m in daily_posts(fake_slack)] == ["2024-06-04"]
+
+
+def test_a_post_refused_for_the_channel_is_not_asked_for_again_every_sweep(app, fake_slack, service):
+    """Refused as not_in_channel at 09:00, the sweep asked Slack again every 10 minutes until the
+    catch-up window closed at 12:00: 19 refusals, and as many errors in the log."""
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 UTC")
+    removed(fake_slack)
+    at(service, 3)
+    assert service.fire(CH).status == "failed"
+    for minutes in range(10, 3 * 60 + 1, 10):
+        at(service, 3, 9 + minutes // 60, minutes % 60)
+        for _ in range(SWEEP_EVERY):
+            service.poll()
+    assert len(fake_slack.calls("chat.postMessage")) <= 4  # the refusal, then once an hour at most
+    assert daily_posts(fake_slack) == []
+
+
+def test_invited_back_while_the_sweep_retries_the_paper_is_posted_once(app, fake_slack, service):
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 UTC")
+    removed(fake_slack)
+    at(service, 3)
+    assert service.fire(CH).status == "failed"
+    at(service, 3, 9, 30)
+    fake_slack.reset()
+    fake_slack.delay("conversations.history", 2.0, times=1)  # the invite's post looks in the channel first
+    with ThreadPoolExecutor(1) as pool:
+        invite = pool.submit(joined, app, BOT_USER_ID)
+        fake_slack.wait_for(lambda: fake_slack.calls("conversations.history"), timeout=10)
+        swept = service.catch_up(service.clock.now, quiet=True)  # the sweep, at the same moment
+        invite.result()
+    assert [r.status for r in swept] == ["busy"]
+    assert len(daily_posts(fake_slack)) == 1

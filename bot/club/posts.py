@@ -14,12 +14,11 @@ from slack_sdk.errors import SlackApiError
 
 from store import club as cl
 from store.errors import LeaseLost, StoreError
-from store.posts import PostStatus
 from store.text import member_tag
 
 from .. import blocks as bk
 from ..blocks import mention
-from ..posting import SCHEDULED_EVENT, channel_gone
+from ..posting import SCHEDULED_EVENT, refused_lately
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -108,9 +107,6 @@ def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str |
 # -- scheduled club posts: each through posting.Poster.post_once (claim, look, deliver, finish) --
 STEPS = ("agenda", "winner", "reminder", "thread", "recap")
 CLUB_GRACE = timedelta(hours=3)  # a step missed by less than this is done on the next tick (catch-up)
-# A step Slack refused because the bot cannot post in the channel (removed, archived) waits this long
-# before its next try, not a minute: an agenda is retried until its votes close, days at times.
-REFUSED_WAIT = timedelta(minutes=10)
 
 
 def _moments(spec: cl.ClubSpec, start: datetime) -> dict[str, datetime]:
@@ -150,7 +146,9 @@ def club_tick(deps: Deps, client: WebClient, now: datetime, *, budget: float = 6
         except StoreError as exc:
             log.error("club sessions of %s not settled: %s", channel, exc)
         for step, start in due_steps(spec, now, skipped=cl.skipped_for(deps.store, channel)):
-            if _refused_lately(deps.store, channel, f"{step}:{start.date().isoformat()}", now):
+            # Refused for the channel (an agenda is retried until its votes close, days at times): the
+            # next try waits for the invite back, or posting.REFUSED_WAIT, not the next minute.
+            if refused_lately(deps.store, channel, f"{step}:{start.date().isoformat()}", now):
                 continue
             try:
                 result = _run_step(deps, client, channel, spec, step, start, now, budget=budget,
@@ -267,13 +265,6 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         _about(store, channel, result.ts, paper.id, now)
         return result
     return None
-
-
-def _refused_lately(store, channel: str, key: str, now: datetime) -> bool:
-    """Whether the step's last try, less than REFUSED_WAIT ago, was refused for the channel itself."""
-    row = store.get_post(channel, key)
-    return bool(row) and row["status"] == PostStatus.FAILED and channel_gone(row.get("error")) \
-        and now.timestamp() - (row.get("claimed_at") or 0) < REFUSED_WAIT.total_seconds()
 
 
 def proposed_note(count: int) -> str:
