@@ -692,7 +692,7 @@ def pick(c: Ctx, channel, day, post, as_json):
     from store.schedule import channel_tz, local_today
 
     from .deps.build import build_deps, make_client
-    from .posting import post_daily
+    from .posting import post_day
     from .replica import replica_id
     from .runner import utc_now
 
@@ -712,8 +712,7 @@ def pick(c: Ctx, channel, day, post, as_json):
     deps = build_deps(c.settings, store, searcher, clock=utc_now,
                       slack=make_client(c.settings) if post else None, replica=replica_id())
     if post:
-        result = post_daily(deps.slack, store, searcher, channel, now, day=when, feedback=deps.feedback,
-                            settings=c.settings, llm=deps.llm, poster=deps.poster, pick_settings=deps.pick)
+        result = post_day(deps, deps.slack, channel, when, now)
         click.echo(f"{when} {channel}: {result.status}"
                    + (f" {result.paper_id}" if result.paper_id else "")
                    + (f" ts={result.ts}" if result.ts else "") + (f" ({result.detail})" if result.detail else ""))

@@ -4,7 +4,7 @@
 rebuilds them at start, applies a change from `/paper schedule` at once
 (`deps.reschedule` calls `reload`) and notices changes made by other processes
 within a minute, and on start-up makes a post that was missed by less than the
-catch-up window. Each job calls `bot.posting.post_daily`.
+catch-up window. Each job calls `bot.posting.post_day`.
 
 It composes the other jobs, each in its own home: the sweeps' lease
 (bot/lease.py), the feed polls (bot/feed_polls.py) and the club's tick
