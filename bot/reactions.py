@@ -103,10 +103,8 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
     container = body.get("container") or {}
     channel = (body.get("channel") or {}).get("id") or container.get("channel_id") or ""
     # Slack stamps each press; a redelivered payload carries the same stamp and is logged once.
-    result = _with_retries(
-        lambda: record_verdict(deps, user, channel, paper.id, verdict, message_ts=container.get("message_ts") or "",
-                               press=action.get("action_ts")),
-        sleep, what=f"{verdict or 'undo'} on {paper.id} (verdict by {member_tag(user)})")
+    result = record_verdict(deps, user, channel, paper.id, verdict, message_ts=container.get("message_ts") or "",
+                            press=action.get("action_ts"), sleep=sleep)
     round_ids = bk.calibration_ids(action.get("block_id"))
     if respond is not None and round_ids:  # a calibration round's card: the round shows the answer
         respond(**redraw_round(deps, user, round_ids).to_message(), replace_original=True)
@@ -116,13 +114,17 @@ def handle_verdict(deps: Deps, body: dict, action: dict, verdict: str | None, re
 
 
 def record_verdict(deps: Deps, user: str, channel: str, paper_id: str, verdict: str | None, *,
-                   message_ts: str = "", press: str | None = None) -> fb.Recorded:
+                   message_ts: str = "", press: str | None = None,
+                   sleep: Callable[[float], None] = time.sleep) -> fb.Recorded:
     """Log a member's verdict (None: take it back) on a paper, from a button on a message
-    (`message_ts`, `press`: Slack's stamp of the click) or typed (neither)."""
-    now = deps.clock().timestamp()
+    (`message_ts`, `press`: Slack's stamp of the click) or typed (neither); a busy database is
+    waited out, as for a reaction, so neither way loses it."""
+    now = deps.clock().timestamp()  # once: each attempt writes the same event, so it counts once
     event_id = f"verdict:{user}:{paper_id}:{verdict or 'undo'}:{press or f'{now:.6f}'}"[:255]
-    result = fb.record_verdict(deps.store, user=user, paper_id=paper_id, verdict=verdict, channel=channel,
-                               message_ts=message_ts, event_id=event_id, now=now)
+    result = _with_retries(
+        lambda: fb.record_verdict(deps.store, user=user, paper_id=paper_id, verdict=verdict, channel=channel,
+                                  message_ts=message_ts, event_id=event_id, now=now),
+        sleep, what=f"{verdict or 'undo'} on {paper_id} (verdict by {member_tag(user)})")
     log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper_id, result.status)
     return result
 

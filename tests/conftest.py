@@ -6,9 +6,13 @@ about 10 s) and copied per test, so tests may write to their copy freely.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import sqlite3
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -242,6 +246,19 @@ def hashing_store(request, hashing_db, backend, tmp_path):
     store.close()
 
 
+@pytest.fixture
+def quick_busy_store(hashing_db, tmp_path, monkeypatch):
+    """A private SQLite copy of the HashingEmbedder seed whose writers give up on a lock another
+    connection holds (StoreBusy) after 0.1 s rather than 15, so a test holds a Locker only briefly."""
+    import store.backends.sqlite as sqlite_backend
+    from store import open_store
+
+    monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 100)
+    store = open_store(copy_db(hashing_db, tmp_path / "busy.db"))
+    yield store
+    store.close()
+
+
 def make_settings(**overrides):
     """Settings that never read the developer's .env or environment tokens."""
     from bot.config import Settings
@@ -340,6 +357,47 @@ def block_action_body(action_id: str, value: str, url: str, *, user: str, channe
                           "message_ts": "1.000001"},
             "response_url": url, "trigger_id": "1.2.3",
             "actions": [{"action_id": action_id, "block_id": "b", "value": value, "type": "button"}]}
+
+
+class Locker:
+    """Another process's connection holding a SQLite file's write lock (BEGIN IMMEDIATE) until released."""
+
+    def __init__(self, path):
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("insert into meta(key, value) values ('locker', 'x') "
+                          "on conflict(key) do update set value = 'x'")
+        self._lock = threading.Lock()
+        self.held = True
+
+    def release(self):
+        with self._lock:
+            if self.held:
+                self.held = False
+                self.conn.execute("COMMIT")
+                self.conn.close()
+
+    @contextmanager
+    def until_retried(self):
+        """Hold the lock until the bot says it will try a write the lock refused again (its "retrying"
+        warning), and free it then, so the retry finds the file free; freed on the way out in any case.
+        Yields the retry warnings seen (none: nothing was retried)."""
+        seen: list[str] = []
+        locker = self
+
+        class OnRetry(logging.Handler):
+            def emit(self, record):
+                if "retrying" in record.getMessage():
+                    seen.append(record.getMessage())
+                    locker.release()
+
+        handler = OnRetry(logging.WARNING)
+        logging.getLogger().addHandler(handler)
+        try:
+            yield seen
+        finally:
+            logging.getLogger().removeHandler(handler)
+            self.release()
 
 
 class Clock:

@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 
 from bot import blocks as bk
 from bot.later import SORRY
-from conftest import BOT_TOKEN, block_action_body, copy_db, make_deps, make_settings
+from conftest import BOT_TOKEN, Locker, block_action_body, copy_db, make_deps, make_settings
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -420,20 +420,6 @@ def test_a_post_slack_took_but_never_answered_is_not_repeated_even_if_the_lookup
 
 
 # -- the database locked by another writer -------------------------------------------------------
-class Locker:
-    """Another process's connection holding the write lock (BEGIN IMMEDIATE) until released."""
-
-    def __init__(self, path: str):
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute("insert into meta(key, value) values ('locker', 'x') "
-                          "on conflict(key) do update set value = 'x'")
-
-    def release(self):
-        self.conn.execute("COMMIT")
-        self.conn.close()
-
-
 def in_thread(fn, *args):
     out = {}
 

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from bot import blocks as bk
-from conftest import text_of
+from bot.later import SORRY
+from conftest import Locker, make_deps, make_settings, text_of
+from store import HashingEmbedder, Searcher, pick_for_day
 from store import feedback as fb
-from store import pick_for_day
 from store.pick import PickSettings
 from store.taste import FeedbackModel
 from test_reactions_e2e import CH, THU, WED, bot, command, post_day, searcher  # noqa: F401 (fixtures)
@@ -107,3 +108,23 @@ def test_for_me_then_not_for_me_keeps_one_verdict_and_every_card_carries_the_but
     assert "fewer papers like" in text_of(changed[0])
     standing = fb.current_reactions(store.reactions(user="UBOB"))
     assert [(r["paper_id"], r["base"], r["channel"]) for r in standing] == [(pid, "-1", CH)]
+
+
+def test_a_typed_verdict_that_meets_a_locked_database_is_kept_once_as_the_button_keeps_it(
+        fake_slack, quick_busy_store):
+    """`/paper not-for-me` while another connection holds the write lock: the write waits it out (as a
+    press of the button does) and the reply says it is noted, rather than asking the member to type it
+    again."""
+    from bot.app import create_app
+
+    store = quick_busy_store
+    deps = make_deps(make_settings(slack_api_url=fake_slack.api_url), store, Searcher(store, HashingEmbedder()))
+    app = create_app(deps, process_before_response=True)
+    paper = next(iter(store.iter_papers()))
+    with Locker(store.path).until_retried() as retried:
+        reply = command(app, fake_slack, f"not-for-me {paper.id}", user="UALICE")
+    assert SORRY not in reply["text"] and "try again" not in text_of(reply)
+    assert f"fewer papers like *{bk.esc(paper.short_name)}* for you" in text_of(reply)
+    logged = store.reactions(user="UALICE")
+    assert [(r["paper_id"], r["base"], r["action"], r["channel"]) for r in logged] == [(paper.id, "-1", "added", CH)]
+    assert retried, "the first attempt should have met the lock"
