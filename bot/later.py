@@ -1,10 +1,14 @@
 """Slow work off the ack path: `later(job, respond)` runs a job on the work pool, and a job that
-fails is logged and answered with a short apology (report_error, also the app's error handler)."""
+fails is logged and answered with a short apology (report_error, also the app's error handler).
+A member's write that meets a busy database is waited out there (`wait_out_busy`), not dropped."""
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, TypeVar
+
+from store.errors import StoreBusy
 
 from .outgoing import ReplyNotDelivered
 
@@ -16,6 +20,9 @@ log = logging.getLogger(__name__)
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")
 WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
+RETRY_DELAYS = (0.5, 1, 2, 4, 8, 15, 30, 60, 60, 60, 60)  # about 5 minutes of a locked database
+
+T = TypeVar("T")
 
 
 def report_error(error: BaseException, respond, logger: logging.Logger | None = None) -> None:
@@ -48,3 +55,19 @@ def make_later(executor: Executor | None) -> Later:
 def work_pool() -> ThreadPoolExecutor:
     """The pool `later` hands slow work to in production."""
     return ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
+
+
+def wait_out_busy(job: Callable[[], T], *, what: str, sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run a write a member made (a reaction, a verdict, a form...), waiting out a busy database (a long
+    backup, a big ingest, another replica's write) for minutes rather than dropping it; StoreBusy
+    only once it stayed busy all that time. `what` names the write in the log."""
+    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
+        try:
+            return job()
+        except StoreBusy as e:
+            if delay is None:
+                log.error("could not write %s after %d attempts: %s", what, attempt, e)
+                raise
+            log.warning("database busy while writing %s (attempt %d); retrying in %s s", what, attempt, delay)
+            sleep(delay)
+    raise AssertionError("unreachable")

@@ -3,7 +3,7 @@
 A reaction on one of the bot's paper messages (a daily post, its abstract
 reply, a shared paper) is logged once per Slack event_id; reactions on
 anything else are acked and ignored. A write that meets a busy database
-(`StoreBusy`) is retried for minutes, so it is not lost. What the team reads
+(`StoreBusy`) is retried for minutes (bot.later.wait_out_busy), so it is not lost. What the team reads
 back lives elsewhere: /paper digest and saved in bot/reading.py, the App Home
 in bot/home.py, the pick's feedback and the digest's tally in store/daily.py and bot/posting.py.
 """
@@ -23,6 +23,7 @@ from store.text import member_tag
 from . import blocks as bk
 from .calibrate import interests_broad, redraw_round
 from .commands import Call, Reply, Subcommand, channel_of, resolve
+from .later import wait_out_busy
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("paperclub.reactions")
 
-RETRY_DELAYS = (0.5, 1, 2, 4, 8, 15, 30, 60, 60, 60, 60)  # about 5 minutes of a locked database
 UNKNOWN_MESSAGES = 5000  # bot messages we looked up and found no paper in (not asked about again)
 
 class PaperlessMessages:
@@ -121,10 +121,10 @@ def record_verdict(deps: Deps, user: str, channel: str, paper_id: str, verdict: 
     waited out, as for a reaction, so neither way loses it."""
     now = deps.clock().timestamp()  # once: each attempt writes the same event, so it counts once
     event_id = f"verdict:{user}:{paper_id}:{verdict or 'undo'}:{press or f'{now:.6f}'}"[:255]
-    result = _with_retries(
+    result = wait_out_busy(
         lambda: fb.record_verdict(deps.store, user=user, paper_id=paper_id, verdict=verdict, channel=channel,
                                   message_ts=message_ts, event_id=event_id, now=now),
-        sleep, what=f"{verdict or 'undo'} on {paper_id} (verdict by {member_tag(user)})")
+        what=f"verdict {verdict or 'undo'} on {paper_id} by {member_tag(user)}", sleep=sleep)
     log.info("verdict %s by %s on %s: %s", verdict or "undo", member_tag(user), paper_id, result.status)
     return result
 
@@ -244,7 +244,8 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
             return log_it()
         return result
 
-    result = _with_retries(record, sleep, what=f"{event_id} ({emoji} by {member_tag(user)} on {channel}/{ts})")
+    result = wait_out_busy(record, what=f"reaction {event_id} ({emoji} by {member_tag(user)} on {channel}/{ts})",
+                           sleep=sleep)
     if result.status != "ignored":
         log.info("reaction %s %s by %s on %s: %s", emoji, "added" if added else "removed", member_tag(user),
                  result.paper_id, result.status)
@@ -258,21 +259,6 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
                 log.warning("could not tell %s in %s that their last papers missed", member_tag(user), channel,
                             exc_info=True)
     return result
-
-
-def _with_retries(job: Callable[[], fb.Recorded], sleep, *, what: str) -> fb.Recorded:
-    """Run a log write; a busy database (a long backup, a big ingest) is waited out, not dropped."""
-    for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
-        try:
-            return job()
-        except StoreBusy as e:
-            if delay is None:
-                log.error("could not log reaction %s after %d attempts: %s", what, attempt, e)
-                raise
-            log.warning("database busy while logging reaction %s (attempt %d); retrying in %s s",
-                        what, attempt, delay)
-            sleep(delay)
-    raise AssertionError("unreachable")
 
 
 def _float(value) -> float | None:

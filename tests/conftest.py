@@ -379,15 +379,15 @@ class Locker:
 
     @contextmanager
     def until_retried(self):
-        """Hold the lock until the bot says it will try a write the lock refused again (its "retrying"
-        warning), and free it then, so the retry finds the file free; freed on the way out in any case.
+        """Hold the lock until the bot says it will try a write the lock refused again (its "database
+        busy ... retrying" warning), and free it then, so the retry finds the file free; freed on the way out in any case.
         Yields the retry warnings seen (none: nothing was retried)."""
         seen: list[str] = []
         locker = self
 
         class OnRetry(logging.Handler):
             def emit(self, record):
-                if "retrying" in record.getMessage():
+                if "database busy" in record.getMessage():
                     seen.append(record.getMessage())
                     locker.release()
 

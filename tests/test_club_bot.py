@@ -13,7 +13,7 @@ from slack_bolt import BoltRequest
 from bot import blocks as bk
 from bot.app import create_app
 from bot.club import post_agenda
-from conftest import Clock, dispatch_command, make_deps, make_settings, text_of
+from conftest import Clock, Locker, dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
 from store.club import ClubSpec, set_club
 
@@ -104,6 +104,50 @@ def test_admin_opens_the_setup_modal_and_its_submission_is_stored(world):
     assert said["user"] == ADMIN and "set up" in text_of(said) and "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(said)
     reply = dispatch_command(app, fake, "club", user="UBOB", channel=CH)
     assert "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(reply)
+
+
+def _setup_form_open(fake, store):
+    """The app on `store` (the world's, but another store) and the setup form the admin opened."""
+    settings = make_settings(slack_api_url=fake.api_url, admins=ADMIN)
+    app = create_app(make_deps(settings, store, Searcher(store, HashingEmbedder()), clock=Clock(MONDAY)),
+                     process_before_response=True)
+    fake.add_members(ADMIN)
+    fake.add_channel(CH)
+    click(app, fake, bk.ACTION_CLUB_SETUP, CH, user=ADMIN, ephemeral=True)
+    [modal] = fake.modals()
+    return app, modal
+
+
+def test_a_setup_form_submitted_while_the_database_is_locked_is_saved_once_it_is_free(fake_slack,
+                                                                                     quick_busy_store):
+    """The form closes on its ack, before the write: a lock another connection holds is waited out,
+    so the setup is not lost and the admin is told it took."""
+    store = quick_busy_store
+    app, modal = _setup_form_open(fake_slack, store)
+    with Locker(store.path).until_retried() as retried:
+        assert submit_setup(app, modal, user=ADMIN).status == 200
+    club = store.get_club(CH)
+    assert club is not None and (club["weekday"], club["hour"], club["tz"]) == (THU, 17, "Europe/Berlin")
+    [said] = fake_slack.ephemeral_messages(CH)
+    assert said["user"] == ADMIN and "Thu 3 Dec at 17:00 Europe/Berlin" in text_of(said)
+    assert retried, "the write should have met the lock"
+
+
+def test_a_setup_form_the_database_stays_locked_for_tells_the_admin_it_was_not_saved(fake_slack, quick_busy_store,
+                                                                                    monkeypatch):
+    import bot.later
+
+    monkeypatch.setattr(bot.later, "RETRY_DELAYS", (0.01,))  # minutes of retries, cut to one
+    store = quick_busy_store
+    app, modal = _setup_form_open(fake_slack, store)
+    locker = Locker(store.path)
+    try:
+        assert submit_setup(app, modal, user=ADMIN).status == 200
+    finally:
+        locker.release()
+    assert store.get_club(CH) is None
+    [said] = fake_slack.ephemeral_messages(CH)
+    assert said["user"] == ADMIN and "was not set up" in text_of(said) and "/paper club" in text_of(said)
 
 
 def test_a_setup_form_that_slack_says_came_too_late_asks_the_admin_to_press_again(world):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from slack_sdk.errors import SlackApiError
 
 from store import club as cl
+from store.errors import StoreError
 from store.text import member_tag
 
 from .. import blocks as bk
@@ -34,6 +35,7 @@ from ..commands import (
     resolve,
 )
 from ..confirm import ask_first, split_confirm
+from ..later import wait_out_busy
 from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter
 from .reports import export_reply, history_reply, map_reply
 
@@ -462,14 +464,23 @@ def register(app: App, deps: Deps) -> None:
             return
         ack()  # the modal closes now; the write waits its turn in the work pool
 
-        def job():
-            cl.set_club(store, channel, spec, by=user, now=deps.clock())
-            log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
-            said = set_up_reply(deps, channel, user).to_message()
-            try:  # the form closed on its ack: the admin sees it took, privately, where the club is
+        def tell(said: dict) -> None:  # the form closed on its ack: the admin reads, privately, where the club is
+            try:
                 client.chat_postEphemeral(channel=channel, user=user, text=said["text"], blocks=said["blocks"])
             except SlackApiError as e:
-                log.warning("could not confirm the club's setup: %s", e.response.get("error"))
+                log.warning("could not tell %s how the club's setup went: %s", member_tag(user),
+                            e.response.get("error"))
+
+        def job():
+            try:  # the form is gone, so a busy database is waited out rather than the setup lost
+                wait_out_busy(lambda: cl.set_club(store, channel, spec, by=user, now=deps.clock()),
+                              what=f"the club's setup in {channel} by {member_tag(user)}")
+            except StoreError:
+                tell(problem_reply(deps, "The reading group was not set up: I could not save the form just now.",
+                                   hint=f"Open it again with {code(deps.command + ' club')}.").to_message())
+                raise  # logged
+            log.info("club set up in %s by %s: %s", channel, member_tag(user), spec.describe())
+            tell(set_up_reply(deps, channel, user).to_message())
         deps.later(job)
 
     @app.action(bk.ACTION_VOTE)
