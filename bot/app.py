@@ -36,7 +36,7 @@ from .commands import (
     working_line,
 )
 from .deps.build import make_client
-from .later import make_later, report_error
+from .later import make_later, report_error, wait_out_busy
 from .outgoing import gate_middleware, gated
 
 if TYPE_CHECKING:
@@ -187,15 +187,17 @@ def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, cha
     try:
         posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
                                          unfurl_links=False, unfurl_media=False)
-        # Reactions on the shared post are feedback on this paper (bot/reactions.py).
-        deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share", posted_by=user_id or None,
-                                        now=deps.clock().timestamp())
     except SlackApiError as e:
         # Not a member (or a DM between people): the command's response_url can still post here.
         if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:
             respond(**message, replace_original=False)
             return
         raise
+    # Reactions on the shared post are feedback on this paper (bot/reactions.py). It is out already, so
+    # a busy database is waited out: "try again" would post it twice.
+    wait_out_busy(lambda: deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share",
+                                                          posted_by=user_id or None, now=deps.clock().timestamp()),
+                  what=f"the share of {paper.id} in {channel}")
     respond(text=f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>.", response_type="ephemeral",
             replace_original=False)
 

@@ -21,8 +21,8 @@ from bot.app import FEATURES, create_app
 from bot.commands import Reply, Subcommand, clean_input
 from bot.console import run_console
 from bot.deps.build import command_table
-from conftest import BOT_TOKEN, TOKEN_SECRETS, block_action_body, make_deps, make_settings, menu_action_body
-from store import Paper
+from conftest import BOT_TOKEN, TOKEN_SECRETS, Locker, block_action_body, make_deps, make_settings, menu_action_body
+from store import HashingEmbedder, Paper, Searcher
 
 # The real model decides which paper a query finds; the store is a SQLite file, then PostgreSQL.
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
@@ -362,6 +362,21 @@ def test_share_falls_back_to_the_response_url_when_the_bot_is_not_in_the_channel
     reply = one(click(app, slack, bk.ACTION_SHARE, spec.id, user="U8", channel="C7"))
     assert reply["response_type"] == "in_channel" and "shared by <@U8>" in all_text(reply)
     assert len(slack.messages("C7")) == 1  # Slack posts it through the response_url
+
+
+def test_a_share_that_meets_a_locked_database_says_it_is_shared_and_is_posted_once(slack, quick_busy_store):
+    """The post is out before the store records which paper it holds; a lock held meanwhile by another
+    connection is waited out, so the sharer reads "Shared" (not "try again", which would post it twice)
+    and reactions on the post count for its paper."""
+    store = quick_busy_store
+    app = make_app(slack, store, Searcher(store, HashingEmbedder()))
+    paper = next(iter(store.iter_papers()))
+    with Locker(store.path).until_retried() as retried:
+        replies = click(app, slack, bk.ACTION_SHARE, paper.id, user="U7", channel="C5")
+    [posted] = slack.messages("C5")
+    assert [r["text"] for r in replies] == [f"Shared *{bk.esc(paper.short_name)}* in <#C5>."]
+    assert store.paper_for_message("C5", posted["ts"])["paper_id"] == paper.id
+    assert retried, "the record should have met the lock"
 
 
 def test_a_button_for_a_deleted_paper_says_so(app, slack):
