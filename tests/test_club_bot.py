@@ -150,6 +150,24 @@ def test_a_setup_form_the_database_stays_locked_for_tells_the_admin_it_was_not_s
     assert said["user"] == ADMIN and "was not set up" in text_of(said) and "/paper club" in text_of(said)
 
 
+def test_a_member_who_leaves_the_channel_while_the_database_is_locked_is_out_of_the_rotation(fake_slack,
+                                                                                            quick_busy_store):
+    """Leaving the channel is an event nobody can repeat: a lock another connection holds is waited
+    out, so the member is not left in the presenter rotation."""
+    store = quick_busy_store
+    app, _ = _setup_form_open(fake_slack, store)
+    set_club(store, CH, ClubSpec(weekday=THU, hour=17, minute=0, tz="Europe/Berlin"), by=ADMIN, now=MONDAY)
+    store.set_club_member(CH, "UANN", active=True, now=MONDAY.timestamp())
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvLeftLocked",
+            "event_time": 1, "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+            "event": {"type": "member_left_channel", "user": "UANN", "channel": CH, "channel_type": "C",
+                      "team": "T1", "event_ts": f"{MONDAY.timestamp():.6f}"}}
+    with Locker(store.path).until_retried() as retried:
+        dispatch(app, body)
+    assert "UANN" not in {m["user"] for m in store.club_members(CH)}
+    assert retried, "the write should have met the lock"
+
+
 def test_a_setup_form_that_slack_says_came_too_late_asks_the_admin_to_press_again(world):
     app, fake, store, clock, deps = world
     fake.fail("views.open", error="expired_trigger_id")  # the click's trigger_id lasts about 3 s
