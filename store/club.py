@@ -395,22 +395,22 @@ def set_club(store: Store, channel: str, spec: ClubSpec, *, by: str | None, now:
         else:
             first = session_starts(dataclasses.replace(spec, cadence=WEEKLY), now)[0]
             spec = dataclasses.replace(spec, anchor=first.date())
-    store.set_club(channel, set_by=by, now=now.timestamp(), **spec.to_row())
-    if before is not None:
-        _carry_nominations(store, channel, before, spec, now)
+    moves = _ballots_to_carry(store, channel, before, spec, now) if before is not None else []
+    store.set_club(channel, set_by=by, now=now.timestamp(), moves=moves, **spec.to_row())  # one write
     return spec
 
 
-def _carry_nominations(store: Store, channel: str, before: ClubSpec, after: ClubSpec, now: datetime) -> int:
-    """Nominations for an upcoming session the new setup no longer holds (another weekday, another
-    fortnight) go to the session a nomination made now goes to; how many moved."""
+def _ballots_to_carry(store: Store, channel: str, before: ClubSpec, after: ClubSpec,
+                      now: datetime) -> list[tuple[str, str]]:
+    """The ballots of upcoming sessions the new setup no longer holds (another weekday, another
+    fortnight), each with the session a nomination made now goes to: (session, to_session) pairs."""
     skipped = skipped_for(store, channel)
     gone = ({s.date() for s in session_starts(before, now, count=4)}
             - {s.date() for s in session_starts(after, now, count=8)} - skipped)
     target = nomination_session(after, now, skipped=skipped)
     if target is None:
-        return 0
-    return sum(store.move_nominations(channel, day.isoformat(), target.date().isoformat()) for day in sorted(gone))
+        return []
+    return [(day.isoformat(), target.date().isoformat()) for day in sorted(gone)]
 
 
 def nominate(store: Store, channel: str, paper_id: str, user: str, now: datetime) -> tuple[date, bool]:

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
+    club_for, csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
     skipped_for, tally, timeline, to_bibtex, unskip_session,
 )
 from store.schedule import ScheduleError
@@ -197,6 +197,27 @@ def test_a_skip_that_fails_halfway_leaves_the_session_on_and_its_ballot_whole(st
     assert (skip.outcome, skip.next.date(), skip.carried) == ("skipped", date(2026, 12, 10), 2)
     assert [n["paper_id"] for n in store.nominations("C1", "2026-12-10")] == ["p-a", "p-b"]
     assert next_session(spec, now, skipped=skipped_for(store, "C1")).date() == date(2026, 12, 10)
+
+
+def test_a_setup_change_that_fails_halfway_keeps_the_old_setup_and_its_ballot(store):
+    """Moving the club to Fridays and carrying Thursday's ballot there are one write: a failure
+    between the two leaves neither done, so the retry, which reads the old setup again, still moves
+    the nominations instead of leaving them on a session the club no longer holds."""
+    now = utc(2026, 11, 30, 8)
+    set_club(store, "C1", ClubSpec(THU, 17, 0, "Europe/Berlin"), by="U0", now=now)
+    store.add_nomination("C1", "2026-12-03", "p-a", "ann", now=now.timestamp())
+    friday = ClubSpec(THU + 1, 17, 0, "Europe/Berlin")
+    _nominations_cannot_move(store)
+    with pytest.raises(StoreError):
+        set_club(store, "C1", friday, by="U0", now=now)
+    assert club_for(store, "C1").weekday == THU
+    assert [n["paper_id"] for n in store.nominations("C1", "2026-12-03")] == ["p-a"]
+
+    _nominations_cannot_move(store, on=False)
+    set_club(store, "C1", friday, by="U0", now=now)
+    assert club_for(store, "C1").weekday == THU + 1
+    assert store.nominations("C1", "2026-12-03") == []
+    assert [n["paper_id"] for n in store.nominations("C1", "2026-12-04")] == ["p-a"]
 
 
 @pytest.mark.parametrize("order", [("2026-12-10", "2026-12-03"), ("2026-12-03", "2026-12-10")])

@@ -5,7 +5,7 @@ says how it runs).
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..errors import StoreError
 from .rows import CLUB_FIELDS, SESSION_FIELDS, source_from_row
@@ -96,8 +96,12 @@ class ClubTables(SQLTables):
         """Writers of the same name queue, inside the caller's transaction. SQLite has one
         writer at a time already; PostgreSQL takes an advisory lock."""
 
-    def set_club(self, channel: str, *, set_by: str | None, now: float, **fields) -> None:
-        """Create or change a channel's club (fields from CLUB_FIELDS)."""
+    def set_club(self, channel: str, *, set_by: str | None, now: float,
+                 moves: Sequence[tuple[str, str]] = (), **fields) -> None:
+        """Create or change a channel's club (fields from CLUB_FIELDS), and in the same transaction move
+        the ballots of the sessions the change no longer holds: `moves`, (session, to_session) pairs,
+        each as a skip carries one (not carried: no unskip brings them back). A failure or a busy
+        database leaves neither done, so the retry still finds the old setup to move them from."""
         unknown = set(fields) - set(CLUB_FIELDS)
         if unknown:
             raise StoreError(f"unknown club fields {sorted(unknown)}")
@@ -114,6 +118,8 @@ class ClubTables(SQLTables):
                 cols = ["channel", *fields, "set_by", "updated_at"]
                 self._run(db, f"insert into clubs({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
                           [channel, *fields.values(), set_by, now])
+            for session, to_session in moves:
+                self._move_ballot(db, channel, session, to_session)
 
     def get_club(self, channel: str) -> dict | None:
         rows = self._select("select * from clubs where channel = ?", [channel])
@@ -201,12 +207,6 @@ class ClubTables(SQLTables):
                               [channel, date]).fetchone()[0]
             self._move_ballot(db, channel, date, to_session, carried_from=date)
             return {"carried": carried, "votes": votes}
-
-    def move_nominations(self, channel: str, session: str, to_session: str) -> int:
-        """Move a session the club no longer holds (`club setup` moved it) to another session's ballot,
-        as a skip carries one; how many moved. Not carried: no unskip brings them back."""
-        with self.transaction() as db:
-            return self._move_ballot(db, channel, session, to_session)
 
     def _move_ballot(self, db, channel: str, session: str, to_session: str, *, carried_from: str | None = None) -> int:
         """Each nomination of `session` onto `to_session`'s ballot, keeping its nominator and time (and
