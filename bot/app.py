@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Sequence
 
 from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
-from slack_sdk.errors import SlackApiError
 
 from . import blocks as bk
 from . import calibrate, club, confirm, hello, home, reactions, reading, unfurl
@@ -30,13 +29,13 @@ from .commands import (
     Reply,
     for_channel,
     run_command,
-    share_reply,
+    share_in_channel,
     similar_reply,
     summary_reply,
     working_line,
 )
 from .deps.build import make_client
-from .later import make_later, report_error, wait_out_busy
+from .later import make_later, report_error
 from .outgoing import gate_middleware, gated
 
 if TYPE_CHECKING:
@@ -176,28 +175,10 @@ def create_app(deps: Deps, *, client: WebClient | None = None, process_before_re
 
 
 def share_paper(deps: Deps, client: WebClient, respond, paper, user_id: str, channel: str | None) -> None:
-    """Post a paper in the channel (crediting the sharer), then confirm privately."""
+    """Share on a paper card: post it in the channel (crediting the sharer), then confirm privately."""
     if paper is None:
         return _gone(respond)
-    reply = for_channel(deps, share_reply(deps, paper, user_id), channel)
-    message = reply.to_message()
     if not channel:
         respond(text="I can only share into a channel.", response_type="ephemeral", replace_original=False)
         return
-    try:
-        posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
-                                         unfurl_links=False, unfurl_media=False)
-    except SlackApiError as e:
-        # Not a member (or a DM between people): the command's response_url can still post here.
-        if e.response.get("error") in ("not_in_channel", "channel_not_found") and respond is not None:
-            respond(**message, replace_original=False)
-            return
-        raise
-    # Reactions on the shared post are feedback on this paper (bot/reactions.py). It is out already, so
-    # a busy database is waited out: "try again" would post it twice.
-    wait_out_busy(lambda: deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share",
-                                                          posted_by=user_id or None, now=deps.clock().timestamp()),
-                  what=f"the share of {paper.id} in {channel}")
-    respond(text=f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>.", response_type="ephemeral",
-            replace_original=False)
-
+    respond(**share_in_channel(deps, client, paper, user_id, channel).to_message(), replace_original=False)

@@ -15,12 +15,15 @@ import time
 import unicodedata
 from typing import TYPE_CHECKING
 
+from slack_sdk.errors import SlackApiError
+
 from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
 from store.text import member_tag
 
 from . import blocks as bk
 from .blocks import code
 from .grammar import Call, Reply, Subcommand
+from .later import wait_out_busy
 
 if TYPE_CHECKING:
     from store import Store
@@ -334,12 +337,36 @@ def handle_similar(deps: Deps, call: Call) -> Reply:
     return similar_reply(deps, paper, note=note)
 
 
+def share_in_channel(deps: Deps, client, paper, user_id: str, channel: str) -> Reply:
+    """Post a paper in the channel crediting the sharer, and remember the message (its reactions are
+    feedback, the digest lists it); the private "Shared" to answer with. Where the bot may not post
+    (not a member, a DM between people), the post itself, for the command's response_url to carry."""
+    reply = for_channel(deps, share_reply(deps, paper, user_id), channel)
+    message = reply.to_message()
+    try:
+        posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
+                                         unfurl_links=False, unfurl_media=False)
+    except SlackApiError as e:
+        if e.response.get("error") in ("not_in_channel", "channel_not_found"):
+            return reply
+        raise
+    # It is out already, so a busy database is waited out: "try again" would post it twice.
+    wait_out_busy(lambda: deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share",
+                                                          posted_by=user_id or None, now=deps.clock().timestamp()),
+                  what=f"the share of {paper.id} in {channel}")
+    text = f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>."
+    return Reply(text, bk.message_blocks(text))
+
+
 def handle_share(deps: Deps, call: Call) -> Reply:
     paper, note = resolve(deps, call.args)
     if note:  # never post a guess for everyone to see: show it privately first
         reply = summary_reply(deps, paper, note=note + " Press *Share to channel* if it's the one.")
         return reply
-    return share_reply(deps, paper, call.user_id)
+    if deps.slack is None or not call.channel_id:  # the console: the reply is the post
+        return share_reply(deps, paper, call.user_id)
+    # Posted as the Share button posts it, so the digest and the reactions know the message.
+    return share_in_channel(deps, deps.slack, paper, call.user_id, call.channel_id)
 
 
 SUBCOMMANDS = (

@@ -166,21 +166,20 @@ def test_a_liked_share_moves_the_next_days_pick_towards_it(bot, real_embedder):
     day1 = post_day(bot, WED)
     spike = paper_named(store, "SPIKE")
 
-    # Bob shares SPIKE with the Share button; Carol shares it by command (the reply is posted
-    # through the response_url, so the bot learns its ts only from the reaction).
+    # Bob shares SPIKE with the Share button; Carol shares it by command: both posts are known at once.
     fake.wait_ack(fake.block_action(bk.ACTION_SHARE, value=spike.id, user="UBOB", channel=CH), timeout=10)
     shared = [m for m in fake.messages(CH) if f"shared-{spike.id}" in text_of(m)]
     assert len(shared) == 1 and store.paper_for_message(CH, shared[0]["ts"])["kind"] == "share"
     command(app, fake, f"share {spike.id}", user="UCAROL")
     by_command = [m for m in fake.messages(CH) if f"shared-{spike.id}" in text_of(m)][-1]
-    assert store.paper_for_message(CH, by_command["ts"]) is None
+    known = store.paper_for_message(CH, by_command["ts"])
+    assert (known["paper_id"], known["kind"]) == (spike.id, "share")
 
     at = WED.replace(hour=14)
     deliver(fake, reaction("UALICE", "fire", shared[0]["ts"], at=at), "EvS1")
     deliver(fake, reaction("UBOB", "+1", day1["ts"], at=at), "EvS2")
     deliver(fake, reaction("UDAN", "heart", by_command["ts"], at=at), "EvS3")
-    learned = store.paper_for_message(CH, by_command["ts"])
-    assert (learned["paper_id"], learned["kind"]) == (spike.id, "share")
+    assert [r["paper_id"] for r in store.reactions(channel=CH, user="UDAN")] == [spike.id]
 
     # The same day without any reactions: what the pick would have been.
     ids, matrix = store.load_vectors(real_embedder.name)
