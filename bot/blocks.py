@@ -647,10 +647,12 @@ def empty_blocks(command: str) -> list[Block]:
 
 
 # -- reading lists -------------------------------------------------------------------------------
-def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], str]) -> list[Block]:
-    """Numbered reading-list entries (paper, saved row): name, headline, when and how, buttons."""
+def saved_blocks(items: list[tuple], limit: int, day: Callable[[float | None], str], *,
+                 first: int = 1) -> list[Block]:
+    """Numbered reading-list entries (paper, saved row), from number `first`: name, headline, when
+    and how, buttons."""
     blocks: list[Block] = []
-    for n, (paper, row) in enumerate(items[:limit], start=1):
+    for n, (paper, row) in enumerate(items[:limit], start=first):
         how = "👀" if row["source"] == "eyes" else "Save"
         blocks.append(section(
             f"{n}. *{esc(cut_chars(paper.short_name, 80))}*  ·  {esc(venue(paper)) or 'paper'}\n"

@@ -73,8 +73,15 @@ def day_label(at: float | None, zone) -> str:
 def handle_saved(deps: Deps, call: Call) -> Reply:
     verb, _, rest = call.args.partition(" ")
     items = fb.reading_list(deps.store, call.user_id)
-    note = None
-    if verb.lower() in ("remove", "rm", "delete", "del", "-"):
+    pages = max(1, -(-len(items) // MAX_LISTED))
+    page, note = 1, None
+    if verb and parse_number(verb, 1, 10**6) is not None:  # `saved 2`: the next page of a long list
+        page = parse_number(verb, 1, pages)
+        if page is None or rest.strip():
+            return problem_reply(deps, f"Your reading list has {_count(len(items), 'paper')}, "
+                                       f"{_count(pages, 'page')} of {MAX_LISTED}; there is no page {verb}.",
+                                 hint=f"{code(deps.command + ' saved')} shows the first page.")
+    elif verb.lower() in ("remove", "rm", "delete", "del", "-"):
         number = parse_number(rest.strip().lstrip("#"), 1, len(items))
         if number is None:
             have = f"your list has {len(items)}" if items else "your list is empty"
@@ -94,10 +101,17 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
     if note:
         blocks.append(bk.section(note))
     zone = zone_of(deps)
-    blocks += bk.saved_blocks(items, MAX_LISTED, lambda at: day_label(at, zone))
-    more = f"Showing the newest {MAX_LISTED}. " if len(items) > MAX_LISTED else ""
+    page = min(page, pages)  # a removal may have emptied the last page
+    first = (page - 1) * MAX_LISTED + 1
+    shown = items[first - 1 : first - 1 + MAX_LISTED]
+    blocks += bk.saved_blocks(shown, MAX_LISTED, lambda at: day_label(at, zone), first=first)
+    more = ""
+    if pages > 1:  # newest first: say where this page is and how to reach the others
+        more = f"Showing {first}–{first + len(shown) - 1} of {len(items)}, newest first. "
+        if page < pages:
+            more += f"{code(f'{deps.command} saved {page + 1}')} shows the next {MAX_LISTED}. "
     blocks.append(bk.context(f"{more}{code(deps.command + ' saved remove <n>')} takes one off."))
-    names = "; ".join(p.short_name for p, _ in items[:MAX_LISTED])
+    names = "; ".join(p.short_name for p, _ in shown)
     return Reply(bk.esc(f"Your reading list ({len(items)}): {names}"), blocks)
 
 
@@ -202,8 +216,9 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
 SUBCOMMANDS = (
     Subcommand("save", handle_save, usage="save <paper>", example="save SPIKE",
                help="Put a paper on your reading list (as its Save button does).", aliases=("bookmark",)),
-    Subcommand("saved", handle_saved, usage="saved [remove <n>]", example="saved",
-               help="Your reading list: papers you saved with the Save button or a 👀 reaction.",
+    Subcommand("saved", handle_saved, usage="saved [page] [remove <n>]", example="saved",
+               help="Your reading list: papers you saved with the Save button or a 👀 reaction, "
+                    f"newest first, {MAX_LISTED} to a page (`saved 2` the next).",
                aliases=("reading", "reading-list", "bookmarks")),
     Subcommand("digest", handle_digest, usage="digest [days]", example="digest 7",
                help="This channel's papers of the last days (7 unless you say), how each was received, "

@@ -32,3 +32,23 @@ def test_a_typed_share_where_the_bot_is_not_a_member_still_reaches_the_channel(w
     fake.fail("chat.postMessage", error="not_in_channel")
     reply = dispatch_command(app, fake, f"share {paper.id}", user="UANN", channel=CH)
     assert reply["response_type"] == "in_channel" and "shared by <@UANN>" in text_of(reply)
+
+
+def test_a_long_reading_list_can_be_read_to_its_oldest_paper_page_by_page(world):  # noqa: F811
+    app, fake, store = world
+    papers = store.list_papers(limit=20)
+    for n, paper in enumerate(papers):  # saved over weeks, oldest first
+        store.save_paper("UANN", paper.id, now=1_764_000_000 + n * 86_400)
+    first = text_of(dispatch_command(app, fake, "saved", user="UANN", channel=CH))
+    assert "Your reading list (20)" in first and "Showing 1–15 of 20" in first and "`/paper saved 2`" in first
+    assert bk.esc(papers[0].short_name) not in first  # the oldest is on the next page
+    second = dispatch_command(app, fake, "saved 2", user="UANN", channel=CH)
+    entries = [b["block_id"] for b in second["blocks"]
+               if b.get("block_id", "").removeprefix(bk.SAVED_BLOCK).split("-")[0].isdigit()]
+    assert entries == [f"{bk.SAVED_BLOCK}{16 + n}-{p.id}" for n, p in enumerate(reversed(papers[:5]))]
+    assert "Showing 16–20 of 20" in text_of(second) and "saved 3" not in text_of(second)
+    # the numbers on the second page are the ones `saved remove` takes
+    removed = text_of(dispatch_command(app, fake, "saved remove 20", user="UANN", channel=CH))
+    assert f"Removed *{bk.esc(papers[0].short_name)}*" in removed
+    nothing = dispatch_command(app, fake, "saved 3", user="UANN", channel=CH)
+    assert "there is no page 3" in nothing["text"] and nothing["response_type"] == "ephemeral"
