@@ -82,11 +82,15 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
                                        f"{_count(pages, 'page')} of {MAX_LISTED}; there is no page {verb}.",
                                  hint=f"{code(deps.command + ' saved')} shows the first page.")
     elif verb.lower() in ("remove", "rm", "delete", "del", "-"):
-        number = parse_number(rest.strip().lstrip("#"), 1, len(items))
+        which = " ".join(rest.split()).lstrip("#")
+        number = parse_number(which, 1, len(items))
+        if number is None:  # a paper's id or name: unlike a number, no save since the list was shown moves it
+            number = next((n for n, (p, _) in enumerate(items, start=1)
+                           if which.lower() in (p.id.lower(), " ".join(p.short_name.split()).lower())), None)
         if number is None:
             have = f"your list has {len(items)}" if items else "your list is empty"
-            return problem_reply(deps, f"There is no saved paper {rest.strip() or '(no number)'}; {have}.",
-                                 hint=f"{code(deps.command + ' saved')} lists them with their numbers.")
+            return problem_reply(deps, f"There is no saved paper {which or '(no number)'}; {have}.",
+                                 hint=f"{code(deps.command + ' saved')} lists them with their numbers and ids.")
         paper, _ = items.pop(number - 1)
         deps.store.unsave_paper(call.user_id, paper.id)
         note = f"Removed *{bk.esc(paper.short_name)}* from your reading list."
@@ -110,7 +114,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
         more = f"Showing {first}–{first + len(shown) - 1} of {len(items)}, newest first. "
         if page < pages:
             more += f"{code(f'{deps.command} saved {page + 1}')} shows the next {MAX_LISTED}. "
-    blocks.append(bk.context(f"{more}{code(deps.command + ' saved remove <n>')} takes one off."))
+    blocks.append(bk.context(f"{more}{code(deps.command + ' saved remove <n>')} (or its id) takes one off."))
     names = "; ".join(p.short_name for p, _ in shown)
     return Reply(bk.esc(f"Your reading list ({len(items)}): {names}"), blocks)
 
@@ -218,7 +222,8 @@ SUBCOMMANDS = (
                help="Put a paper on your reading list (as its Save button does).", aliases=("bookmark",)),
     Subcommand("saved", handle_saved, usage="saved [page] [remove <n>]", example="saved",
                help="Your reading list: papers you saved with the Save button or a 👀 reaction, "
-                    f"newest first, {MAX_LISTED} to a page (`saved 2` the next).",
+                    f"newest first, {MAX_LISTED} to a page (`saved 2` the next); `saved remove` takes a number "
+                    "or a paper's id.",
                aliases=("reading", "reading-list", "bookmarks")),
     Subcommand("digest", handle_digest, usage="digest [days]", example="digest 7",
                help="This channel's papers of the last days (7 unless you say), how each was received, "

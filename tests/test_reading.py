@@ -52,3 +52,21 @@ def test_a_long_reading_list_can_be_read_to_its_oldest_paper_page_by_page(world)
     assert f"Removed *{bk.esc(papers[0].short_name)}*" in removed
     nothing = dispatch_command(app, fake, "saved 3", user="UANN", channel=CH)
     assert "there is no page 3" in nothing["text"] and nothing["response_type"] == "ephemeral"
+
+
+def test_saved_remove_by_id_takes_off_that_paper_whatever_was_saved_since_the_list_was_shown(world):  # noqa: F811
+    app, fake, store = world
+    kept, unwanted, newer = store.list_papers(limit=3)
+    for n, paper in enumerate((kept, unwanted)):
+        store.save_paper("UANN", paper.id, now=1_764_000_000 + n)
+    shown = text_of(dispatch_command(app, fake, "saved", user="UANN", channel=CH))
+    assert f"1. *{bk.esc(unwanted.short_name)}*" in shown and f"id `{unwanted.id}`" in shown
+    # Before Ann types what she read there, a 👀 on today's paper puts another one on top
+    store.save_paper("UANN", newer.id, now=1_764_000_100)
+    removed = text_of(dispatch_command(app, fake, f"saved remove {unwanted.id.upper()}", user="UANN",
+                                       channel=CH))
+    assert f"Removed *{bk.esc(unwanted.short_name)}*" in removed
+    assert [r["paper_id"] for r in store.saved_papers("UANN")] == [newer.id, kept.id]
+    gone = dispatch_command(app, fake, f"saved remove {unwanted.id}", user="UANN", channel=CH)
+    assert f"There is no saved paper {unwanted.id}" in gone["text"]
+    assert len(store.saved_papers("UANN")) == 2  # nothing else went
