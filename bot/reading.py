@@ -75,12 +75,12 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
     items = fb.reading_list(deps.store, call.user_id)
     pages = max(1, -(-len(items) // MAX_LISTED))
     page, note = 1, None
-    if verb and parse_number(verb, 1, 10**6) is not None:  # `saved 2`: the next page of a long list
+    if any(ch.isnumeric() for ch in verb):  # `saved 2`: the next page of a long list
         page = parse_number(verb, 1, pages)
         if page is None or rest.strip():
-            return problem_reply(deps, f"Your reading list has {_count(len(items), 'paper')}, "
-                                       f"{_count(pages, 'page')} of {MAX_LISTED}; there is no page {verb}.",
-                                 hint=f"{code(deps.command + ' saved')} shows the first page.")
+            return problem_reply(deps, f"There is no page {verb}: your reading list has "
+                                       f"{_count(len(items), 'paper')}, {_count(pages, 'page')} of {MAX_LISTED}.",
+                                 hint=f"{code(deps.command + ' saved 2')} shows the second page.")
     elif verb.lower() in ("remove", "rm", "delete", "del", "-"):
         which = " ".join(rest.split()).lstrip("#")
         number = parse_number(which, 1, len(items))

@@ -51,7 +51,7 @@ def test_a_long_reading_list_can_be_read_to_its_oldest_paper_page_by_page(world)
     removed = text_of(dispatch_command(app, fake, "saved remove 20", user="UANN", channel=CH))
     assert f"Removed *{bk.esc(papers[0].short_name)}*" in removed
     nothing = dispatch_command(app, fake, "saved 3", user="UANN", channel=CH)
-    assert "there is no page 3" in nothing["text"] and nothing["response_type"] == "ephemeral"
+    assert "There is no page 3" in nothing["text"] and nothing["response_type"] == "ephemeral"
 
 
 def test_saved_remove_by_id_takes_off_that_paper_whatever_was_saved_since_the_list_was_shown(world):  # noqa: F811

@@ -91,7 +91,7 @@ def _numbered_commands() -> list[str]:
 
     lines = []
     for sub in command_table().values():
-        for m in re.finditer(r"(\w+ )?[<\[](?:n|days)[>\]]", sub.usage):
+        for m in re.finditer(r"(\w+ )?[<\[](?:n|days|page)[>\]]", sub.usage):
             verb = (m.group(1) or "").strip()
             lines.append(f"{sub.name} {verb} ".replace(f"{sub.name} {sub.name} ", f"{sub.name} ")
                          if verb != sub.name else f"{sub.name} ")
