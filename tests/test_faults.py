@@ -513,6 +513,26 @@ def test_a_lock_longer_than_the_busy_timeout_tells_the_user_and_still_logs_the_r
         s.close()
 
 
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True, scope="module")
+def test_commands_right_after_the_database_server_restarted_are_answered_not_apologised_for(env):
+    """A PostgreSQL restart (or failover) ends every connection the bot's pool holds; the server is
+    back, so the next commands must be answered, not each spend one dead pooled connection."""
+    import psycopg
+    from contextlib import ExitStack
+
+    _ = env.app
+    with ExitStack() as held:  # a busy minute: the pool has grown to several connections
+        pids = [held.enter_context(env.store.connection()).info.backend_pid for _ in range(4)]
+    with psycopg.connect(env.store.url, autocommit=True) as admin:  # what a restart does to them
+        for pid in pids:
+            admin.execute("select pg_terminate_backend(%s)", [pid])
+
+    replies = [env.command("interests add graph neural networks"), env.command("search video grounding"),
+               env.command("interests"), env.command("search graph neural networks")]
+    assert not [r for r in replies if SORRY in r.get("text", "")], [r.get("text") for r in replies]
+    assert [r["text"] for r in env.store.interests(CH)] == ["graph neural networks"]
+
+
 # -- the real process over Socket Mode ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def bot(hashing_db, tmp_path_factory):
