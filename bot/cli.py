@@ -35,9 +35,12 @@ class Ctx:
 
     @cached_property
     def settings(self):
-        from .config import load_settings
+        from .config import BadSetting, load_settings
 
-        settings = load_settings()
+        try:
+            settings = load_settings()
+        except BadSetting as e:
+            raise click.ClickException(str(e)) from None
         if self._db:
             settings.db = self._db
         return settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import re
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -147,5 +147,19 @@ class Settings(BaseSettings):
         return {a for a in re.split(r"[\s,;]+", ids) if a}
 
 
+class BadSetting(ValueError):
+    """A setting in the environment or `.env` that cannot be used: one line naming it."""
+
+
 def load_settings(**overrides) -> Settings:
-    return Settings(**overrides)
+    """The settings, or BadSetting naming each bad variable and why, in one line and without its
+    value (pydantic's own report spans lines and quotes the input, which may sit beside a secret)."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors(include_input=False, include_url=False):
+            name = ".".join(str(part) for part in err["loc"]) or "a setting"
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(msg if msg.startswith(name) else f"{name}: {msg}")
+        raise BadSetting(f"bad setting in the environment or .env: {'; '.join(problems)}") from None

@@ -82,3 +82,30 @@ def test_every_option_says_what_it_is_for():
 
     silent = [where for where, help_text in options(cli, "paperclub") if not help_text]
     assert not silent, f"options with no --help text: {silent}"
+
+
+def paperclub_in(folder, *args: str, env: dict | None = None):
+    """`paperclub ARGS` as an operator runs it from `folder` (which may hold a .env), the real entry point."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "PAPERCLUB_", "LOG_"))}
+    base["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return subprocess.run([sys.executable, "-m", "bot", *args], cwd=folder, capture_output=True, text=True,
+                          env={**base, **(env or {})}, timeout=120)
+
+
+@pytest.mark.parametrize("line, name", [
+    ("PAPERCLUB_LEASE_SECONDS=-5", "PAPERCLUB_LEASE_SECONDS"),
+    ("PAPERCLUB_DB_WAIT_SECONDS=sixty", "PAPERCLUB_DB_WAIT_SECONDS"),
+    ("PAPERCLUB_QUERY_ENCODER=onxx", "PAPERCLUB_QUERY_ENCODER"),
+])
+def test_a_bad_setting_in_dot_env_is_one_line_naming_it_without_any_value(tmp_path, line, name):
+    (tmp_path / ".env").write_text(f"PAPERCLUB_DB=postgresql://club:hunter2pw@127.0.0.1:9/club\n{line}\n")
+    out = paperclub_in(tmp_path, "health")
+    said = out.stdout + out.stderr
+    assert out.returncode == 1 and len(said.strip().splitlines()) == 1, said
+    assert name in said and ".env" in said, said
+    assert "hunter2pw" not in said and "input_value" not in said and "pydantic" not in said, said
