@@ -71,6 +71,16 @@ class Settings(BaseSettings):
     def _slash(cls, v: str) -> str:
         return v if v.endswith("/") else v + "/"
 
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, v: str) -> str:
+        from store.schedule import ScheduleError, check_timezone
+
+        try:  # a typo would otherwise put every channel without its own zone on UTC, silently
+            return check_timezone(v or "UTC")
+        except ScheduleError as e:
+            raise ValueError(str(e)) from None
+
     @field_validator("query_encoder")
     @classmethod
     def _query_encoder(cls, v: str) -> str:

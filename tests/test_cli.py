@@ -109,3 +109,18 @@ def test_a_bad_setting_in_dot_env_is_one_line_naming_it_without_any_value(tmp_pa
     assert out.returncode == 1 and len(said.strip().splitlines()) == 1, said
     assert name in said and ".env" in said, said
     assert "hunter2pw" not in said and "input_value" not in said and "pydantic" not in said, said
+
+
+def test_a_mistyped_time_zone_in_dot_env_stops_the_start_with_the_zone_it_meant(tmp_path, monkeypatch):
+    """A typo must not quietly put every channel's paper of the day on UTC."""
+    from bot.config import load_settings
+
+    (tmp_path / ".env").write_text("PAPERCLUB_TIMEZONE=Europe/Pariss\n")
+    out = paperclub_in(tmp_path, "run")
+    said = out.stdout + out.stderr
+    assert out.returncode == 1 and len(said.strip().splitlines()) == 1, said
+    assert "PAPERCLUB_TIMEZONE" in said and "Did you mean Europe/Paris?" in said, said
+    (tmp_path / ".env").write_text("PAPERCLUB_TIMEZONE=europe/paris\n")  # as people type it: fine
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PAPERCLUB_TIMEZONE", raising=False)
+    assert load_settings().timezone == "Europe/Paris"
