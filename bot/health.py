@@ -92,14 +92,19 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
         ident = "database reachable"
     if beat is None:
         return Health(False, f"{ident}; the bot has never connected to Slack (no heartbeat yet)")
-    connected = beat_times(beat)[1]
+    beat_at, connected = beat_times(beat)
     if connected is None:
         return Health(False, f"{ident}; heartbeat is not a time: {beat!r}")
-    age = now - connected
+    age, silent = now - connected, now - beat_at
+    gone = _writer_gone(by)
     if age > max_age:
+        if replica and silent > max_age and not gone:  # its own key: beats whether connected or not
+            # No beat at all is not Slack's doing.
+            return Health(False, f"{ident}; no heartbeat written for {silent:.0f} s (limit {max_age:.0f} s): "
+                                 "the bot has stopped, is stuck, or cannot write to the database (locked by "
+                                 "another writer? disk full? its log says \"heartbeat not written\")")
         return Health(False, f"{ident}; last heartbeat {age:.0f} s ago (limit {max_age:.0f} s): "
                              "the bot is not connected to Slack")
-    gone = _writer_gone(by)
     if gone:  # a heartbeat left on the volume by an earlier container, not this bot's
         return Health(False, f"{ident}; the last heartbeat ({max(age, 0):.0f} s ago) came from a process "
                              f"that has stopped ({gone}): this bot has not connected to Slack yet")

@@ -105,6 +105,25 @@ def test_a_heartbeat_left_by_a_stopped_process_is_not_healthy(tmp_path):
     assert check_health(db, now=time.time()).ok
 
 
+def test_a_bot_that_cannot_write_its_heartbeat_is_not_said_to_be_off_slack(tmp_path):
+    """The bot is running and connected, but the database refuses its writes (locked by another
+    writer for minutes, a full disk): health must point at the database, not at Slack."""
+    from bot.replica import write_heartbeat
+
+    db = tmp_path / "p.db"
+    store = open_store(db)
+    now = time.time()
+    write_heartbeat(store, now - 60, replica="r1")  # this live process's last beat that went in
+    stuck = check_health(db, now=now, replica="r1")
+    assert not stuck.ok and "60 s" in stuck.message
+    assert "not connected to Slack" not in stuck.message and "database" in stuck.message.split(";", 1)[1]
+
+    write_heartbeat(store, now, replica="r1", connected_at=now - 60)  # beating, but off Slack: says so
+    store.close()
+    off = check_health(db, now=now, replica="r1")
+    assert not off.ok and "the bot is not connected to Slack" in off.message
+
+
 def test_a_lost_connection_shows_within_about_a_minute():
     from bot.cli import cli
 
