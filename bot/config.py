@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     socket_mode: str = _env("PAPERCLUB_SOCKET_MODE", default="builtin")
     command: str = _env("PAPERCLUB_COMMAND", default="/paper")
     timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
-    catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0)
+    catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0, ge=0)
     log_level: str = _env("LOG_LEVEL", default="INFO")
     log_format: str = _env("LOG_FORMAT", default="text")
     llm_url: str | None = _env("PAPERCLUB_LLM_URL", default=None)

@@ -101,6 +101,7 @@ def paperclub_in(folder, *args: str, env: dict | None = None):
     ("PAPERCLUB_LEASE_SECONDS=-5", "PAPERCLUB_LEASE_SECONDS"),
     ("PAPERCLUB_DB_WAIT_SECONDS=sixty", "PAPERCLUB_DB_WAIT_SECONDS"),
     ("PAPERCLUB_QUERY_ENCODER=onxx", "PAPERCLUB_QUERY_ENCODER"),
+    ("PAPERCLUB_CATCH_UP_HOURS=-3", "PAPERCLUB_CATCH_UP_HOURS"),
 ])
 def test_a_bad_setting_in_dot_env_is_one_line_naming_it_without_any_value(tmp_path, line, name):
     (tmp_path / ".env").write_text(f"PAPERCLUB_DB=postgresql://club:hunter2pw@127.0.0.1:9/club\n{line}\n")
