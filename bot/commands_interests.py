@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from store import closeness
 from store.pick import like_text
+from store.sources import SourceError, add_paper, known_paper, parse_ref
 from store.text import parse_number
 
 from . import blocks as bk
@@ -28,6 +29,8 @@ from .commands import (
 from .confirm import ask_first, split_confirm
 
 if TYPE_CHECKING:
+    from store import Paper
+
     from .deps import Deps
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,13 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
             return problem_reply(deps, "Which paper? Give its id, short name or some words from it.",
                                  hint=code(deps.command + " interests add like temporal video grounding"))
         paper, note = resolve(deps, ref)
+    else:
+        paper = _paper_given(deps, text)
+        if isinstance(paper, Reply):
+            return paper
+        if paper is not None:  # a link or an id is no topic: its words would steer nowhere, its paper does
+            like, note = True, "It names a paper rather than a topic, so the pick steers towards papers like it."
+    if like:
         label = like_text(paper)
         vector = deps.store.get_vector(paper.id, embedder.name)
         if vector is None:
@@ -140,6 +150,34 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     # A new interest tells the pick little yet: offer a calibration round, right under the note.
     reply.blocks[2:2] = offer_blocks(deps, label, broad=broad)
     return reply
+
+
+def _paper_given(deps: Deps, text: str) -> Paper | Reply | None:
+    """The paper an interest names instead of a topic: an arXiv or OpenReview link or an arXiv id (fetched
+    when the library lacks it), or a library id; a Reply, adding nothing, when its source can't give it;
+    None for a topic. A bare word that could be an OpenReview forum id ("GFlowNets") stays a topic."""
+    words = text.split()
+    if len(words) != 1:
+        return None
+    ref = parse_ref(words[0])
+    if ref is None or ref[0] == "openreview" and "openreview.net" not in words[0].lower():
+        return deps.store.get_paper(words[0].lower())
+    kind, ident = ref
+    where = {"arxiv": "arXiv", "openreview": "OpenReview"}[kind]
+    hint = (f"Try again in a few minutes, or describe its topic in a few words: "
+            f"{code(deps.command + ' interests add <topic>')}")
+    if deps.sources is None:
+        paper = known_paper(deps.store, ref)
+        return paper or problem_reply(deps, "That is a paper, and fetching papers is not set up here, so "
+                                            "nothing was added.", hint=hint)
+    try:
+        added = add_paper(deps.store, deps.sources, ref, deps.embedder, now=deps.clock().timestamp())
+    except SourceError:  # unreachable, too slow, or an answer of the wrong shape
+        return problem_reply(deps, f"That is a paper, and I couldn't reach {where} just now to read {ident}, "
+                                   "so nothing was added.", hint=hint)
+    if added is None:
+        return problem_reply(deps, f"{where} has no paper {ident}, so nothing was added.", hint=hint)
+    return added.paper
 
 
 def _number_of(rows: list[dict], text: str, user: str) -> int | None:

@@ -326,3 +326,34 @@ def test_a_feed_poll_killed_mid_harvest_is_finished_by_the_next_lease_holder(has
     scheduler.take_over_now()  # nothing is due any more
     assert len(fake_src.requests) == seen + len(fetched)
     sources.close()
+
+
+# -- an interest given as a paper ---------------------------------------------------------------
+def test_an_interest_given_as_an_arxiv_link_steers_by_that_paper(parts, fake_slack, fake_src):
+    app, deps = parts
+    p = fake_src.papers[1]
+    reply = dispatch_command(app, fake_slack, f"interests add <https://arxiv.org/abs/{p.arxiv_id}>",
+                             user="U1", channel="C1")
+    [row] = deps.store.interests("C1")
+    paper = deps.store.get_paper(row["paper_id"]) if row.get("paper_id") else None
+    # a link is no topic: its words would steer the pick nowhere; the paper behind it does
+    assert paper is not None and p.title.split(":")[0] in paper.title
+    assert "arxiv.org" not in row["text"] and "arxiv.org" not in text_of(reply).split("Added")[1]
+
+
+def test_an_interest_given_as_a_library_id_steers_by_that_paper(parts, fake_slack):
+    app, deps = parts
+    paper = deps.store.list_papers(limit=1)[0]
+    dispatch_command(app, fake_slack, f"interests add {paper.id}", user="U1", channel="C1")
+    [row] = deps.store.interests("C1")
+    assert row.get("paper_id") == paper.id and paper.id not in row["text"]
+
+
+def test_an_interest_given_as_a_link_arxiv_cannot_answer_for_adds_nothing_and_says_why(parts, fake_slack,
+                                                                                        fake_src):
+    app, deps = parts
+    fake_src.fail("/api/query", 503, times=20)
+    reply = dispatch_command(app, fake_slack, "interests add https://arxiv.org/abs/2611.00001",
+                             user="U1", channel="C1")
+    assert deps.store.interests("C1") == []
+    assert "couldn't" in text_of(reply) and "arXiv" in text_of(reply) and "nothing was added" in text_of(reply)
