@@ -86,6 +86,17 @@ def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_sa
     assert [r["paper_id"] for r in fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL))] == [liked]
 
 
+def test_a_card_number_typed_for_a_paper_judges_no_paper_and_says_to_type_its_id(hashing_store):
+    """The round numbers its cards: `for-me 1` means its first card, not the paper whose abstract says
+    "R1", which it used to judge; a number names no paper, so nothing is recorded and the reply says what
+    to type."""
+    store = hashing_store
+    text = console(store, "interests add video understanding\ncalibrate\nfor-me 1\nnot-for-me #2\n")
+    assert fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL)) == []
+    assert "Noted" not in text and text.count("is a number in a list, not a paper") == 2
+    assert "give the paper's id, as its card shows it" in text
+
+
 def test_every_way_a_newcomer_tries_the_reading_group_names_the_typed_setup(hashing_store):
     """The console has no Set up form: `club`, `club start`, `club join`, `nominate` and `help club` each
     say what to type instead, and `club start` is taken as setup."""

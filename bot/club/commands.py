@@ -329,6 +329,7 @@ def swap_reply(deps: Deps, call: Call, channel: str) -> Reply:
 def handle_nominate(deps: Deps, call: Call) -> Reply:
     if not call.args:
         return problem_reply(deps, f"Which paper? {deps.command} nominate <paper name or id>")
+    _spec(deps, channel_of(call))  # no club here: that first, whatever the paper
     paper, note = resolve(deps, call.args)
     return nominate_reply(deps, channel_of(call), paper, call.user_id, note=note)
 
