@@ -1,13 +1,17 @@
 """/paper add (one paper by arXiv id or link, or OpenReview link) and /paper feed (a channel's feeds)."""
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
+from store.schedule import channel_tz
 from store.sources import (
     FEED_KINDS,
     SourceError,
     add_paper,
     check_feed,
+    feed_source,
     fresh_days,
     parse_feed,
     parse_ref,
@@ -81,10 +85,24 @@ def handle_add(deps: Deps, call: Call) -> Reply:
     return summary_reply(deps, added.paper, note=note)
 
 
-def _feed_lines(rows: list[dict]) -> str:
-    return "\n".join(f"{n}. {_WHERE.get(r['kind'], r['kind'])} *{bk.esc(r['target'])}*"
-                     + (f" (added by {bk.mention(r['added_by'])})" if r.get("added_by") else "")
-                     for n, r in enumerate(rows, start=1))
+def _feed_lines(deps: Deps, channel: str, rows: list[dict]) -> str:
+    """One line per feed, saying when it was never read yet or when its source can't be reached: a feed
+    that fails says so here, or the team hears "Now following" and then nothing."""
+    tz = ZoneInfo(channel_tz(deps.store, channel, deps.settings.timezone))
+    lines = []
+    for n, r in enumerate(rows, start=1):
+        where = _WHERE.get(r["kind"], r["kind"])
+        line = f"{n}. {where} *{bk.esc(r['target'])}*"
+        if r.get("added_by"):
+            line += f" (added by {bk.mention(r['added_by'])})"
+        state = deps.store.source_state(feed_source(r["kind"], r["target"])) or {}
+        if state.get("failing_since"):
+            since = datetime.fromtimestamp(state["failing_since"], tz)
+            line += f" · :warning: _couldn't reach {where} since {since:%a %-d %b}: no new papers from it until it answers_"
+        elif not state.get("last_success"):
+            line += " · _not read yet: feeds are read after each arXiv announcement (Sunday to Thursday evenings, US Eastern)_"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _feeds_reply(deps: Deps, channel: str, note: str | None = None) -> Reply:
@@ -99,7 +117,7 @@ def _feeds_reply(deps: Deps, channel: str, note: str | None = None) -> Reply:
     blocks = [bk.header(f"Feeds of this channel ({len(rows)})")]
     if note:
         blocks.append(bk.section(note))
-    blocks += [bk.section(_feed_lines(rows)),
+    blocks += [bk.section(_feed_lines(deps, channel, rows)),
                bk.context(f"Papers these feeds announced in the last {fresh_days(deps.store, channel)} days come "
                           f"first in the paper of the day ({code(cmd + ' feed fresh <days>')}).", footer)]
     return Reply(f"{len(rows)} feeds: " + "; ".join(f"{r['kind']} {bk.esc(r['target'])}" for r in rows), blocks)

@@ -357,3 +357,20 @@ def test_an_interest_given_as_a_link_arxiv_cannot_answer_for_adds_nothing_and_sa
                              user="U1", channel="C1")
     assert deps.store.interests("C1") == []
     assert "couldn't" in text_of(reply) and "arXiv" in text_of(reply) and "nothing was added" in text_of(reply)
+
+
+def test_a_feed_its_source_cannot_be_reached_for_says_so_in_the_feed_list(parts, fake_slack, fake_src):
+    """A team following arXiv from a network that can't reach it heard "Now following" and then nothing,
+    ever: the list now says the feed is failing, since when, and that nothing comes from it meanwhile."""
+    app, deps = parts
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="UADMIN", channel="C1")
+    before = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "couldn't reach" not in before and "not read yet" in before
+    fake_src.fail("/rss/", 503, times=50)
+    fake_src.fail("/api/query", 503, times=50)
+    from store.sources import poll_feeds
+
+    polled = poll_feeds(deps.store, deps.sources, deps.embedder, now=NOW.timestamp())  # what the feeds job runs
+    assert polled and "new" not in polled.values()
+    listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "couldn't reach arXiv since Tue 1 Dec" in listed and "no new papers from it until it answers" in listed
