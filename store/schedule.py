@@ -87,6 +87,22 @@ def _zones() -> dict[str, str]:
     return {z.lower(): z for z in available_timezones()}
 
 
+# Words around a schedule in a member's own words that the grammar needs nothing from: "every weekday
+# at 9am", "9 in the morning". ("every day" and "each day" are read as daily first.)
+_FILLER = frozenset({"at", "on", "in", "every", "each", "the", "morning", "mornings"})
+
+
+@lru_cache(maxsize=1)
+def _cities() -> dict[str, str]:
+    """A zone's city, lower-case with _ for a space ("new_york") -> its zone, where only one zone ends
+    with that city: "9:00 Berlin" is Europe/Berlin."""
+    zones: dict[str, set[str]] = {}
+    for z in available_timezones():
+        if "/" in z and not z.startswith(("Etc/", "SystemV/", "posix/", "right/")):
+            zones.setdefault(z.rsplit("/", 1)[1].lower(), set()).add(z)
+    return {city: next(iter(named)) for city, named in zones.items() if len(named) == 1}
+
+
 def check_timezone(name: str) -> str:
     """The canonical IANA name for `name` (case-insensitive), or a ScheduleError that helps."""
     raw = (name or "").strip()
@@ -146,16 +162,23 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
     words = (text or "").replace(",", " ").split()
     # "every day" / "mon - fri" are two or three words for one idea.
     joined = " ".join(words).lower()
-    joined = re.sub(r"\bevery\s+day\b", "everyday", joined)
+    joined = re.sub(r"\b(every|each)\s+day\b", "everyday", joined)
     joined = re.sub(r"\bmon\s*-\s*fri\b", "mon-fri", joined)
     words = [w for w in re.split(r"\s+", joined) if w] if joined else []
     original = {w.lower(): w for w in (text or "").replace(",", " ").split()}
     when = tz = days = None
-    for i, word in enumerate(words):
-        if i + 1 < len(words) and words[i + 1] in ("am", "pm") and _looks_like_time(word):
-            word = word + words[i + 1]  # '9 am'
-        if word in ("am", "pm") and when is not None:
+    i = 0
+    while i < len(words):
+        word, i = words[i], i + 1
+        if i < len(words) and words[i] in ("am", "pm") and _looks_like_time(word):
+            word = word + words[i]  # '9 am'
+        if word in ("am", "pm") and when is not None or word in _FILLER:
             continue
+        city = _cities().get(f"{word}_{words[i]}") if i < len(words) else None  # "new york"
+        if city:
+            i += 1
+        else:
+            city = _cities().get(word)
         if word in _DAY_WORDS:
             if days and days != _DAY_WORDS[word]:
                 raise ScheduleError(f"Choose one of daily or weekdays. Write it as {USAGE}.")
@@ -164,12 +187,14 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
             when = parse_time(word)
         elif _looks_like_time(word):
             raise ScheduleError(f"Give one time, not two. Write it as {USAGE}.")
-        elif "/" in word or word in _UTC_NAMES or word in _ABBREVIATIONS or word in _zones():
+        elif city or "/" in word or word in _UTC_NAMES or word in _ABBREVIATIONS or word in _zones():
             if tz is not None:
                 raise ScheduleError(f"Give one time zone, not two. Write it as {USAGE}.")
-            tz = check_timezone(original.get(word, word))
+            tz = city or check_timezone(original.get(word, word))
         else:
-            raise ScheduleError(f"I didn't understand “{original.get(word, word)}”. Write it as {USAGE}.")
+            close = difflib.get_close_matches(word, _cities(), n=1, cutoff=0.8) if len(word) > 3 else []
+            meant = f" Did you mean {_cities()[close[0]]}?" if close else ""  # a city, misspelt
+            raise ScheduleError(f"I didn't understand “{original.get(word, word)}”.{meant} Write it as {USAGE}.")
     if when is None:
         raise ScheduleError(f"What time should I post? Write it as {USAGE}.")
     if keep is not None:

@@ -38,6 +38,13 @@ UTC = timezone.utc
     ("12am", ScheduleSpec(0, 0, "UTC", DAILY)),
     ("00:00 every day", ScheduleSpec(0, 0, "UTC", DAILY)),
     ("10:15 Mon-Fri", ScheduleSpec(10, 15, "UTC", WEEKDAYS)),
+    # in a researcher's own words: filler words, and a city for its zone
+    ("every weekday at 9am", ScheduleSpec(9, 0, "UTC", WEEKDAYS)),
+    ("9 am on weekdays", ScheduleSpec(9, 0, "UTC", WEEKDAYS)),
+    ("at 9:30 each day", ScheduleSpec(9, 30, "UTC", DAILY)),
+    ("9:00 Berlin", ScheduleSpec(9, 0, "Europe/Berlin", DAILY)),
+    ("weekdays at 8:30 in tokyo", ScheduleSpec(8, 30, "Asia/Tokyo", WEEKDAYS)),
+    ("9am New York weekdays", ScheduleSpec(9, 0, "America/New_York", WEEKDAYS)),
 ])
 def test_parse_accepts_what_people_type(text, expected):
     assert parse_schedule(text, "UTC") == expected
@@ -60,6 +67,9 @@ def test_zone_defaults_to_the_configured_one():
     ("09:00 10:00", "one time"),
     ("09:00 daily weekdays", "daily or weekdays"),
     ("09:00 UTC Europe/Berlin", "one time zone"),
+    ("every morning", "What time"),  # no time in it: ask for one, not "I didn't understand every"
+    ("9:00 Berlin London", "one time zone"),
+    ("9:00 Berln", "Did you mean Europe/Berlin?"),
 ])
 def test_bad_schedules_get_a_clear_reply(text, says):
     with pytest.raises(ScheduleError) as err:
