@@ -203,6 +203,19 @@ def as_operator(settings: Settings) -> Settings:
     return settings.model_copy(update={"admins": f"{settings.admins} {CONSOLE_USER}"})
 
 
+def _quiet_info_lines() -> list[tuple[logging.Handler, int]]:
+    """A person reads the replies here: the INFO line a server logs for each command and verdict would
+    come between them, so the terminal's log handlers show warnings only while the console runs
+    (LOG_LEVEL=DEBUG keeps everything). Each quieted handler with its level, to put back."""
+    if logging.getLogger().level <= logging.DEBUG:
+        return []
+    quieted = [(h, h.level) for h in logging.getLogger().handlers
+               if type(h) is logging.StreamHandler and h.level < logging.WARNING]  # not a test's capture
+    for handler, _ in quieted:
+        handler.setLevel(logging.WARNING)
+    return quieted
+
+
 def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: TextIO | None = None,
                 out: TextIO | None = None) -> None:
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
@@ -234,6 +247,7 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
             prepare(background=False)
         searcher.warm()
     prompt = f"[bold cyan]{deps.command}[/] "
+    quieted = _quiet_info_lines()
     try:
         for line in _lines(stdin, console, prompt, interactive):
             if line.strip().lower() in QUIT:
@@ -242,3 +256,6 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
                 answer(deps, console, line)
     except KeyboardInterrupt:
         console.print()
+    finally:
+        for handler, level in quieted:
+            handler.setLevel(level)

@@ -111,3 +111,21 @@ def test_every_way_a_newcomer_tries_the_reading_group_names_the_typed_setup(hash
     assert "setup <weekday> <HH:MM> [zone]" in usage
     text = console(hashing_store, "club start thursday 17:00 UTC\n")
     assert "The reading group is set up" in text and hashing_store.get_club(CONSOLE_CHANNEL)["weekday"] == 3
+
+
+def test_the_console_keeps_the_servers_info_lines_out_of_the_replies(hashing_store, capsys, monkeypatch):
+    """`make run` without tokens: a person reads replies in the terminal, and each command's and each
+    verdict's INFO log line (what a server logs) used to come between them. Warnings still show."""
+    import logging
+
+    from bot.logs import configure
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", list(root.handlers))  # configure() replaces them: put them back
+    monkeypatch.setattr(root, "level", root.level)
+    configure("INFO")
+    text = console(hashing_store, "interests add video understanding\ntoday\n")
+    logging.getLogger("bot.test").warning("a warning still shows")
+    err = capsys.readouterr().err
+    assert "Interests of this channel" in text
+    assert " INFO " not in err and "a warning still shows" in err
