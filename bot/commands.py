@@ -266,9 +266,6 @@ def resolve(deps: Deps, ref: str) -> tuple[Paper, str | None]:
     """(paper, note): the note says which paper was picked when it was a best guess."""
     if not has_words(ref):
         raise PaperNotFound("Which paper? Give its id, short name, or a few words from it.")
-    if ref.strip().lstrip("#").isdigit():  # a card's place in a list, which would match any paper saying "1"
-        raise PaperNotFound(f"{ref.strip()} is a number in a list, not a paper: give the paper's id, as its "
-                            "card shows it, its short name, or a few words from it.")
     paper, exact = deps.searcher.resolve(ref)
     return paper, None if exact else _guess_note(deps, ref, paper)
 

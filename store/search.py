@@ -679,6 +679,9 @@ class Searcher:
         paper = self.find_exact(ref, index=index)
         if paper:
             return paper, True
+        if ref.lstrip("#").isdigit():  # a card's place in a list: searched, it would match any paper saying "1"
+            raise PaperNotFound(f"{ref} is a number in a list, not a paper: give the paper's id (as its card "
+                                "shows it), its short name, or a few words from it.")
         try:
             hits = self.search(ref, limit=1, index=index)
         except EmptyQuery:

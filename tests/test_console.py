@@ -94,7 +94,7 @@ def test_a_card_number_typed_for_a_paper_judges_no_paper_and_says_to_type_its_id
     text = console(store, "interests add video understanding\ncalibrate\nfor-me 1\nnot-for-me #2\n")
     assert fb.current_reactions(store.reactions(channel=CONSOLE_CHANNEL)) == []
     assert "Noted" not in text and text.count("is a number in a list, not a paper") == 2
-    assert "give the paper's id, as its card shows it" in text
+    assert "give the paper's id (as its card shows it)" in text
 
 
 def test_every_way_a_newcomer_tries_the_reading_group_names_the_typed_setup(hashing_store):
