@@ -73,7 +73,8 @@ def _sqlite_tables(source: SQLiteStore) -> list[tuple[str, list[str], list[str]]
     """(table, columns, primary key columns) of every data table in the SQLite store."""
     names = [r[0] for r in source.db.execute(
         "select name from sqlite_master where type = 'table' and name not like 'sqlite_%' "
-        "and name not like '\\_%' escape '\\' and name not like '%_fts%' order by name")]
+        "and name not like '\\_%' escape '\\' and name not like '%_fts%' and name <> 'forgotten_members' "
+        "order by name")]
     out = []
     for name in names:
         info = list(source.db.execute(f"pragma table_info([{name}])"))
@@ -109,8 +110,9 @@ def copy_sqlite_to_postgres(source: SQLiteStore, target: PostgresStore) -> list[
                 raise StoreError(f"table {table}: its key {pk} is not in the PostgreSQL schema")
             plans.append((table, shared))
             _copy_table(source, conn, table, shared, pk, identity=[c for c in shared if pg_cols[c]])
-        # The forgotten list lives beside the SQLite file, in a table on PostgreSQL: carried over,
-        # so a backup restored later is still forgotten again at start-up.
+        # The forgotten list: SQLite's file and table (forgotten_hashes has both), carried over so
+        # a backup restored later is still forgotten again at start-up; not verified as a table, as
+        # PostgreSQL's may hold more (a re-run, a list the file had and the table not yet).
         for digest in sorted(source.forgotten_hashes()):
             conn.execute("insert into forgotten_members(hash) values (%s) on conflict do nothing", [digest])
         # BM25's corpus counters in meta are PostgreSQL's own, derived from papers: the copy may

@@ -1,7 +1,7 @@
 """forget-me and its re-apply after a restore, written once for both backends from the one list
 of member columns (store.members.MEMBER_COLUMNS). A backend mixes this in (shared.py) and says
-where it keeps the forgotten list (_remember_forgotten, forgotten_hashes) and how a row read for
-rewriting is locked (_FOR_UPDATE).
+where it keeps the forgotten list (_remember_forgotten, forgotten_hashes, _merge_forgotten) and how
+a row read for rewriting is locked (_FOR_UPDATE).
 """
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ class ForgetMember(SQLTables):
 
     def _remember_forgotten(self, db, user: str) -> None:  # pragma: no cover - each backend says
         raise NotImplementedError
+
+    def _merge_forgotten(self) -> None:
+        """Bring the backend's copies of the forgotten list together (SQLite: file and table)."""
 
     def forget_user(self, user: str, *, remember: bool = True) -> dict[str, int]:
         """Take a member out of every column that names them (store.members), in one transaction:
@@ -73,6 +76,7 @@ class ForgetMember(SQLTables):
 
     def reapply_forgotten(self) -> int:
         """Forget again every listed member still named in the database (after a restore); how many."""
+        self._merge_forgotten()
         hashes = self.forgotten_hashes()
         if not hashes:
             return 0

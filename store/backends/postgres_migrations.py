@@ -2,7 +2,7 @@
 
 The names (and so the schema version numbers) are SQLite's (sqlite_migrations.py):
 m001 on one backend holds what m001 holds on the other (but m005 here also makes
-forgotten_members: SQLite keeps that list in a file beside the database). Each migration
+forgotten_members, which SQLite gets in m012). Each migration
 is a list of statements run in one transaction (PostgreSQL's DDL is transactional), recorded in
 _paperclub_migrations. Differences from SQLite, and why:
 - papers and saved_papers get a `seq` identity column where SQLite orders by rowid;
@@ -139,13 +139,10 @@ m005_sources = [
          created_at double precision
        )""",
     "create unique index feeds_channel_target on feeds(channel, kind, target)",
-    # PostgreSQL only (SQLite keeps this list in a file beside the database), folded into m005
-    # so both backends stay at the same schema version (paperclub migrate compares them): the hashes
-    # (store.text.member_hash) of members who ran forget-me, re-applied at every start-up.
-    # Known limit: the list is IN the database, so restoring a pg_dump taken before a
-    # forget-me request brings the member's rows back AND drops their row here; unless the
-    # operator keeps the list (e.g. exports forgotten_members before restoring and re-inserts
-    # it after), the restored member is not forgotten again.
+    # The hashes (store.text.member_hash) of members who ran forget-me, re-applied at every
+    # start-up (SQLite has it from m012). The list is IN the database, so restoring a pg_dump
+    # taken before a forget-me request brings the member's rows back AND drops their row here:
+    # docs/scaling.md's restore steps load the newest list back before the bots start.
     """create table forgotten_members (
          hash text primary key, forgotten_at double precision not null default extract(epoch from now())
        )""",
@@ -246,6 +243,11 @@ m011_carried_nominations = [
     "alter table club_nominations add column carried_from text",
 ]
 
+m012_forgotten_members: list[str] = [
+    # Nothing here: PostgreSQL has had forgotten_members since m005. SQLite's m012 adds it there
+    # (a backup file then carries the list); both stay at one schema version (paperclub migrate).
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -259,4 +261,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m009_changes", m009_changes),
     ("m010_one_claims_table", m010_one_claims_table),
     ("m011_carried_nominations", m011_carried_nominations),
+    ("m012_forgotten_members", m012_forgotten_members),
 ]

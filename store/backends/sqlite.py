@@ -65,6 +65,23 @@ def _remove_db_files(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return conn.execute("select 1 from sqlite_master where type = 'table' and name = ?", [name]).fetchone() is not None
+
+
+def _append_durably(path: Path, lines: list[str]) -> None:
+    with open(path, "a", encoding="ascii") as f:
+        f.write("".join(h + "\n" for h in lines))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _write_durably(path: Path, text: str) -> None:
+    path.write_text(text, encoding="ascii")
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
 @errors_stay_inside((sqlite3.Error,), lambda store, e: _store_error(e, store.path))
 class SQLiteStore(SharedTables):
     """The paperclub database in one SQLite file; safe to share across threads."""
@@ -91,7 +108,6 @@ class SQLiteStore(SharedTables):
         if self.unwritable and Path(self.path).is_file():
             self.read_only = True
         self._local = threading.local()
-        self._memory_forgotten: set[str] = set()  # the forgotten list of a :memory: database
         self._write_lock = threading.RLock()
         if migrate:
             self.migrate()
@@ -367,32 +383,47 @@ class SQLiteStore(SharedTables):
         return self.db.execute("pragma integrity_check").fetchone()[0] == "ok"
 
     def backup_to(self, target: str | Path, *, force: bool = False) -> BackupResult:
-        """A consistent, verified copy of the live database; atomic, so target is never half-written."""
+        """A consistent, verified copy of the live database; atomic, so target is never half-written.
+
+        The forgotten list goes inside the copy (its forgotten_members table) and beside it
+        (target.forgotten, written even when empty, so the restore steps can always copy it).
+        """
         target = Path(target)
         if target.exists() and not force:
             raise StoreError(f"{target} exists; pass --force to overwrite it")
         if target.exists() and target.resolve() == Path(self.path).resolve():
             raise StoreError("the backup cannot overwrite the live database itself")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Copy to a temporary name beside the target, verify, then rename: a crash or
-        # a failed check leaves any previous backup at target untouched.
+        # Copy to temporary names beside the target, verify, then rename: a crash, a full disk or
+        # a failed check leaves any previous backup at target untouched and no new one half made.
         tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
+        listed = target.with_name(f"{target.name}.forgotten")
+        listed_tmp = target.with_name(f".{listed.name}.partial-{os.getpid()}")
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             _remove_db_files(tmp)
             dest = sqlite3.connect(str(tmp))
             try:
                 self.db.conn.backup(dest)  # SQLite's online backup: consistent while others write
+                forgotten = self.forgotten_hashes()
+                if _has_table(dest, "forgotten_members"):  # the list travels inside the copy too
+                    with dest:
+                        dest.executemany("insert or ignore into forgotten_members(hash) values (?)",
+                                         [(h,) for h in sorted(forgotten)])
             finally:
                 dest.close()
             result = self._verify(tmp, target)
-            _remove_db_files(target)
+            _write_durably(listed_tmp, "".join(h + "\n" for h in sorted(forgotten)))
+            for side in ("-wal", "-shm"):
+                Path(f"{target}{side}").unlink(missing_ok=True)
+            os.replace(listed_tmp, listed)  # the list first: a lone list never looks like a backup
             os.replace(tmp, target)
-            forgotten = self.forgotten_hashes()
-            if forgotten:  # the list travels with the copy: restored elsewhere, it still forgets
-                Path(f"{target}.forgotten").write_text("".join(h + "\n" for h in sorted(forgotten)))
             return result
+        except (OSError, sqlite3.OperationalError) as e:  # a full disk, a folder it cannot write
+            raise StoreError(f"cannot write the backup {target}: {getattr(e, 'strerror', None) or e}; "
+                             "no backup was written there") from None
         finally:
             _remove_db_files(tmp)
+            listed_tmp.unlink(missing_ok=True)
 
     @staticmethod
     def _verify(copy: Path, final: Path) -> BackupResult:
@@ -429,31 +460,46 @@ class SQLiteStore(SharedTables):
 
 
     # -- the forgotten-members list ----------------------------------------------------
-    # A file beside the database (not in it), so restoring an old backup cannot bring it back.
+    # In the database (forgotten_members, m012: a backup file carries it) and in a file beside it
+    # (paperclub.db.forgotten: restoring an older file over the database cannot shorten it).
     def _forgotten_path(self) -> Path | None:
         return None if self.path == ":memory:" else Path(self.path + ".forgotten")
 
-    def forgotten_hashes(self) -> set[str]:
-        """Hashes (store.text.member_hash) of every member who ran forget-me here."""
+    def _forgotten_in_file(self) -> set[str]:
         path = self._forgotten_path()
         if path is None or not path.exists():
-            return set(self._memory_forgotten)
+            return set()
         return {line.strip() for line in path.read_text().splitlines() if line.strip()}
 
+    def _forgotten_in_table(self) -> set[str]:
+        if not _has_table(self.db.conn, "forgotten_members"):  # a database from before m012
+            return set()
+        return {r[0] for r in self.db.execute("select hash from forgotten_members")}
+
+    def forgotten_hashes(self) -> set[str]:
+        """Hashes (store.text.member_hash) of every member who ran forget-me here: both lists."""
+        return self._forgotten_in_file() | self._forgotten_in_table()
+
+    def _merge_forgotten(self) -> None:
+        # At start-up: a restored backup brings its list in the table, the volume keeps the file;
+        # each gets what the other has, so the next backup and the next restore both keep it all.
+        in_file, in_table = self._forgotten_in_file(), self._forgotten_in_table()
+        path = self._forgotten_path()
+        if path is not None and in_table - in_file:
+            _append_durably(path, sorted(in_table - in_file))
+        if in_file - in_table:
+            with self.transaction() as db:
+                db.conn.executemany("insert or ignore into forgotten_members(hash) values (?)",
+                                    [(h,) for h in sorted(in_file - in_table)])
+
     def _remember_forgotten(self, db, user: str) -> None:
-        # Written (and fsynced) before the transaction commits: a crash between leaves the member
-        # listed, and the next start-up forgets them.
+        # The file is written (and fsynced) before the transaction commits: a crash between
+        # leaves the member listed, and the next start-up forgets them.
         digest = member_hash(user)
         path = self._forgotten_path()
-        if path is None:
-            self._memory_forgotten.add(digest)
-            return
-        if digest in self.forgotten_hashes():
-            return
-        with open(path, "a", encoding="ascii") as f:
-            f.write(digest + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        if path is not None and digest not in self._forgotten_in_file():
+            _append_durably(path, [digest])
+        db.execute("insert or ignore into forgotten_members(hash) values (?)", [digest])
 
     # -- sources: cursors and health, announcements, channel feeds ---------------------
 

@@ -246,3 +246,12 @@ def m011_carried_nominations(db: sqlite_utils.Database):
     the next ballot (null: it is on the ballot it was made for), so undoing the skip can bring it back.
     Nominations carried before this migration read as made for the session they are on."""
     db.execute("alter table club_nominations add column carried_from text")
+
+
+@migrations()
+def m012_forgotten_members(db: sqlite_utils.Database):
+    """The forgotten list (store.text.member_hash of each member who ran forget-me) inside the database
+    too, as on PostgreSQL, so a backup file carries it; the file beside the database
+    (paperclub.db.forgotten) stays, so a restore of an older file cannot shorten it. Each start merges
+    the two. A database restored from before this migration gets the table, filled from the file."""
+    db.execute("create table forgotten_members (hash text primary key)")
