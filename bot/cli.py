@@ -536,7 +536,8 @@ def backup(c: Ctx, path, force):
     """Write a consistent, verified copy of the live database to PATH (safe while the bot runs).
 
     Restore: stop the bot, copy the backup over PAPERCLUB_DB, delete PAPERCLUB_DB-wal and
-    PAPERCLUB_DB-shm if present, start the bot.
+    PAPERCLUB_DB-shm if present, append the newest backup's PATH.forgotten to
+    PAPERCLUB_DB.forgotten (forget-me requests made since), start the bot.
     """
     from .health import backup_database
 
