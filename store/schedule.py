@@ -114,6 +114,7 @@ def check_timezone(name: str) -> str:
         raise ScheduleError(
             f"“{raw}” is an abbreviation, and those don't follow daylight saving. "
             f"Use a city zone instead, for example {city}.")
+    key = re.sub(r"\s+", "_", key)  # "America/New York" as the zone's own name has it
     zone = _zones().get(key)
     if zone:
         try:
@@ -177,6 +178,11 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
         city = _cities().get(f"{word}_{words[i]}") if i < len(words) else None  # "new york"
         if city:
             i += 1
+        elif "/" in word and word not in _zones():  # "America/New York": a zone typed with spaces
+            for n in (2, 1):
+                if i + n <= len(words) and "_".join(words[i - 1:i + n]) in _zones():
+                    word, i = "_".join(words[i - 1:i + n]), i + n
+                    break
         else:
             city = _cities().get(word)
         if word in _DAY_WORDS:

@@ -125,3 +125,5 @@ def test_a_mistyped_time_zone_in_dot_env_stops_the_start_with_the_zone_it_meant(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PAPERCLUB_TIMEZONE", raising=False)
     assert load_settings().timezone == "Europe/Paris"
+    (tmp_path / ".env").write_text("PAPERCLUB_TIMEZONE=America/New York\n")  # a space for the _: fine
+    assert load_settings().timezone == "America/New_York"

@@ -295,6 +295,13 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
+def test_a_zone_typed_with_a_space_for_its_underscore_is_the_zone_meant(app, fake_slack, hashing_store):
+    """"America/New York" was answered with "Did you mean America/Nome?"."""
+    reply = command(app, fake_slack, "schedule 9:00 America/New York weekdays")
+    assert "Nome" not in text_of(reply) and "09:00 America/New_York" in text_of(reply)
+    assert hashing_store.get_schedule(CH)["tz"] == "America/New_York"
+
+
 def test_schedule_offers_off_only_when_there_is_a_post_to_turn_off(app, fake_slack, hashing_store):
     """With no schedule, `/paper schedule` and `/paper today` suggested `/paper schedule off`; after
     `off`, `/paper schedule` said "no paper of the day yet"."""

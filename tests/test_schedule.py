@@ -45,6 +45,8 @@ UTC = timezone.utc
     ("9:00 Berlin", ScheduleSpec(9, 0, "Europe/Berlin", DAILY)),
     ("weekdays at 8:30 in tokyo", ScheduleSpec(8, 30, "Asia/Tokyo", WEEKDAYS)),
     ("9am New York weekdays", ScheduleSpec(9, 0, "America/New_York", WEEKDAYS)),
+    ("9:00 America/New York", ScheduleSpec(9, 0, "America/New_York", DAILY)),  # a space for the _
+    ("9:00 america/argentina/buenos aires weekdays", ScheduleSpec(9, 0, "America/Argentina/Buenos_Aires", WEEKDAYS)),
 ])
 def test_parse_accepts_what_people_type(text, expected):
     assert parse_schedule(text, "UTC") == expected
