@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Iterable, Iterator, TextIO
 
 from rich.console import Console
@@ -230,10 +231,11 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     searcher = Searcher(store, embedder)
     deps = build_deps(as_operator(settings), store, searcher, clock=utc_now)  # no Slack client: no scheduler
     prepare = getattr(embedder, "prepare_queries", None)
+    if prepare is not None:  # a short session must not leave the export half done: finish it first
+        exports = interactive and embedder.will_export_queries()  # a cached graph just opens: say nothing
+        with console.status("Preparing the fast query encoder (once, about a minute)…") if exports else nullcontext():
+            prepare(background=False)
     if interactive:
-        if prepare is not None:  # a short session must not leave the export half done: finish it first
-            with console.status("Preparing the fast query encoder (once, about a minute)…"):
-                prepare(background=False)
         with console.status("Loading the model and the papers…"):
             searcher.warm()
         console.print(Text.assemble(
@@ -243,8 +245,6 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
             f"here: the paper of the day and the reading group's posts go out once the bot runs in Slack "
             f"('today' shows what would be posted)."))
     else:
-        if prepare is not None:
-            prepare(background=False)
         searcher.warm()
     prompt = f"[bold cyan]{deps.command}[/] "
     quieted = _quiet_info_lines()

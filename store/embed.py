@@ -213,6 +213,10 @@ class OnnxQueryEmbedder:
             # leave half a graph (it is moved into place only when whole and checked)
             self._open_queries(in_subprocess=not self.queries.is_cached())
 
+    def will_export_queries(self) -> bool:
+        """prepare_queries would export the ONNX graph (about a minute), not just open the cached one."""
+        return not self._started and self.queries is not None and not self.queries.is_cached()
+
     def wait_for_queries(self, timeout: float | None = None) -> bool:
         """Wait until the query encoder is settled (ONNX open, or torch for good)."""
         return self._ready.wait(timeout)

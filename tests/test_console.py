@@ -129,3 +129,44 @@ def test_the_console_keeps_the_servers_info_lines_out_of_the_replies(hashing_sto
     err = capsys.readouterr().err
     assert "Interests of this channel" in text
     assert " INFO " not in err and "a warning still shows" in err
+
+
+class _Graph:
+    """The ONNX query encoder's exported graph, standing in for OnnxQueryEncoder: on disk already or
+    not, and exported by `load` (the hashing embedder's vectors, so searches still work)."""
+
+    cache_dir = "onnx"
+
+    def __init__(self, cached: bool):
+        self.cached, self.exports = cached, 0
+
+    def is_cached(self) -> bool:
+        return self.cached
+
+    def load(self, *, in_subprocess: bool = False):
+        self.exports += not self.cached
+        self.cached = True
+
+    def encode(self, texts):
+        return HashingEmbedder().encode(texts)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_console_says_it_prepares_the_fast_query_encoder_only_when_it_does(hashing_store, monkeypatch, cached):
+    """`make run` without tokens said "Preparing the fast query encoder (once, about a minute)" on every
+    start, also when the exported graph was already cached and only had to be opened."""
+    from store.embed import OnnxQueryEmbedder
+
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal, so rich draws its status line
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # what the prompt reads: Ctrl-D at once
+    graph, out = _Graph(cached), io.StringIO()
+    embedder = OnnxQueryEmbedder(HashingEmbedder(), graph)
+    run_console(make_settings(), hashing_store, embedder, stdin=_Terminal(), out=out)
+    assert ("Preparing the fast query encoder" in out.getvalue()) is not cached, out.getvalue()
+    assert graph.exports == (0 if cached else 1) and embedder.query_backend == "onnx"
+    assert "paperclub console" in out.getvalue()
