@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Mapping
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -159,6 +160,19 @@ class Settings(BaseSettings):
 
 class BadSetting(ValueError):
     """A setting in the environment or `.env` that cannot be used: one line naming it."""
+
+
+def local_timezone(environ: Mapping[str, str] = os.environ, localtime: str = "/etc/localtime") -> str | None:
+    """This machine's IANA zone, from TZ or else /etc/localtime's link target; None when it cannot be told."""
+    from store.schedule import ScheduleError, check_timezone
+
+    tz = environ.get("TZ", "").lstrip(":")
+    if not tz or tz.startswith("/"):  # a file: its path names the zone (…/zoneinfo/Europe/Berlin)
+        tz = os.path.realpath(tz or localtime).partition("/zoneinfo/")[2]
+    try:
+        return check_timezone(tz) if tz else None
+    except ScheduleError:  # "EST5EDT"-style rules, or no zone database: no name to store
+        return None
 
 
 def load_settings(**overrides) -> Settings:

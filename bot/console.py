@@ -204,6 +204,14 @@ def as_operator(settings: Settings) -> Settings:
     return settings.model_copy(update={"admins": f"{settings.admins} {CONSOLE_USER}"})
 
 
+def in_local_zone(settings: Settings, zone: str | None) -> Settings:
+    """The console's settings in this machine's `zone` (config.local_timezone) unless PAPERCLUB_TIMEZONE
+    is set: "9am" typed on a laptop is its own 9am. The bot's default stays the setting (UTC)."""
+    if "timezone" in settings.model_fields_set or not zone:
+        return settings
+    return settings.model_copy(update={"timezone": zone})
+
+
 def _quiet_info_lines() -> list[tuple[logging.Handler, int]]:
     """A person reads the replies here: the INFO line a server logs for each command and verdict would
     come between them, so the terminal's log handlers show warnings only while the console runs
@@ -222,6 +230,7 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     """The local prompt: the same /paper commands as Slack, rendered with rich."""
     from store.search import Searcher
 
+    from .config import local_timezone
     from .deps.build import build_deps
     from .runner import utc_now
 
@@ -229,7 +238,8 @@ def run_console(settings: Settings, store: Store, embedder: Embedder, *, stdin: 
     console = Console(file=out, highlight=False, soft_wrap=False)
     interactive = stdin.isatty()
     searcher = Searcher(store, embedder)
-    deps = build_deps(as_operator(settings), store, searcher, clock=utc_now)  # no Slack client: no scheduler
+    settings = in_local_zone(as_operator(settings), local_timezone())
+    deps = build_deps(settings, store, searcher, clock=utc_now)  # no Slack client: no scheduler
     prepare = getattr(embedder, "prepare_queries", None)
     if prepare is not None:  # a short session must not leave the export half done: finish it first
         exports = interactive and embedder.will_export_queries()  # a cached graph just opens: say nothing

@@ -20,6 +20,7 @@ from store.embed import HashingEmbedder
 @pytest.fixture(autouse=True)
 def wide(monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")  # rich would wrap the replies at 80 columns
+    monkeypatch.setenv("TZ", "UTC")  # the laptop's own zone, which the console schedules in
 
 
 def console(store, lines: str, **settings) -> str:
@@ -61,6 +62,17 @@ def test_a_newcomer_can_schedule_steer_and_preview_the_paper_of_the_day_in_the_c
     # The console runs on the wall clock, and about one day in ten is an exploration day.
     assert ("Paper of the day" in text or "Exploration day" in text)
     assert "video understanding" in text.split("Preview")[-1]
+
+
+def test_a_time_typed_without_a_zone_is_the_laptops_own_unless_the_setting_names_one(hashing_store, monkeypatch):
+    """The console read "9am" as UTC (PAPERCLUB_TIMEZONE's default), not as the time on the laptop."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    assert "set the paper of the day to 09:00 Asia/Tokyo" in console(hashing_store, "schedule 9am\n")
+    monkeypatch.setenv("TZ", ":/usr/share/zoneinfo/Europe/Berlin")  # a zone file's path, as TZ may be
+    assert "to 08:00 Europe/Berlin" in console(hashing_store, "schedule off\nschedule 8am\n")
+    assert "to 07:00 Europe/Paris" in console(hashing_store, "schedule off\nschedule 7am\n", timezone="Europe/Paris")
+    monkeypatch.setenv("TZ", "EST5EDT4,M3.2.0,M11.1.0")  # a rule, no zone name: UTC, said as such
+    assert "to 06:00 UTC" in console(hashing_store, "schedule off\nschedule 6am\n")
 
 
 def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_say(hashing_store):
