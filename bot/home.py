@@ -10,7 +10,7 @@ from store import feedback as fb
 
 from . import blocks as bk
 from .blocks import code
-from .reading import day_label, zone_of
+from .reading import day_label, how_to_save, zone_of
 
 if TYPE_CHECKING:
     from slack_bolt import App
@@ -69,7 +69,7 @@ def home_reading(deps: Deps, user_id: str) -> list[Block]:
         more = f"{len(items) - HOME_SAVED} more: " if len(items) > HOME_SAVED else ""
         blocks.append(bk.context(f"{more}{code(deps.command + ' saved')} lists them all with summaries."))
     else:
-        blocks.append(bk.section("Nothing saved yet. Press *Save* on a paper of the day, or react :eyes: to it."))
+        blocks.append(bk.section(f"Nothing saved yet. {how_to_save(deps)}"))
     recent = fb.recent_reactions(deps.store, user_id, HOME_REACTIONS)
     if recent:
         papers = {p.id: p for p in deps.store.get_papers([r["paper_id"] for r in recent])}

@@ -70,6 +70,12 @@ def day_label(at: float | None, zone) -> str:
     return f"{datetime.fromtimestamp(at or 0, zone):%a %-d %b}"
 
 
+def how_to_save(deps: Deps) -> str:
+    """How a paper gets on a reading list, true for a team that has had no paper of the day yet."""
+    return (f"Press *Save* on any paper ({code(deps.command + ' search <words>')} finds some), "
+            "or react :eyes: to a paper posted in a channel.")
+
+
 def handle_saved(deps: Deps, call: Call) -> Reply:
     verb, _, rest = call.args.partition(" ")
     items = fb.reading_list(deps.store, call.user_id)
@@ -99,7 +105,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
                              hint=f"{code(deps.command + ' saved')} or {code(deps.command + ' saved remove 2')}")
     if not items:
         text = ((note + "\n") if note else "") + (
-            "Your reading list is empty. Press *Save* on a paper of the day, or react :eyes: to it.")
+            f"Your reading list is empty. {how_to_save(deps)}")
         return Reply("Your reading list is empty.", bk.message_blocks(text, title="Your reading list"))
     blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})")]
     if note:

@@ -67,3 +67,25 @@ def test_the_save_button_on_a_search_result_saves_that_result(world):
     [answer] = fake.responses(url)
     assert "Saved *" in text_of(answer) and answer["response_type"] == "ephemeral"
     assert [r["paper_id"] for r in store.saved_papers("UBOB")] == [third["value"]]
+
+
+def test_an_empty_reading_list_says_how_to_fill_it_in_a_team_with_no_paper_of_the_day(world):
+    """App Home and `/paper saved` said "Press Save on a paper of the day" to a team that had never had
+    one; the hint now names a way that works on the first day, and following it fills the list."""
+    import json
+
+    app, fake, store = world
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHOME1",
+            "event_time": 1, "event": {"type": "app_home_opened", "user": "UNEW", "tab": "home", "channel": "D1"}}
+    assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+    home = json.dumps(fake.home_view("UNEW"), ensure_ascii=False)
+    saved = text_of(dispatch_command(app, fake, "saved", user="UNEW", channel=CH))
+    for said in (home, saved):
+        assert "paper of the day" not in said.split("How to use")[0], said
+        assert "Press *Save* on any paper (`/paper search &lt;words&gt;` finds some)" in said, said
+    reply = dispatch_command(app, fake, "search video", user="UNEW", channel=CH)
+    first = next(e for e in buttons(reply) if e["action_id"] == bk.ACTION_SAVE)
+    url = fake.new_response_url(channel=CH, user="UNEW")
+    app.dispatch(BoltRequest(body=block_action_body(bk.ACTION_SAVE, first["value"], url, user="UNEW", channel=CH),
+                             mode="socket_mode"))
+    assert [r["paper_id"] for r in store.saved_papers("UNEW")] == [first["value"]]
