@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CONSOLE_CHANNEL = "console"  # the channel `paperclub console` acts in: its own schedule, interests, posts
 MAX_INPUT_CHARS = 1000  # longer text is cut (a pasted abstract still finds its neighbours)
+ECHO_CHARS = 80  # what a reply repeats of a query or topic: enough to recognise it
 RESULTS = 5
 CLOSEST = 2  # offered, as the closest, when nothing is a good match
 
@@ -225,7 +226,7 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     if not has_words(query):
         raise EmptyQuery("I need some words to search for.")
     hits = deps.searcher.search(query, limit=RESULTS)
-    shown = bk.cut_chars(query, 80)
+    shown = bk.cut_chars(query, ECHO_CHARS)
     good = any(h.relevant for h in hits)
     if good:
         title = f"Top {len(hits)} for “{shown}”"  # each one's why says how close it is, in words

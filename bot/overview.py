@@ -7,7 +7,7 @@ from store.overview import topic_overview
 
 from . import blocks as bk
 from .blocks import code
-from .commands import Call, Reply, Subcommand, has_words, problem_reply
+from .commands import ECHO_CHARS, Call, Reply, Subcommand, has_words, problem_reply
 
 if TYPE_CHECKING:
     from .deps import Deps
@@ -25,7 +25,7 @@ def handle_overview(deps: Deps, call: Call) -> Reply:
                              hint=f"For example {code(deps.command + ' overview video LLMs')}.")
     ov = topic_overview(deps.store, deps.searcher, call.args, llm=deps.llm, now=deps.clock().timestamp())
     if not ov.themes:
-        return problem_reply(deps, f"I found no papers about {call.args}.")
+        return problem_reply(deps, f"I found no papers about {bk.cut_chars(call.args, ECHO_CHARS)}.")
     return Reply(overview_text(ov), bk.overview_blocks(ov))
 
 

@@ -100,6 +100,14 @@ def test_nonsense_gets_no_invented_overview_and_no_pretend_matches(app, slack, m
     assert 1 <= len(shown) <= 2 and "closest" in all_text(search)
 
 
+def test_a_long_topic_with_no_papers_is_not_repeated_back_in_full(app, slack, module_store):
+    """"I found no papers about …" repeated up to 1,000 characters of what was typed."""
+    overview = one(command(app, slack, "overview " + "qwertyuiop asdfghjkl " * 50))
+    said = overview["text"]
+    assert said.startswith("I found no papers about qwertyuiop asdfghjkl") and said.endswith("….")
+    assert len(said) < 150 and all_text(overview).count("qwertyuiop") < 10, all_text(overview)
+
+
 def test_reasons_are_words_in_rank_order_not_scores(app, slack, module_store):
     import re
 
