@@ -144,8 +144,9 @@ def handle_digest(deps: Deps, call: Call) -> Reply:
                              hint=code(deps.command + " digest 14"))
     channel = channel_of(call)
     weights = deps.feedback.weights
-    digest = fb.channel_digest(deps.store, channel, now=deps.clock().timestamp(), days=days, weights=weights)
     zone = zone_of(deps, channel)
+    digest = fb.channel_digest(deps.store, channel, now=deps.clock().timestamp(), days=days, weights=weights,
+                               tz=zone.key)
     span = "day" if days == 1 else f"{days} days"
     where = "this channel" if channel == CONSOLE_CHANNEL else f"<#{channel}>"
     title = f"The last {span} in this channel"

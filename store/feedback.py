@@ -18,7 +18,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import date, datetime, time as dtime, timezone
+from datetime import date, datetime, time as dtime, timedelta, timezone
 from typing import Iterable, Mapping, NamedTuple, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -375,10 +375,14 @@ def message_reactions(store: Store, channel: str, messages: Sequence[dict]) -> d
 
 
 def channel_digest(store: Store, channel: str, *, now: float, days: int = 7,
-                   weights: Mapping[str, float] = DEFAULT_WEIGHTS) -> Digest:
-    """This channel's posts of the last `days` with each paper's tally, for `/paper digest`."""
-    since = now - days * DAY
-    messages = store.channel_messages(channel, since=since, until=now + 1)
+                   weights: Mapping[str, float] = DEFAULT_WEIGHTS, tz: str = "UTC") -> Digest:
+    """This channel's posts of its last `days` dates in its zone `tz` (today and the days before,
+    from midnight: daily posts by their date, shares by when they were posted) with each paper's
+    tally, for `/paper digest`."""
+    zone = ZoneInfo(tz)
+    first = datetime.fromtimestamp(now, zone).date() - timedelta(days=days - 1)
+    since = datetime.combine(first, dtime(), zone).timestamp()
+    messages = store.channel_messages(channel, since=since, until=now + 1, tz=tz)
     standing = message_reactions(store, channel, messages)
     names = {p.id: p.short_name for p in store.get_papers([m["paper_id"] for m in messages])}
     papers: dict[str, PaperTally] = {}

@@ -70,3 +70,36 @@ def test_saved_remove_by_id_takes_off_that_paper_whatever_was_saved_since_the_li
     gone = dispatch_command(app, fake, f"saved remove {unwanted.id}", user="UANN", channel=CH)
     assert f"There is no saved paper {unwanted.id}" in gone["text"]
     assert len(store.saved_papers("UANN")) == 2  # nothing else went
+
+
+def test_a_weeks_digest_is_the_channels_last_seven_dates_in_its_own_zone(fake_slack, hashing_store):
+    """`/paper digest 7` counted from 7 × 24 hours ago, and daily posts by their UTC date from there: it
+    listed a paper of the day from 8 dates back. The window is now the channel's last 7 dates in its
+    schedule's zone, from midnight, for daily posts and shares alike."""
+    from datetime import datetime, timezone
+
+    from bot.app import create_app
+    from conftest import Clock, make_deps, make_settings
+    from store import HashingEmbedder, Searcher
+
+    def at(day: int, hour: int) -> float:
+        return datetime(2024, 6, day, hour, tzinfo=timezone.utc).timestamp()
+
+    clock = Clock(datetime(2024, 6, 10, 12, tzinfo=timezone.utc))  # Mon 10 Jun, 08:00 in New York
+    deps = make_deps(make_settings(slack_api_url=fake_slack.api_url), hashing_store,
+                     Searcher(hashing_store, HashingEmbedder()), clock=clock)
+    app = create_app(deps, process_before_response=True)
+    fake_slack.add_channel(CH)
+    dispatch_command(app, fake_slack, "schedule 9:00 America/New_York", user="UANN", channel=CH)
+    eighth, seventh, late_share, early_share = hashing_store.list_papers(limit=4)
+    for day, paper in ((3, eighth), (4, seventh)):  # 09:00 in New York on Mon 3 and Tue 4 Jun
+        assert hashing_store.claim_post(CH, f"2024-06-0{day}", claimer="me", paper_id=paper.id, pick=None,
+                                        now=at(day, 13))
+        assert hashing_store.finish_post(CH, f"2024-06-0{day}", claimer="me", ts=f"{at(day, 13):.6f}",
+                                         now=at(day, 13), claimed_at=at(day, 13))
+    for paper, when in ((late_share, at(4, 2)), (early_share, at(4, 5))):  # Mon 22:00, Tue 01:00 there
+        hashing_store.record_message_paper(CH, f"{when:.6f}", paper.id, kind="share", posted_by="UBOB", now=when)
+    digest = text_of(dispatch_command(app, fake_slack, "digest 7", user="UCAT", channel=CH))
+    assert "2 papers posted" in digest, digest
+    assert bk.esc(seventh.short_name) in digest and bk.esc(early_share.short_name) in digest
+    assert bk.esc(eighth.short_name) not in digest and bk.esc(late_share.short_name) not in digest

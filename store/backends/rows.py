@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -45,10 +46,10 @@ def post_from_row(row: dict) -> dict:
     return row
 
 
-def utc_day(t: float) -> str:
-    """The UTC date of epoch seconds t, clamped to datetime's range (for 0 and inf)."""
+def local_day(t: float, tz: str = "UTC") -> str:
+    """The date of epoch seconds t in zone `tz`, clamped to datetime's range (for 0 and inf)."""
     t = min(max(t, 0.0), 253402214400.0)
-    return datetime.fromtimestamp(t, timezone.utc).date().isoformat()
+    return datetime.fromtimestamp(t, ZoneInfo(tz)).date().isoformat()
 
 
 def channel_message_rows(daily: list[tuple], shares: list[tuple]) -> list[dict]:

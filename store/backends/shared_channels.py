@@ -8,7 +8,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .rows import channel_message_rows, interest_from_row, utc_day
+from .rows import channel_message_rows, interest_from_row, local_day
 from .shared_sql import SQLTables, cursor_dicts
 
 
@@ -98,17 +98,17 @@ class MessageTables(SQLTables):
                                [channel, ts])
         return {"paper_id": row[0], "kind": row[1], "posted_at": row[2]} if row else None
 
-    def channel_messages(self, channel: str, *, since: float, until: float) -> list[dict]:
+    def channel_messages(self, channel: str, *, since: float, until: float, tz: str = "UTC") -> list[dict]:
         """The bot's paper messages in a channel from [since, until), in posting order.
 
-        A daily post counts by its date as well as its posted_at, so a post made for a
-        date (a catch-up, a test clock) lands in that date's window.
+        A daily post counts by its date (the channel's, in `tz`) as well as its posted_at, so a
+        post made for a date (a catch-up, a test clock) lands in that date's window.
         """
         daily = self._select_tuples(
             "select ts, paper_id, posted_at, day, abstract_ts from posts where channel = ? "
             "and status = 'posted' and paper_id is not null and ts is not null "
             "and ((posted_at >= ? and posted_at < ?) or (day >= ? and day <= ?))",
-            [channel, since, until, utc_day(since), utc_day(until)])
+            [channel, since, until, local_day(since, tz), local_day(until, tz)])
         shares = self._select_tuples(
             "select ts, paper_id, kind, posted_at, posted_by from message_papers where channel = ? "
             "and posted_at >= ? and posted_at < ?", [channel, since, until])
