@@ -51,11 +51,13 @@ def pick_for_day(store: Store, searcher: Searcher, channel: str, day: date, *,
     # A paper the channel's reading group read, chose or voted on counts as shown: never the paper of the day.
     read = [PastPost(date.min, pid) for pid in sorted(club_papers(store, channel))]
     history = history_for(store, channel, reactions) + read
-    history += copies_of_shown(store, history, since=day - COPY_DAYS)  # the same paper under another id
+    # The library (its rows, mean and moments) is kept by the index: made once a library version, as
+    # are the copies of each paper shown (a key scan of each, 20 ms a pick at 60 days' posts).
+    index = searcher.index()
+    copies = index.derived(("copies",), dict, of=ids)
+    history += copies_of_shown(store, history, since=day - COPY_DAYS, known=copies)  # the same paper, another id
     signals = None if interests else store.paper_signals()  # only a day without interests reads them
 
-    # The library (its rows, mean and moments) is kept by the index: made once a library version.
-    index = searcher.index()
     library = index.derived(("library",), lambda: Library(ids, matrix), of=ids)
     typical = library_typicality(searcher, ids, matrix, settings) if interests else None
 
@@ -186,41 +188,62 @@ def club_papers(store: Store, channel: str) -> set[str]:
     return read_papers(store, channel) | {r["paper_id"] for r in store.nominations(channel)}
 
 
-def same_papers(store: Store, ids: Sequence[str]) -> dict[str, str]:
+def same_papers(store: Store, ids: Sequence[str], known: dict | None = None) -> dict[str, str]:
     """Papers that are one of `ids` under another id (copy -> the one of `ids`): the same title or
     abstract, or most of the same sentences. Ingest merges a record that shares an id, a title or
     the whole abstract with a paper it knows; an arXiv copy of a bundled abstract (a title now, one
     sentence reworded) or a camera-ready OpenReview note of an arXiv paper (a new title, an edited
-    abstract) comes in as a new paper, and is the same one to a team that has read it."""
+    abstract) comes in as a new paper, and is the same one to a team that has read it.
+
+    known: each paper's copies (`_copies`) as read before from this library, filled in here for
+    `ids` not in it yet: a pick reads the copies of every paper shown, which change only as the
+    library does (pick_for_day keeps it by the searcher's index)."""
     ids = list(dict.fromkeys(i for i in ids if i))
-    if not ids:
-        return {}
+    known = {} if known is None else known
+    missing = [i for i in ids if i not in known]
+    if missing:
+        known.update(_copies(store, missing))
+    asked, out = set(ids), {}
+    for pid in ids:  # the same title or abstract first, the first of `ids` holding it
+        for other in known[pid][0]:
+            if other not in asked:
+                out.setdefault(other, pid)
+    for pid, other in sorted((p, o) for p in ids for o in known[p][1]):
+        if other not in asked and other not in out:
+            out[other] = pid
+    return out
+
+
+def _copies(store: Store, ids: Sequence[str]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Each of `ids` -> (the papers with its title or abstract, those with most of its sentences),
+    other than itself."""
     mine = store.paper_keys(ids)
     wanted = sorted({k for keys in mine.values() for k in keys if k.startswith(("sent:", "title:", "abs:"))})
     holders = store.lookup_keys(wanted)
-    known, out, shared = set(ids), {}, {}
+    whole: dict[str, list[str]] = {pid: [] for pid in ids}
+    shared: dict[tuple[str, str], int] = {}
     for pid, keys in mine.items():
         for key in keys:
             for other in holders.get(key, ()):
-                if other in known:
+                if other == pid:
                     continue
                 if key.startswith("sent:"):
                     shared[(pid, other)] = shared.get((pid, other), 0) + 1
-                elif key.startswith(("title:", "abs:")):
-                    out.setdefault(other, pid)
+                elif other not in whole[pid]:
+                    whole[pid].append(other)
     # Sentences (over 40 characters) in common: most of the shorter abstract's, by ingest's own rule
     # for an untitled record (`most_sentences`); fewer than two can't be, so those keys are not read.
-    candidates = {other for (_, other), n in shared.items() if most_sentences(n, n) and other not in out}
+    candidates = {other for (_, other), n in shared.items() if most_sentences(n, n)}
     theirs = store.paper_keys(sorted(candidates)) if candidates else {}
 
     def sentences(keys) -> int:
         return sum(k.startswith("sent:") for k in keys)
 
+    most: dict[str, list[str]] = {pid: [] for pid in ids}
     for (pid, other), n in sorted(shared.items()):
-        if other in candidates and other not in out and \
-                most_sentences(n, min(sentences(mine[pid]), sentences(theirs.get(other, ())))):
-            out[other] = pid
-    return out
+        if other in candidates and most_sentences(n, min(sentences(mine[pid]), sentences(theirs.get(other, ())))):
+            most[pid].append(other)
+    return {pid: (tuple(whole[pid]), tuple(most[pid])) for pid in ids}
 
 
 # How far back a shown paper's copies are looked for: a new version or a camera-ready comes within
@@ -229,7 +252,8 @@ def same_papers(store: Store, ids: Sequence[str]) -> dict[str, str]:
 COPY_DAYS = timedelta(days=120)
 
 
-def copies_of_shown(store: Store, history: Sequence[PastPost], *, since: date = date.min) -> list[PastPost]:
+def copies_of_shown(store: Store, history: Sequence[PastPost], *, since: date = date.min,
+                    known: dict | None = None) -> list[PastPost]:
     """Past posts for the copies (`same_papers`) of what `history` shows from `since` on (and of the
     reading group's papers, dated date.min): a copy of a paper the channel used up is used up; a copy
     of one shown under "Also today" was shown there that day."""
@@ -240,7 +264,7 @@ def copies_of_shown(store: Store, history: Sequence[PastPost], *, since: date = 
         for r in p.runners_up:
             previewed.setdefault(r, p.day)
     out = []
-    for copy, original in sorted(same_papers(store, [*used, *previewed]).items()):
+    for copy, original in sorted(same_papers(store, [*used, *previewed], known).items()):
         if original in used:
             out.append(PastPost(date.min, copy))
         else:
