@@ -164,7 +164,8 @@ def test_schedule_and_today_tell_an_admin_the_bot_is_not_in_the_channel(app, fak
 
 def test_invited_back_the_same_evening_the_refused_paper_comes_at_once_after_one_hello(app, fake_slack, service):
     """Removed from the channel, its 09:00 New York post refused; invited back at 23:00 that evening
-    (already 4 Jun in UTC) so the team would get its paper: "Hi again", and nothing until the next day."""
+    (already 4 Jun in UTC) so the team would get its paper: "Hi again", the paper at once, and no
+    second post of it when the sweep comes round."""
     at(service, 2, 12)
     command(app, fake_slack, "interests add video understanding")
     command(app, fake_slack, "schedule 09:00 America/New_York")
