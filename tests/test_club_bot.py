@@ -577,13 +577,19 @@ def test_the_presenter_chooses_among_the_nominations_and_only_they_may(world):
     assert "The choice is closed" in text_of(closed) and bk.ACTION_CLUB_CHOOSE not in text_of(closed)
 
 
-def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_post_says_so(world):
-    app, fake, store, clock, deps = world
+def _presenter_club_with_two_nominations(app, fake, store, clock) -> list:
+    """A club where the presenter chooses, and two papers nominated (Bob's, then Cy's): the papers."""
     _presenter_club(store, fake)
     papers = list(store.iter_papers())[:2]
     for n, (user, paper) in enumerate(zip(("UBOB", "UCY"), papers)):
         clock.now = MONDAY + timedelta(minutes=n)
         dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH)
+    return papers
+
+
+def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_post_says_so(world):
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
     _tick(deps, AGENDA_AT)
     _tick(deps, CUTOFF_AT)
     [winner] = [m for m in fake.messages(CH) if "has chosen" in text_of(m)]
@@ -846,11 +852,7 @@ def test_a_choosing_presenter_who_leaves_hands_the_choice_to_the_next_one_and_th
     cutoff. Her choice goes with her: the next tick makes Bob the presenter, the agenda in the channel
     names him, and as he does not choose, the earliest nomination wins, announced as such."""
     app, fake, store, clock, deps = world
-    _presenter_club(store, fake)
-    papers = list(store.iter_papers())[:2]
-    for n, (user, paper) in enumerate(zip(("UBOB", "UCY"), papers)):
-        clock.now = MONDAY + timedelta(minutes=n)
-        dispatch_command(app, fake, f"nominate {paper.id}", user=user, channel=CH)
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
     _tick(deps, AGENDA_AT)
     [agenda] = _scheduled(fake, "agenda")
     assert "<@UANN> presents this session" in text_of(agenda)
