@@ -36,7 +36,7 @@ from ..commands import (
 )
 from ..confirm import ask_first, split_confirm
 from ..later import wait_out_busy
-from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter
+from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter, redraw_agenda
 from .reports import export_reply, history_reply, map_reply
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
             return status_reply(deps, channel, call.user_id,
                                 note=f"The session on {when} was not cancelled: nothing to undo.")
         log.info("club session %s restored in %s by %s", when, channel, member_tag(call.user_id))
-        redraw_agenda(deps, channel, day)
+        redraw_agenda(deps, deps.slack, channel, day, deps.clock())
         return status_reply(deps, channel, call.user_id, note=f"The session on {when} is on again. {_back(unskip)}")
     skip = cl.skip_session(deps.store, spec, channel, day, now)
     if skip.outcome == "no_session":
@@ -191,22 +191,9 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
                + (f"; the {_votes(skip.votes_dropped)} cast for it {'do' if skip.votes_dropped != 1 else 'does'} not."
                   if skip.votes_dropped else "."))
     log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
-    redraw_agenda(deps, channel, day)
+    redraw_agenda(deps, deps.slack, channel, day, deps.clock())
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
-
-
-def redraw_agenda(deps: Deps, channel: str, day: date) -> None:
-    """Redraw the session's agenda if it is in the channel (a skip cancels it, an unskip brings its
-    ballot back); a redraw Slack refuses is logged, and the skip or unskip stands."""
-    ts = (deps.store.get_club_session(channel, day.isoformat()) or {}).get("agenda_ts")
-    if not ts or deps.slack is None:  # not posted yet, or the console
-        return
-    closed = not cl.voting_open(deps.store, channel, day, deps.clock())
-    try:
-        deps.slack.chat_update(**agenda_update(deps, channel, ts, day, closed=closed))
-    except SlackApiError as e:
-        log.warning("could not redraw the agenda for %s %s: %s", channel, day, e.response.get("error"))
 
 
 def _votes(n: int) -> str:

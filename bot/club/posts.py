@@ -95,6 +95,20 @@ def agenda_update(deps: Deps, channel: str, ts: str, day: date, *, closed: bool 
     return {**message, "ts": ts}
 
 
+def redraw_agenda(deps: Deps, client: WebClient | None, channel: str, day: date, now: datetime) -> None:
+    """Redraw the session's agenda from the store if it is in the channel (a skip cancels it, an
+    unskip brings its ballot back, a new presenter chooses); a redraw that fails is logged, and
+    what changed the session stands."""
+    ts = (deps.store.get_club_session(channel, day.isoformat()) or {}).get("agenda_ts")
+    if not ts or client is None:  # not posted yet, or the console
+        return
+    try:
+        client.chat_update(**agenda_update(deps, channel, ts, day,
+                                           closed=not cl.voting_open(deps.store, channel, day, now)))
+    except Exception:
+        log.warning("could not redraw the agenda for %s %s", channel, day, exc_info=True)
+
+
 def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
     """Post the session's agenda now (once; the scheduler's path); its ts."""
     start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
@@ -173,20 +187,16 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         post = posting.Post(channel, key, step, now.date(), lambda claim: build(), thread_ts=thread_ts)
         return deps.poster.post_once(client, store, post, now, budget=budget, sleep=sleep)
     if step == "agenda":
-        posted = None  # an agenda out already whose presenter stepped down (store.club.step_down)
+        chosen_now = False  # a presenter chosen for an agenda out already (store.club.step_down freed it)
         if spec.mode == cl.PRESENTER_CHOOSES:
             before = store.get_club_session(channel, day.isoformat()) or {}
-            if cl.assign_presenter(store, channel, day, now) and not before.get("presenter"):
-                posted = before.get("agenda_ts")
+            chosen_now = bool(cl.assign_presenter(store, channel, day, now)) and not before.get("presenter")
         _propose_if_empty(deps, channel, day, now)
         result = once(lambda: agenda_message(deps, channel, day))
         if result.ts:
             store.put_club_session(channel, day.isoformat(), agenda_ts=result.ts, now=now.timestamp())
-        if posted and result.status == "already":
-            try:  # it names who chooses: the one chosen now
-                client.chat_update(**agenda_update(deps, channel, posted, day))
-            except Exception:
-                log.warning("could not redraw the agenda for %s %s", channel, day, exc_info=True)
+        if chosen_now and result.status == "already":  # it names who chooses: the one chosen now
+            redraw_agenda(deps, client, channel, day, now)
         return result
     if step == "winner":
         if not (store.get_club_session(channel, day.isoformat()) or {}).get("paper_id"):
