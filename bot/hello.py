@@ -1,7 +1,8 @@
 """A short hello when the bot is invited into a channel (member_joined_channel for the bot itself):
 what it does there and the two commands that start the paper of the day. Invited back on a day whose
 paper Slack refused because the bot was out of the channel, it says the paper comes, and posts it
-(bot/posting.py). A person joining a channel with a paper of the day gets a private welcome instead
+(bot/posting.py); a channel unarchived (channel_unarchive, group_unarchive) on such a day gets the same,
+and nothing otherwise. A person joining a channel with a paper of the day gets a private welcome instead
 (bot/calibrate.py: add a topic, rate a few papers)."""
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def hello_text(deps: Deps, channel: str, *, paper_coming: bool = False) -> str:
+def hello_text(deps: Deps, channel: str, *, paper_coming: bool = False, unarchived: bool = False) -> str:
     """The hello, already escaped: the next steps, or the schedule when the channel has one (and,
-    `paper_coming`, that today's refused paper follows)."""
+    `paper_coming`, that today's refused paper follows, refused as the bot was out of the channel or,
+    `unarchived`, as the channel was archived)."""
     cmd = deps.command
     if paper_coming:
-        return (f"Hi again. Here is today's paper, which I could not post while I was out of this channel; "
+        while_ = "this channel was archived" if unarchived else "I was out of this channel"
+        return (f"Hi again. Here is today's paper, which I could not post while {while_}; "
                 f"{code(cmd + ' schedule')} says when the next one comes.")
     if deps.store.get_schedule(channel):
         return (f"Hi again. The paper of the day is still on here: {code(cmd + ' schedule')} says when, "
@@ -39,6 +42,26 @@ def hello_text(deps: Deps, channel: str, *, paper_coming: bool = False) -> str:
             f"{code(cmd + ' help')} lists everything.")
 
 
+def back_in_channel(deps: Deps, client, channel: str, *, unarchived: bool = False) -> None:
+    """Slack takes the bot's posts in `channel` again (the bot invited back, or the channel `unarchived`):
+    the refusals before now no longer stand, and a paper of the day Slack refused today comes at once,
+    after a hello. An unarchived channel with no such paper hears nothing: that is no invitation (and the
+    bot hears of every public channel's unarchiving)."""
+    now = deps.clock()
+    posting.invited(deps.store, channel, now)  # the sweeps (the club's too) stop waiting out a refusal here
+    day = posting.refused_today(deps.store, channel, now, deps.settings) \
+        if deps.store.get_schedule(channel) else None
+    if unarchived and day is None:
+        return
+    text = hello_text(deps, channel, paper_coming=day is not None, unarchived=unarchived)
+    client.chat_postMessage(channel=channel, text=text, blocks=bk.message_blocks(text),
+                            unfurl_links=False, unfurl_media=False)
+    log.info("said hello in %s%s", channel, " (unarchived)" if unarchived else "")
+    if day is not None:  # the one machine: a sweep retrying it meanwhile does not post it twice
+        result = posting.post_day(deps, client, channel, day, now)
+        log.info("back in %s: the %s post %s", channel, day, result.status)
+
+
 def register(app: App, deps: Deps) -> None:
     @app.event("member_joined_channel")
     def handle_member_joined_channel(event, context, client):
@@ -48,17 +71,11 @@ def register(app: App, deps: Deps) -> None:
         if user != context.get("bot_user_id"):  # a person joined: a private welcome, where it is worth one
             deps.later(lambda: welcome_member(deps, client, channel, user), None)
             return
+        deps.later(lambda: back_in_channel(deps, client, channel), None)
 
-        def job():
-            now = deps.clock()
-            posting.invited(deps.store, channel, now)  # the sweeps stop waiting out a refusal here
-            day = posting.refused_today(deps.store, channel, now, deps.settings) \
-                if deps.store.get_schedule(channel) else None
-            text = hello_text(deps, channel, paper_coming=day is not None)
-            client.chat_postMessage(channel=channel, text=text, blocks=bk.message_blocks(text),
-                                    unfurl_links=False, unfurl_media=False)
-            log.info("said hello in %s", channel)
-            if day is not None:  # the one machine: a sweep retrying it meanwhile does not post it twice
-                result = posting.post_day(deps, client, channel, day, now)
-                log.info("invited back into %s: the %s post %s", channel, day, result.status)
-        deps.later(job, None)
+    def handle_unarchive(event, client):
+        if channel := event.get("channel"):
+            deps.later(lambda: back_in_channel(deps, client, channel, unarchived=True), None)
+
+    app.event("channel_unarchive")(handle_unarchive)  # a public channel
+    app.event("group_unarchive")(handle_unarchive)  # a private one

@@ -63,11 +63,11 @@ NEWEST_PAGES = 5  # pages read when a post has no claim time to look back from
 # Slack's refusals of a post to a channel the bot cannot post in (removed, deleted, archived): the
 # post is certainly not there, and nothing changes until someone invites the bot back.
 CHANNEL_GONE = frozenset({"not_in_channel", "channel_not_found", "is_archived"})
-# So the sweeps (the daily catch-up, the club's tick) ask again only once the bot is invited back
-# (bot/hello.py records it), or after this long: an invite the bot never heard of (it was down, the
-# channel was unarchived) still gets its post within the hour, without a refusal every few minutes.
+# So the sweeps (the daily catch-up, the club's tick) ask again only once the bot is invited back or
+# the channel unarchived (bot/hello.py records it), or after this long: an invite the bot never heard
+# of (it was down) still gets its post within the hour, without a refusal every few minutes.
 REFUSED_WAIT = timedelta(hours=1)
-INVITED_KEY = "invited:"  # meta key (+ channel): when the bot last joined the channel, epoch seconds
+INVITED_KEY = "invited:"  # meta key (+ channel): when the bot last joined it or it was unarchived, epoch s
 
 
 class PostFailed(Exception):
@@ -375,7 +375,7 @@ def refused(row: dict | None) -> bool:
 
 
 def invited(store: Store, channel: str, now: datetime) -> None:
-    """The bot was just invited into `channel`: the refusals before now no longer stand."""
+    """The bot was just invited into `channel`, or it was unarchived: the refusals before now no longer stand."""
     store.set_meta(INVITED_KEY + channel, repr(now.timestamp()))
 
 

@@ -998,10 +998,13 @@ def _auth_test(fake: FakeSlack, params: dict) -> dict:
 
 
 def _channel_for_post(fake: FakeSlack, params: dict) -> str:
-    """The channel a post goes to; unknown id shapes are channel_not_found."""
+    """The channel a post goes to; unknown id shapes are channel_not_found, an archived channel
+    is_archived (as Slack answers chat.postMessage there)."""
     channel = _require(params, "channel", "channel_not_found")
-    if not str(channel).startswith(("C", "G", "D")) or fake._channels.get(channel, {}).get("is_archived"):
+    if not str(channel).startswith(("C", "G", "D")):
         raise _ApiError("channel_not_found")
+    if fake._channels.get(channel, {}).get("is_archived"):
+        raise _ApiError("is_archived")
     return channel
 
 

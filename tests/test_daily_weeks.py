@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 import pytest
+from slack_bolt import BoltRequest
 
 from bot.scheduler import SWEEP_EVERY
 from conftest import text_of
@@ -43,6 +44,23 @@ def invited_back(app, fake) -> list[dict]:
     said in the channel (thread replies aside)."""
     fake.reset()
     joined(app, BOT_USER_ID)
+    return [m for m in fake.messages(CH) if m.get("thread_ts") in (None, m["ts"])]
+
+
+def archived(fake) -> None:
+    """The channel is archived: Slack refuses the bot's posts there (is_archived)."""
+    fake.add_channel(CH, is_archived=True)
+
+
+def unarchived(app, fake, kind: str = "channel_unarchive") -> list[dict]:
+    """Someone unarchives the channel (group_unarchive for a private one): Slack takes the bot's posts
+    again and says so; what the bot then said in the channel (thread replies aside)."""
+    fake.add_channel(CH)
+    fake.reset()
+    body = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": f"Ev{kind}{CH}",
+            "event_time": 1, "event": {"type": kind, "channel": CH, "user": "U2", "actor_id": "U2",
+                                       "event_ts": "1.1"}}
+    app.dispatch(BoltRequest(body=body, mode="socket_mode"))
     return [m for m in fake.messages(CH) if m.get("thread_ts") in (None, m["ts"])]
 
 
@@ -199,6 +217,45 @@ def test_invited_back_the_next_morning_the_refused_day_is_not_posted_late(app, f
     back = service.fire(CH)
     assert back.status == "posted" and back.paper_id == missed.paper_id
     assert [m["metadata"]["event_payload"]["date"] for m in daily_posts(fake_slack)] == ["2024-06-04"]
+
+
+@pytest.mark.parametrize("kind", ["channel_unarchive", "group_unarchive"])
+def test_unarchived_the_same_morning_the_refused_paper_comes_at_once(app, fake_slack, service, kind):
+    """The channel was archived by mistake and its 09:00 post refused (is_archived); unarchived at
+    09:20, the team waited until about 10:00, the sweep's next try, for the day's paper."""
+    at(service, 2, 12)
+    command(app, fake_slack, "interests add video understanding")
+    command(app, fake_slack, "schedule 09:00 UTC")
+    archived(fake_slack)
+    at(service, 3)
+    missed = service.fire(CH)
+    assert missed.status == "failed" and "is_archived" in missed.detail
+    at(service, 3, 9, 20)
+    note, post = unarchived(app, fake_slack, kind)
+    assert "today's paper" in text_of(note) and "archived" in text_of(note)
+    assert "Hi!" not in text_of(note)  # not the first hello: the channel had its paper of the day
+    assert post["metadata"]["event_payload"] == {"date": "2024-06-03", "paper_id": missed.paper_id}
+    for _ in range(SWEEP_EVERY):  # the sweep's own retry finds the day done
+        service.poll()
+    assert len(daily_posts(fake_slack)) == 1
+    at(service, 4)
+    assert service.fire(CH).status == "posted"
+
+
+def test_an_unarchived_channel_with_nothing_refused_hears_nothing(app, fake_slack, service):
+    """Unarchiving is no invitation: a channel whose paper went out, or one with no paper of the
+    day at all (the bot hears of every public channel's unarchiving), gets no message from it."""
+    at(service, 2, 12)
+    command(app, fake_slack, "schedule 09:00 UTC")
+    at(service, 3)
+    assert service.fire(CH).status == "posted"
+    archived(fake_slack)
+    at(service, 3, 15)
+    assert unarchived(app, fake_slack) == []
+    command(app, fake_slack, "schedule off")
+    archived(fake_slack)
+    at(service, 4)
+    assert unarchived(app, fake_slack) == []
 
 
 def test_a_post_refused_for_the_channel_is_not_asked_for_again_every_sweep(app, fake_slack, service):

@@ -373,6 +373,7 @@ EVENT_SCOPES = {
     "member_joined_channel": {"channels:read", "groups:read"},
     "member_left_channel": {"channels:read", "groups:read"},
     "link_shared": {"links:read"},
+    "channel_unarchive": {"channels:read"}, "group_unarchive": {"groups:read"},
 }
 SAMPLE_EVENTS = {
     "reaction_added": {"type": "reaction_added", "user": "U1", "reaction": "thumbsup", "item_user": "U2",
@@ -383,6 +384,8 @@ SAMPLE_EVENTS = {
                               "channel_type": "C", "team": "T1", "event_ts": "1.4"},
     "member_left_channel": {"type": "member_left_channel", "user": "W1", "channel": "C1",
                             "channel_type": "C", "team": "T1", "event_ts": "1.7"},
+    "channel_unarchive": {"type": "channel_unarchive", "channel": "C1", "user": "U2", "event_ts": "1.8"},
+    "group_unarchive": {"type": "group_unarchive", "channel": "G1", "actor_id": "U2", "event_ts": "1.9"},
     "app_home_opened": {"type": "app_home_opened", "user": "U9", "tab": "home", "channel": "D9",
                         "event_ts": "1.5"},
     # a listing page, not a paper: the listener answers it without fetching anything
