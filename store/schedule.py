@@ -88,8 +88,21 @@ def _zones() -> dict[str, str]:
 
 
 # Words around a schedule in a member's own words that the grammar needs nothing from: "every weekday
-# at 9am", "9 in the morning". ("every day" and "each day" are read as daily first.)
-_FILLER = frozenset({"at", "on", "in", "every", "each", "the", "morning", "mornings"})
+# at 9am", "6 o'clock". ("every day" and "each day" are read as daily first.)
+_FILLER = frozenset({"at", "on", "in", "every", "each", "the", "and", "o'clock", "o’clock", "oclock"})
+# The part of the day a time is said in, and the hours it covers: "6 in the evening" is 18:00, "9 in
+# the morning" 09:00, "10 at night" 22:00 and "2 at night" 02:00; a part that is one moment ("noon")
+# is also a time on its own (_MOMENTS). Midnight is 00:00, as 12am and 00:00 are.
+_PARTS = {
+    "morning": frozenset(range(0, 12)), "afternoon": frozenset(range(12, 19)),
+    "evening": frozenset(range(16, 24)), "night": frozenset((*range(18, 24), *range(0, 5))),
+    "noon": frozenset({12}), "midday": frozenset({12}), "midnight": frozenset({0}),
+}
+_PART_WORDS = {**{p: p for p in _PARTS}, "mornings": "morning", "afternoons": "afternoon",
+               "evenings": "evening", "nights": "night"}
+_MOMENTS = {"noon": (12, 0), "midday": (12, 0), "midnight": (0, 0)}
+# One day rather than a time every day: answered with what to type instead (and "tonight" is at night).
+_ONE_DAY = {"tomorrow": None, "today": None, "tonight": "night"}
 
 
 @lru_cache(maxsize=1)
@@ -146,6 +159,33 @@ def parse_time(text: str) -> tuple[int, int]:
     return hour, minute
 
 
+def _in_part(when: tuple[int, int] | None, word: str | None, part: str) -> tuple[int, int] | None:
+    """The time `word` (read as `when`) names in that part of the day: "6" in the evening is 18:00,
+    a 24-hour or am/pm time stays as it is when it falls in the part; a moment alone ("noon") is its
+    own time. ScheduleError when they don't fit together ("3 in the evening")."""
+    if when is None:
+        return _MOMENTS.get(part)
+    hour, minute = when
+    said_as = f"at {part}" if part in _MOMENTS else f"in the {part}"
+    twelve = 1 <= hour <= 12 and not re.search(r"[ap]m$", word or "", re.I)  # "6": 06:00 or 18:00
+    for h in ((hour % 12, hour % 12 + 12) if twelve else (hour,)):
+        if h in _PARTS[part]:
+            return h, minute
+    raise ScheduleError(f"“{word}” isn't a time {said_as}. Write it as {USAGE}.")
+
+
+def _one_day(word: str, when: tuple[int, int] | None) -> ScheduleError:
+    """The answer to "tomorrow" (or "today", "tonight"): the paper of the day is no one-off post."""
+    if when is None:
+        at = "9pm" if word.lower() == "tonight" else "9am"
+        return ScheduleError(f"The paper of the day comes every day (or on weekdays), not on one day: leave out "
+                             f"“{word}” and give the time it comes, for example {at} or {at} weekdays.")
+    at = f"{when[0]:02d}:{when[1]:02d}"
+    return ScheduleError(f"The paper of the day comes every day (or on weekdays), not on one day: leave out "
+                         f"“{word}” and give just the time, {at}: the first post then comes at the next {at}. "
+                         f"Write it as {USAGE}.")
+
+
 def _looks_like_time(word: str) -> bool:
     return bool(re.match(r"^\d", word))  # any digit: "０９:００" is a time parse_time can name
 
@@ -167,13 +207,22 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
     joined = re.sub(r"\bmon\s*-\s*fri\b", "mon-fri", joined)
     words = [w for w in re.split(r"\s+", joined) if w] if joined else []
     original = {w.lower(): w for w in (text or "").replace(",", " ").split()}
-    when = tz = days = None
+    when = tz = days = part = one_day = time_word = None
     i = 0
     while i < len(words):
         word, i = words[i], i + 1
         if i < len(words) and words[i] in ("am", "pm") and _looks_like_time(word):
             word = word + words[i]  # '9 am'
         if word in ("am", "pm") and when is not None or word in _FILLER:
+            continue
+        if word in _ONE_DAY:
+            one_day, word = original.get(word, word), _ONE_DAY[word] or word
+            if word not in _PARTS:
+                continue
+        if word in _PART_WORDS:
+            if part not in (None, _PART_WORDS[word]):
+                raise ScheduleError(f"Give one time, not two. Write it as {USAGE}.")
+            part = _PART_WORDS[word]
             continue
         city = _cities().get(f"{word}_{words[i]}") if i < len(words) else None  # "new york"
         if city:
@@ -190,7 +239,7 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
                 raise ScheduleError(f"Choose one of daily or weekdays. Write it as {USAGE}.")
             days = _DAY_WORDS[word]
         elif _looks_like_time(word) and when is None:
-            when = parse_time(word)
+            when, time_word = parse_time(word), original.get(word, word)
         elif _looks_like_time(word):
             raise ScheduleError(f"Give one time, not two. Write it as {USAGE}.")
         elif city or "/" in word or word in _UTC_NAMES or word in _ABBREVIATIONS or word in _zones():
@@ -201,8 +250,13 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
             close = difflib.get_close_matches(word, _cities(), n=1, cutoff=0.8) if len(word) > 3 else []
             meant = f" Did you mean {_cities()[close[0]]}?" if close else ""  # a city, misspelt
             raise ScheduleError(f"I didn't understand “{original.get(word, word)}”.{meant} Write it as {USAGE}.")
+    if part is not None:
+        when = _in_part(when, time_word, part)
+    if one_day:
+        raise _one_day(one_day, when)
     if when is None:
-        raise ScheduleError(f"What time should I post? Write it as {USAGE}.")
+        in_part = f" in the {part}" if part else ""
+        raise ScheduleError(f"What time{in_part} should I post? Write it as {USAGE}.")
     if keep is not None:
         tz, days = tz or keep.tz, days or keep.days
     return ScheduleSpec(when[0], when[1], tz or check_timezone(default_tz), days or DAILY)

@@ -295,6 +295,18 @@ def test_bad_schedule_gets_a_clear_reply_and_changes_nothing(app, fake_slack, ha
     assert hashing_store.get_schedule(CH) is None
 
 
+def test_a_time_in_a_researchers_own_words_is_set_and_tomorrow_gets_a_hint(app, fake_slack, hashing_store):
+    """"/paper schedule every evening at 6" and "at noon" were refused ("I didn't understand
+    “evening”"), and "tomorrow at 9" got the same bare refusal."""
+    evening = command(app, fake_slack, "schedule every evening at 6 Europe/Berlin")
+    assert "18:00 Europe/Berlin, every day" in text_of(evening) and evening["response_type"] == "in_channel"
+    assert "12:00 Europe/Berlin, every day" in text_of(command(app, fake_slack, "schedule at noon"))
+    tomorrow = command(app, fake_slack, "schedule tomorrow at 9")
+    assert tomorrow["response_type"] == "ephemeral" and "didn't understand" not in text_of(tomorrow)
+    assert "every day" in text_of(tomorrow) and "09:00" in text_of(tomorrow)
+    assert hashing_store.get_schedule(CH)["hour"] == 12  # the hint changed nothing
+
+
 def test_a_zone_typed_with_a_space_for_its_underscore_is_the_zone_meant(app, fake_slack, hashing_store):
     """"America/New York" was answered with "Did you mean America/Nome?"."""
     reply = command(app, fake_slack, "schedule 9:00 America/New York weekdays")

@@ -47,6 +47,23 @@ UTC = timezone.utc
     ("9am New York weekdays", ScheduleSpec(9, 0, "America/New_York", WEEKDAYS)),
     ("9:00 America/New York", ScheduleSpec(9, 0, "America/New_York", DAILY)),  # a space for the _
     ("9:00 america/argentina/buenos aires weekdays", ScheduleSpec(9, 0, "America/Argentina/Buenos_Aires", WEEKDAYS)),
+    # the part of the day says am or pm ("every evening at 6" was "I didn't understand “evening”")
+    ("every evening at 6", ScheduleSpec(18, 0, "UTC", DAILY)),
+    ("6 in the evening", ScheduleSpec(18, 0, "UTC", DAILY)),
+    ("9 in the morning", ScheduleSpec(9, 0, "UTC", DAILY)),
+    ("every morning at 8:30 Berlin", ScheduleSpec(8, 30, "Europe/Berlin", DAILY)),
+    ("weekday afternoons at 2", ScheduleSpec(14, 0, "UTC", WEEKDAYS)),
+    ("12 in the afternoon", ScheduleSpec(12, 0, "UTC", DAILY)),
+    ("10 at night", ScheduleSpec(22, 0, "UTC", DAILY)),
+    ("18:00 in the evening", ScheduleSpec(18, 0, "UTC", DAILY)),  # already 24-hour: kept
+    ("6pm in the evening", ScheduleSpec(18, 0, "UTC", DAILY)),
+    ("every evening at 6 o'clock", ScheduleSpec(18, 0, "UTC", DAILY)),
+    ("noon", ScheduleSpec(12, 0, "UTC", DAILY)),
+    ("at noon", ScheduleSpec(12, 0, "UTC", DAILY)),
+    ("weekdays at noon Tokyo", ScheduleSpec(12, 0, "Asia/Tokyo", WEEKDAYS)),
+    ("12 noon", ScheduleSpec(12, 0, "UTC", DAILY)),
+    ("midday", ScheduleSpec(12, 0, "UTC", DAILY)),
+    ("midnight", ScheduleSpec(0, 0, "UTC", DAILY)),  # as 12am and 00:00 are: the start of each day
 ])
 def test_parse_accepts_what_people_type(text, expected):
     assert parse_schedule(text, "UTC") == expected
@@ -64,7 +81,6 @@ def test_zone_defaults_to_the_configured_one():
     ("09:30 Mars/Olympus", "don't know the time zone “Mars/Olympus”"),
     ("09:30 Europe/Berln", "Did you mean Europe/Berlin?"),
     ("09:30 EST", "America/New_York"),
-    ("tomorrow", "didn't understand “tomorrow”"),
     ("Europe/Berlin", "What time"),
     ("09:00 10:00", "one time"),
     ("09:00 daily weekdays", "daily or weekdays"),
@@ -72,12 +88,33 @@ def test_zone_defaults_to_the_configured_one():
     ("every morning", "What time"),  # no time in it: ask for one, not "I didn't understand every"
     ("9:00 Berlin London", "one time zone"),
     ("9:00 Berln", "Did you mean Europe/Berlin?"),
+    ("3 in the evening", "“3” isn't a time in the evening"),
+    ("9am in the evening", "“9am” isn't a time in the evening"),
+    ("21:00 in the morning", "“21:00” isn't a time in the morning"),
+    ("3 at noon", "“3” isn't a time at noon"),
+    ("noon midnight", "one time"),
+    ("9 in the morning and evening", "one time"),
+    ("every evening", "What time in the evening"),
 ])
 def test_bad_schedules_get_a_clear_reply(text, says):
     with pytest.raises(ScheduleError) as err:
         parse_schedule(text, "UTC")
     assert says in str(err.value)
     assert "HH:MM" in str(err.value) or "zone" in str(err.value)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("tomorrow", "for example 9am or 9am weekdays"),
+    ("tomorrow at 9", "just the time, 09:00: the first post then comes at the next 09:00"),
+    ("6 tonight", "just the time, 18:00"),
+])
+def test_a_day_rather_than_a_daily_time_gets_a_hint_not_a_bare_refusal(text, says):
+    """"tomorrow" was answered "I didn't understand “tomorrow”": the schedule repeats, so say that,
+    and what to type instead."""
+    with pytest.raises(ScheduleError) as err:
+        parse_schedule(text, "UTC")
+    assert "every day" in str(err.value) and says in str(err.value)
+    assert "didn't understand" not in str(err.value)
 
 
 def test_a_bad_default_zone_is_reported_not_used():
