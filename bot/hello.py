@@ -48,9 +48,11 @@ def back_in_channel(deps: Deps, client, channel: str, *, unarchived: bool = Fals
     after a hello. An unarchived channel with no such paper hears nothing: that is no invitation (and the
     bot hears of every public channel's unarchiving)."""
     now = deps.clock()
+    scheduled = deps.store.get_schedule(channel)
+    if unarchived and not scheduled and not deps.store.get_club(channel):
+        return  # a channel the bot posts nothing in: no record of it
     posting.invited(deps.store, channel, now)  # the sweeps (the club's too) stop waiting out a refusal here
-    day = posting.refused_today(deps.store, channel, now, deps.settings) \
-        if deps.store.get_schedule(channel) else None
+    day = posting.refused_today(deps.store, channel, now, deps.settings) if scheduled else None
     if unarchived and day is None:
         return
     text = hello_text(deps, channel, paper_coming=day is not None, unarchived=unarchived)
