@@ -913,3 +913,12 @@ def test_a_posted_agenda_says_its_session_is_cancelled_and_takes_votes_again_onc
     assert "*1* vote · nominated by <@UANN>" in text_of(back)  # Ann's vote counts again
     assert click(app, fake, bk.ACTION_VOTE, f"{DAY.isoformat()}|{other.id}", user="UBOB", message_ts=ts) == []
     assert "*1* vote · nominated by <@UBOB>" in text_of(agenda())
+
+
+def test_leave_by_someone_never_in_the_rotation_says_so_and_changes_nothing(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    before = store.club_members(CH, active_only=False)
+    said = text_of(dispatch_command(app, fake, "club leave", user="UDAN", channel=CH))
+    assert "You were not in the rotation." in said and "You left" not in said
+    assert store.club_members(CH, active_only=False) == before

@@ -129,12 +129,15 @@ class ClubTables(SQLTables):
         return self._select("select * from clubs where active = 1 order by channel")
 
     def set_club_member(self, channel: str, user: str, *, active: bool, now: float) -> bool:
-        """Join (active) or leave the rotation; False when nothing changed."""
+        """Join (active) or leave the rotation; False when nothing changed (leaving a rotation one
+        was never in writes no row)."""
         with self.transaction() as db:
-            return self._run(db, 'insert into club_members(channel, "user", active, joined_at) values (?, ?, ?, ?) '
-                                 'on conflict(channel, "user") do update set active = excluded.active '
-                                 "where club_members.active != excluded.active",
-                             [channel, user, int(active), now]).rowcount == 1
+            if not active:
+                return self._run(db, 'update club_members set active = 0 where channel = ? and "user" = ? '
+                                     "and active = 1", [channel, user]).rowcount == 1
+            return self._run(db, 'insert into club_members(channel, "user", active, joined_at) values (?, ?, 1, ?) '
+                                 'on conflict(channel, "user") do update set active = 1 '
+                                 "where club_members.active = 0", [channel, user, now]).rowcount == 1
 
     def club_members(self, channel: str, *, active_only: bool = True) -> list[dict]:
         sql = "select * from club_members where channel = ?" + (" and active = 1" if active_only else "")
