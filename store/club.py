@@ -603,11 +603,14 @@ def accept_swap(store: Store, channel: str, day: date, from_user: str, to_user: 
 
 def choose_paper(store: Store, channel: str, day: date, user: str, paper_id: str, now: datetime) -> str:
     """The presenter's choice: 'chosen', 'already' (that paper is their choice), 'not_presenter',
-    'closed' (after the cutoff, or a club where members vote) or 'unknown' (not a candidate).
-    They may change their mind until the cutoff."""
+    'closed' (after the cutoff, or a club where members vote), 'cancelled' (the session was
+    skipped: ballot_state) or 'unknown' (not a candidate). They may change their mind until the cutoff."""
     spec = club_for(store, channel)
-    if spec is None or spec.mode != PRESENTER_CHOOSES or not voting_open(store, channel, day, now):
+    if spec is None or spec.mode != PRESENTER_CHOOSES:
         return "closed"
+    state = ballot_state(store, channel, day, now)
+    if state != "open":
+        return state
     row = store.get_club_session(channel, day.isoformat()) or {}
     if row.get("presenter") != user:
         return "not_presenter"

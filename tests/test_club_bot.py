@@ -922,3 +922,22 @@ def test_leave_by_someone_never_in_the_rotation_says_so_and_changes_nothing(worl
     said = text_of(dispatch_command(app, fake, "club leave", user="UDAN", channel=CH))
     assert "You were not in the rotation." in said and "You left" not in said
     assert store.club_members(CH, active_only=False) == before
+
+
+def test_choose_on_a_cancelled_agenda_says_so_and_changes_nothing(world):
+    """The presenter's agenda is out when an admin skips the session: Choose pressed on it, by the
+    presenter or anyone, is answered as a vote there is: the session was cancelled. Nothing is chosen."""
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    clock.now = AGENDA_AT + timedelta(minutes=5)
+    dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH)
+    updates = len(fake.calls("chat.update"))
+    for user in ("UANN", "UBOB"):
+        [said] = click(app, fake, bk.ACTION_CLUB_CHOOSE, f"{DAY.isoformat()}|{papers[0].id}", user=user,
+                       message_ts=agenda["ts"])
+        assert "cancelled" in text_of(said) and said["response_type"] == "ephemeral"
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] is None
+    assert len(fake.calls("chat.update")) == updates
+    assert "cancelled" in text_of(next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"]))

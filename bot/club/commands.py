@@ -343,6 +343,7 @@ _VOTE_ANSWERS = {
 _CHOOSE_ANSWERS = {
     "already": "That paper is your choice already.",
     "closed": "The choice for that session has closed: the paper is being announced.",
+    "cancelled": "That session was cancelled, so there is no paper to choose for it.",
     "unknown": "That paper is not on this session's list.",
 }
 
