@@ -941,3 +941,40 @@ def test_choose_on_a_cancelled_agenda_says_so_and_changes_nothing(world):
     assert store.get_club_session(CH, DAY.isoformat())["paper_id"] is None
     assert len(fake.calls("chat.update")) == updates
     assert "cancelled" in text_of(next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"]))
+
+
+def _member_left_channel(app, user, event_id):
+    dispatch(app, {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": event_id,
+                   "event_time": 1, "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
+                   "event": {"type": "member_left_channel", "user": user, "channel": CH, "channel_type": "C",
+                             "team": "T1", "event_ts": "1.000001"}})
+
+
+def test_the_announcement_names_the_presenter_of_now_after_the_one_who_chose_leaves_the_channel(world):
+    """Ann chose the paper and was announced as its presenter; then she leaves the channel. The
+    announcement in the channel says someone else will be asked, then names Cy (the paper's nominator)
+    once the tick asks him, and never says he chose it. The paper announced stays."""
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    click(app, fake, bk.ACTION_CLUB_CHOOSE, f"{DAY.isoformat()}|{papers[1].id}", user="UANN", message_ts=agenda["ts"])
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    assert "<@UANN>, who chose it" in text_of(winner)
+
+    clock.now = CUTOFF_AT + timedelta(hours=1)
+    _member_left_channel(app, "UANN", "EvAnnLeaves")
+    [winner] = _scheduled(fake, "winner")
+    assert "<@UANN>" not in text_of(winner) and "someone else will be asked" in text_of(winner)
+    assert bk.esc(papers[1].short_name) in text_of(winner)
+
+    _tick(deps, CUTOFF_AT + timedelta(hours=1, minutes=1))
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UCY"
+    [winner] = _scheduled(fake, "winner")
+    said = text_of(winner)
+    assert "<@UCY>" in said and "<@UANN>" not in said and "who chose it" not in said
+    assert bk.esc(papers[1].short_name) in said
+    _tick(deps, CUTOFF_AT + timedelta(hours=1, minutes=2))  # nothing more to redraw
+    assert len([c for c in fake.calls("chat.update") if c.params.get("ts") == winner["ts"]]) == 2
+

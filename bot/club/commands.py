@@ -36,7 +36,7 @@ from ..commands import (
 )
 from ..confirm import ask_first, split_confirm
 from ..later import wait_out_busy
-from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter, redraw_agenda
+from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter, redraw_agenda, stepped_down
 from .reports import export_reply, history_reply, map_reply
 
 if TYPE_CHECKING:
@@ -110,6 +110,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
             note = "You are in the presenter rotation." if changed else "You were in the rotation already."
         else:
             changed, freed = cl.leave_rotation(store, channel, call.user_id, now)
+            stepped_down(deps, deps.slack, channel, freed)
             note = ("You left the presenter rotation." if changed else "You were not in the rotation.") \
                 + _stepped_down(freed)
         return status_reply(deps, channel, call.user_id, note=note)
@@ -117,6 +118,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         spec = _spec(deps, channel)
         start, end = cl.parse_away(rest, now.astimezone(_zone(spec)).date())
         freed = cl.add_away(store, channel, call.user_id, start, end, now)
+        stepped_down(deps, deps.slack, channel, freed)
         span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
         return Reply(f"Noted: you are away {span}; you will not be asked to present then.{_stepped_down(freed)}")
     if word in ("skip", "unskip"):
@@ -547,6 +549,7 @@ def register(app: App, deps: Deps) -> None:
             if freed:
                 log.info("%s left %s: no longer presents on %s", member_tag(user), channel,
                          ", ".join(d.isoformat() for d in freed))
+                stepped_down(deps, deps.slack, channel, freed)
         deps.later(job, None)
 
     updates = MessageUpdates(deps.later)

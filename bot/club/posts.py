@@ -109,6 +109,61 @@ def redraw_agenda(deps: Deps, client: WebClient | None, channel: str, day: date,
         log.warning("could not redraw the agenda for %s %s", channel, day, exc_info=True)
 
 
+# -- the announcement ---------------------------------------------------------------------------
+def winner_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *, stepped_in: bool = False) -> dict:
+    """chat.postMessage / chat.update arguments for the session's announcement, from the store: its
+    paper and whoever presents it now. `stepped_in`: the presenter first announced stepped down
+    (store.club.step_down), so the one now did not choose the paper, and with none yet someone
+    else will be asked."""
+    session = deps.store.get_club_session(channel, day.isoformat()) or {}
+    paper = deps.store.get_paper(session["paper_id"]) if session.get("paper_id") else None
+    presenter = session.get("presenter")
+    if presenter:
+        who = f"Presenter: {mention(presenter)}" + (", who stepped in" if stepped_in else "")
+    elif stepped_in:
+        who = "Its presenter stepped down; someone else will be asked"
+    else:
+        who = "Presenter: nobody (everyone is away)"
+    if paper is None:
+        text = f"No paper was chosen for {day:%a %-d %b}. {who}."
+    elif spec.mode == cl.PRESENTER_CHOOSES:
+        text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b}. {who}"
+        if session.get("tiebreak") or not (presenter or stepped_in):
+            text += (f".\n_The presenter did not choose by the cutoff, so the candidates were tied: "
+                     f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
+        else:
+            text += "." if stepped_in else ", who chose it."
+    else:
+        text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} ({session.get('votes') or 0} votes). {who}."
+        if session.get("tiebreak"):
+            text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
+    key = f"winner:{day.isoformat()}"
+    return {"channel": channel, "text": bk.fallback_text(text),
+            "blocks": [b.to_dict() for b in bk.club_note_blocks("The reading group has chosen", text)],
+            # The machine's own marker: a redraw (chat.update) keeps the announcement findable by its claim.
+            "metadata": {"event_type": SCHEDULED_EVENT, "event_payload": {"kind": "winner", "key": key}}}
+
+
+def redraw_winner(deps: Deps, client: WebClient | None, channel: str, day: date, *, stepped_in: bool) -> None:
+    """Redraw the session's announcement from the store if it is in the channel (its presenter
+    stepped down, or someone stepped in); a redraw that fails is logged, and the change stands."""
+    spec = cl.club_for(deps.store, channel)
+    posted = deps.store.get_post(channel, f"winner:{day.isoformat()}") or {}
+    if spec is None or posted.get("status") != "posted" or not posted.get("ts") or client is None:
+        return  # no club, not announced yet, or the console
+    try:
+        client.chat_update(**winner_message(deps, channel, day, spec, stepped_in=stepped_in), ts=posted["ts"])
+    except Exception:
+        log.warning("could not redraw the announcement for %s %s", channel, day, exc_info=True)
+
+
+def stepped_down(deps: Deps, client: WebClient | None, channel: str, days) -> None:
+    """After store.club.step_down: the announcements of those sessions no longer name the presenter
+    who left; the next tick asks someone else, and redraws them again naming them."""
+    for day in days:
+        redraw_winner(deps, client, channel, day, stepped_in=True)
+
+
 def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
     """Post the session's agenda now (once; the scheduler's path); its ts."""
     start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
@@ -199,7 +254,8 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
             redraw_agenda(deps, client, channel, day, now)
         return result
     if step == "winner":
-        if not (store.get_club_session(channel, day.isoformat()) or {}).get("paper_id"):
+        before = store.get_club_session(channel, day.isoformat()) or {}
+        if not before.get("paper_id"):
             _propose_if_empty(deps, channel, day, now)  # an agenda the bot was down for proposed nothing
         session = cl.decide(store, channel, day, now)
         paper = store.get_paper(session["paper_id"]) if session.get("paper_id") else None
@@ -210,23 +266,12 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
                 client.chat_update(channel=channel, ts=agenda_ts, text=closed["text"], blocks=closed["blocks"])
             except Exception:
                 log.warning("could not close the agenda for %s %s", channel, day, exc_info=True)
-        who = mention(session["presenter"]) if session.get("presenter") else "nobody (everyone is away)"
-        if paper is None:
-            text = f"No paper was chosen for {day:%a %-d %b}. Presenter: {who}."
-        elif spec.mode == cl.PRESENTER_CHOOSES:
-            text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b}. Presenter: {who}"
-            if session.get("tiebreak") or not session.get("presenter"):
-                text += (f".\n_The presenter did not choose by the cutoff, so the candidates were tied: "
-                         f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
-            else:
-                text += ", who chose it."
-        else:
-            text = (f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} "
-                    f"({session.get('votes') or 0} votes). Presenter: {who}.")
-            if session.get("tiebreak"):
-                text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
-        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                               bk.club_note_blocks("The reading group has chosen", text)]})
+        # A presenter chosen now for a paper announced before: the one announced stepped down
+        # (store.club.step_down keeps the paper), so whoever presents now stepped in.
+        stepped_in = bool(before.get("paper_id")) and not before.get("presenter")
+        result = once(lambda: winner_message(deps, channel, day, spec, stepped_in=stepped_in))
+        if result.status == "already" and session.get("presenter") != before.get("presenter"):
+            redraw_winner(deps, client, channel, day, stepped_in=stepped_in)  # it names who presents now
         if paper is not None:  # reactions on the announcement, and on the agenda from now on, are about it
             _about(store, channel, result.ts, paper.id, now)
             _about(store, channel, agenda_ts, paper.id, now)
