@@ -65,8 +65,8 @@ def check_health(path: str | Path, now: float, max_age: float = DEFAULT_MAX_AGE,
     try:
         try:
             applied, known = store.schema_version()
-        except SchemaError as e:
-            return Health(False, f"{e} (written by a newer paperclub?)")
+        except SchemaError as e:  # its message names both versions and the newer paperclub
+            return Health(False, str(e))
         if applied != known:
             return Health(False, f"database {store.path} is at schema {applied} of {known}: "
                                  "the bot has not started on it with this version")

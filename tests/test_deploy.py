@@ -100,6 +100,17 @@ def test_a_newer_schema_is_unhealthy(live_db):
     assert "m999_from_the_future" in result.message and "newer paperclub" in result.message
 
 
+def test_paperclub_health_says_a_newer_schema_once(live_db, tmp_path):
+    beat(live_db, time.time())
+    _migrations(live_db, "insert into _sqlite_migrations(migration_set, name, applied_at) "
+                         "values ('paperclub', 'm999_from_the_future', 'now')")
+    out = paperclub("health", db=live_db, cwd=tmp_path)
+    assert out.returncode == 1 and not out.stdout
+    [line] = out.stderr.splitlines()
+    assert line.startswith("unhealthy: ") and "m999_from_the_future" in line, line
+    assert line.count("newer") == 1, line
+
+
 def test_an_unmigrated_schema_is_unhealthy(live_db):
     beat(live_db, time.time())
     _migrations(live_db, "delete from _sqlite_migrations where rowid = (select max(rowid) from "
