@@ -35,11 +35,15 @@ class Ctx:
 
     @cached_property
     def settings(self):
-        from .config import BadSetting, load_settings
+        from .config import BadSetting, LogSettings, load_settings
 
         try:
             settings = load_settings()
         except BadSetting as e:
+            # Logging as LOG_FORMAT asks (environment or .env) before saying so: with JSON logs,
+            # this line is JSON too.
+            logs = LogSettings()
+            setup_logging(logs.log_level, logs.log_format)
             raise click.ClickException(str(e)) from None
         if self._db:
             settings.db = self._db

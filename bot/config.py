@@ -16,11 +16,18 @@ def _env(name: str, **kw):
     return Field(validation_alias=AliasChoices(name), **kw)
 
 
-class Settings(BaseSettings):
-    """Every setting paperclub reads; `.env.example` documents each."""
+class LogSettings(BaseSettings):
+    """How paperclub logs: read on their own too, so a bad setting elsewhere is logged as asked."""
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore",
                                       populate_by_name=True)
+
+    log_level: str = _env("LOG_LEVEL", default="INFO")
+    log_format: str = _env("LOG_FORMAT", default="text")
+
+
+class Settings(LogSettings):
+    """Every setting paperclub reads; `.env.example` documents each."""
 
     db: str = _env("PAPERCLUB_DB", default="./paperclub.db")
     # How long `paperclub run` waits for a PostgreSQL server that does not answer yet (a
@@ -48,8 +55,6 @@ class Settings(BaseSettings):
     command: str = _env("PAPERCLUB_COMMAND", default="/paper")
     timezone: str = _env("PAPERCLUB_TIMEZONE", default="UTC")
     catch_up_hours: float = _env("PAPERCLUB_CATCH_UP_HOURS", default=3.0, ge=0)
-    log_level: str = _env("LOG_LEVEL", default="INFO")
-    log_format: str = _env("LOG_FORMAT", default="text")
     llm_url: str | None = _env("PAPERCLUB_LLM_URL", default=None)
     llm_model: str | None = _env("PAPERCLUB_LLM_MODEL", default=None)
     llm_api_key: SecretStr | None = _env("PAPERCLUB_LLM_API_KEY", default=None)

@@ -161,6 +161,28 @@ def test_json_logs_hold_the_fatal_lines_too(tmp_path, fake_slack):
 
 
 @pytest.mark.slow  # starts a process
+def test_a_bad_setting_is_a_json_line_with_log_format_json_and_plain_text_without(tmp_path):
+    bad = {"PAPERCLUB_CATCH_UP_HOURS": "three"}
+    out = paperclub("papers", cwd=tmp_path, LOG_FORMAT="json", **bad)
+    assert out.returncode == 1
+    [record] = json_lines(out.stderr)
+    assert record["level"] == "error" and "PAPERCLUB_CATCH_UP_HOURS" in record["msg"], record
+    assert record["msg"].startswith("bad setting in the environment or .env")
+
+    (tmp_path / ".env").write_text("LOG_FORMAT=json\nPAPERCLUB_CATCH_UP_HOURS=three\n")  # both from .env
+    out = paperclub("papers", cwd=tmp_path)
+    assert out.returncode == 1
+    [record] = json_lines(out.stderr)
+    assert "PAPERCLUB_CATCH_UP_HOURS" in record["msg"], record
+
+    (tmp_path / ".env").unlink()
+    out = paperclub("papers", cwd=tmp_path, **bad)
+    assert out.returncode == 1
+    [line] = out.stderr.splitlines()
+    assert line.startswith("Error: bad setting in the environment or .env: PAPERCLUB_CATCH_UP_HOURS"), line
+
+
+@pytest.mark.slow  # starts a process
 def test_swapped_or_wrong_kind_tokens_stop_the_start_with_a_line_that_names_the_fix(tmp_path):
     for bot, app, says in [(APP_TOKEN, BOT_TOKEN, "are swapped"),
                            (APP_TOKEN, APP_TOKEN, "SLACK_BOT_TOKEN is not a bot token"),
