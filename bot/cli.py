@@ -539,9 +539,8 @@ def reparse(c: Ctx, no_embed):
 def backup(c: Ctx, path, force):
     """Write a consistent, verified copy of the live database to PATH (safe while the bot runs).
 
-    Restore: stop the bot, copy the backup over PAPERCLUB_DB, delete PAPERCLUB_DB-wal and
-    PAPERCLUB_DB-shm if present, append the newest backup's PATH.forgotten to
-    PAPERCLUB_DB.forgotten (forget-me requests made since), start the bot.
+    The forget-me list goes inside it and beside it (PATH.forgotten). Restore with
+    `paperclub restore PATH`.
     """
     from .health import backup_database
 
@@ -550,6 +549,32 @@ def backup(c: Ctx, path, force):
         raise click.ClickException(f"the folder {folder} does not exist: create it first "
                                    f"(mkdir -p {folder}) or give another PATH.")
     click.echo(str(backup_database(c.settings.db, path, force=force)))
+
+
+@cli.command()
+@click.argument("backup_path", metavar="BACKUP", type=click.Path(exists=True, dir_okay=False))
+@click.option("--forgotten", "lists", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              metavar="LIST", help="A forget-me list kept elsewhere (another backup's BACKUP.forgotten); "
+                                   "every *.forgotten beside BACKUP is read anyway. Repeatable.")
+@click.option("--force", is_flag=True, help="Restore even though the bot looks to be running.")
+@pass_ctx
+def restore(c: Ctx, backup_path, lists, force):
+    """Put BACKUP (made by `paperclub backup`) in place of the database; stop the bot first.
+
+    Members who ran forget-me stay forgotten: the live database's list, BACKUP's own and every
+    *.forgotten beside BACKUP (the newest backup's knows the latest requests) are kept, and
+    the restored database forgets them again. Then start the bot.
+    """
+    from store import database_address, is_server_database, restore_database
+
+    from .health import bot_running
+
+    db = c.settings.db
+    # PostgreSQL is refused by restore_database itself, before any connection is tried.
+    if not force and not is_server_database(db) and (why := bot_running(db, time.time())):
+        raise click.ClickException(f"the bot looks to be running on {database_address(db)}: {why}. Stop it first "
+                                   "(docker compose stop bot), or pass --force if it is not running.")
+    click.echo(str(restore_database(backup_path, db, lists=lists)))
 
 
 @cli.command()

@@ -1,4 +1,5 @@
-"""Operations: is the bot healthy (`paperclub health`), and verified backups (`paperclub backup`).
+"""Operations: is the bot healthy (`paperclub health`), verified backups (`paperclub backup`),
+and whether the bot looks to be running before a restore (`paperclub restore`).
 
 Both open an existing database only: a health check or a backup that quietly
 created an empty file would report on the wrong thing. Neither imports torch,
@@ -10,15 +11,15 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from store import BackupResult, SchemaError, Store, StoreError, is_server_database, open_store
+from store import BackupResult, SchemaError, Store, StoreBusy, StoreError, is_server_database, open_store
 from store.text import parse_number
 
 from .lease import SWEEP_LEASE
-from .replica import (HEARTBEAT_BY_KEY, HEARTBEAT_KEY, REPLICA_ON_KEY, beat_times, forget_silent_replicas,
-                      process_identity, write_heartbeat)
+from .replica import (ALIVE_SECONDS, HEARTBEAT_BY_KEY, HEARTBEAT_KEY, REPLICA_ON_KEY, beat_times,
+                      forget_silent_replicas, process_identity, write_heartbeat)
 
-__all__ = ["Health", "BackupResult", "check_health", "backup_database", "open_existing", "failing_feeds",
-           "forget_silent_replicas", "write_heartbeat"]
+__all__ = ["Health", "BackupResult", "check_health", "backup_database", "bot_running", "open_existing",
+           "failing_feeds", "forget_silent_replicas", "write_heartbeat"]
 
 DEFAULT_MAX_AGE = 45.0  # the bot beats every 10 s while connected: 45 s is four missed beats
 
@@ -134,3 +135,33 @@ def backup_database(source: str | Path, target: str | Path, *, force: bool = Fal
         return live.backup_to(target, force=force)
     finally:
         live.close()
+
+
+def bot_running(path: str | Path, now: float) -> str | None:
+    """Why a bot looks to be running on the database at path (a live sweeps lease, a heartbeat
+    written in the last ALIVE_SECONDS by a process not known to have stopped); None if none does."""
+    if not is_server_database(path) and not Path(path).is_file():
+        return None
+    try:
+        store = open_existing(path)
+        try:
+            lease = store.lease_holder(SWEEP_LEASE, now=now)
+            meta = store.meta_items(HEARTBEAT_KEY)
+        finally:
+            store.close()
+    except StoreBusy as e:  # held by another writer: a running bot, most likely
+        return f"the database is busy ({e})"
+    except StoreError:  # unreadable (damaged?): no bot runs on it, and the restore is what it needs
+        return None
+    if lease is not None:
+        return (f"replica {lease['holder']} holds the sweeps lease (for {max(lease['expires_at'] - now, 0):.0f} s "
+                "more unless renewed)")
+    for key, value in sorted(meta.items(), key=lambda kv: (kv[0] == HEARTBEAT_KEY, kv[0])):  # replicas by name first
+        if key != HEARTBEAT_KEY and not key.startswith(HEARTBEAT_KEY + ":"):
+            continue  # heartbeat_by:..., whose values name processes, not times
+        beat, _ = beat_times(value)
+        by = meta.get(HEARTBEAT_BY_KEY + key[len(HEARTBEAT_KEY):])
+        if beat is not None and now - beat < ALIVE_SECONDS and not (by and _writer_gone(by)):
+            who = f"replica {key[len(HEARTBEAT_KEY) + 1:]}" if key != HEARTBEAT_KEY else "the bot"
+            return f"{who} wrote its heartbeat {max(now - beat, 0):.0f} s ago"
+    return None

@@ -11,9 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .backends import database_address, database_unreachable, open_store
+from .backends import database_address, database_unreachable, open_store, restore_database
 from .backends.conninfo import is_server_database
-from .base import BackupResult, Store
+from .base import BackupResult, RestoreResult, Store
 from .errors import EmptyQuery, IngestError, LeaseLost, NewerSchema, NoDatabase, PaperNotFound, ReadOnlyStorage, SchemaError, StoreBusy, StoreError
 from .paper import Paper
 from .posts import PostStatus
@@ -46,7 +46,8 @@ _LAZY = {
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
 
 __all__ = [
-    "open_store", "is_server_database", "database_unreachable", "database_address", "Store", "BackupResult",
+    "open_store", "restore_database", "is_server_database", "database_unreachable", "database_address", "Store",
+    "BackupResult", "RestoreResult",
     "Paper", "PostStatus", "StoreError", "StoreBusy", "PaperNotFound", "IngestError", "SchemaError", "NewerSchema",
     "ReadOnlyStorage", "EmptyQuery", "LeaseLost", "NoDatabase",
     *_WHERE,

@@ -29,6 +29,24 @@ class BackupResult:
                 f"({self.size / 1e6:.1f} MB, schema {self.schema[0]}/{self.schema[1]}, integrity ok)")
 
 
+@dataclass(frozen=True)
+class RestoreResult:
+    """What a restore put in place, and the forget-me list it kept."""
+
+    path: Path
+    papers: int
+    schema: tuple[int, int]
+    listed: int  # members on the forget-me list now
+    forgotten: int  # of them, how many the restored database still named (forgotten again)
+    lists: tuple[Path, ...]  # the list files read besides the database's own
+
+    def __str__(self) -> str:
+        read = f" (lists read: {', '.join(p.name for p in self.lists)})" if self.lists else ""
+        return (f"Restored {self.papers} papers to {self.path} (schema {self.schema[0]}/{self.schema[1]}, "
+                f"integrity ok); {self.listed} members on the forget-me list, {self.forgotten} of them "
+                f"forgotten again{read}")
+
+
 @runtime_checkable
 class Store(Protocol):
     """The paperclub database. Safe to share across threads; every method is one unit of work."""

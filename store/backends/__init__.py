@@ -8,7 +8,7 @@ from ..errors import StoreError
 from .conninfo import is_server_database, redact
 
 if TYPE_CHECKING:
-    from ..base import Store
+    from ..base import RestoreResult, Store
 
 _SQLITE_PREFIX = "sqlite:///"
 
@@ -36,6 +36,23 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     from .sqlite import SQLiteStore
 
     return SQLiteStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
+
+
+def restore_database(backup: str | Path, url: str | Path, *, lists=()) -> RestoreResult:
+    """`paperclub restore`: put a backup made by `paperclub backup` in place of the SQLite
+    database at url, keeping every forget-me request (sqlite.restore_sqlite)."""
+    text = str(url)
+    if is_server_database(text):  # backup_to makes no PostgreSQL backups: pg_dump does
+        raise StoreError(f"paperclub restore puts back SQLite backups made by `paperclub backup`; "
+                         f"{redact(text)} is PostgreSQL: restore your pg_dump with pg_restore and keep the "
+                         "newest forget-me list, as docs/scaling.md shows")
+    if text.startswith(_SQLITE_PREFIX):
+        text = text[len(_SQLITE_PREFIX):]
+    if not text or text == ":memory:" or "://" in text:
+        raise StoreError(f"cannot restore into {redact(text) or ':memory:'!r}: give the database's file path")
+    from .sqlite import restore_sqlite
+
+    return restore_sqlite(backup, text, lists=lists)
 
 
 def database_unreachable(url: str | Path) -> str | None:

@@ -22,7 +22,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import sqlite_utils
 
-from ..base import BackupResult
+from ..base import BackupResult, RestoreResult
 from ..errors import NewerSchema, NoDatabase, ReadOnlyStorage, StoreBusy, StoreError
 from ..text import member_hash
 from .rows import JSON_FIELDS as _JSON_FIELDS, newer_schema_line
@@ -35,6 +35,7 @@ CACHE_BUSY_MS = 100  # a cache write waits at most this long for another writer,
 # The FTS columns in m001's order; lexical_search weights are given in this order.
 LEXICAL_FIELDS = ("short_name", "headline", "title", "abstract")
 _PHRASE = re.compile(r"[^\W_]+(?: [^\W_]+)*", re.UNICODE)
+_LISTED = re.compile(r"[0-9a-f]{64}")  # a line of a forget-me list: store.text.member_hash
 
 
 def match_expression(phrases: Sequence[str]) -> str | None:
@@ -548,3 +549,84 @@ def _unwritable(db: str) -> str | None:
                     f"{os.getuid()}). Make it writable by that uid (for a Docker volume: "
                     f"chown -R {os.getuid()} on it), or point PAPERCLUB_DB at a writable path.")
     return None
+
+
+def read_forgotten_list(path: Path) -> set[str]:
+    """The hashes in a forget-me list file (PATH.forgotten); StoreError if it is not one."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="ascii").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise StoreError(f"{path} is not a forget-me list (it is not text: a database?); "
+                         "nothing was restored") from None
+    except OSError as e:
+        raise StoreError(f"cannot read the forget-me list {path}: {e.strerror or e}") from None
+    bad = next((n for n, line in enumerate(lines, 1) if not _LISTED.fullmatch(line)), None)
+    if bad is not None:
+        raise StoreError(f"{path} is not a forget-me list (line {bad} is not a member's hash); nothing was restored")
+    return set(lines)
+
+
+def restore_sqlite(backup: str | Path, target: str | Path, *, lists: Iterable[str | Path] = ()) -> RestoreResult:
+    """Put a verified copy of `backup` (made by backup_to) in place of the database at target,
+    keeping every forget-me request, then migrate it and forget again everyone listed.
+
+    The list kept is everything known: the live database's (its file and table), the backup's
+    own (inside it and beside it), every *.forgotten list in the backup's folder (the other
+    backups kept with it: the newest knows the latest requests) and each of `lists`. It goes
+    into target.forgotten, which the restored database merges and re-applies as at every start
+    (reapply_forgotten). Nothing changes at target until the copy has passed its checks.
+    """
+    backup, target = Path(backup), Path(target)
+    if not backup.is_file():
+        raise NoDatabase(f"no backup at {backup}")
+    if target.exists() and backup.resolve() == target.resolve():
+        raise StoreError(f"{backup} is the database itself: give a backup made by `paperclub backup`")
+    beside = sorted(p for p in backup.absolute().parent.glob("*.forgotten") if not p.name.startswith("."))
+    read = [Path(p) for p in dict.fromkeys([*beside, *map(Path, lists)])]
+    listed: set[str] = set()
+    for path in read:
+        listed |= read_forgotten_list(path)
+    tmp = target.with_name(f".{target.name}.restore-{os.getpid()}")
+    try:
+        if target.is_file():  # the live list, its table included (a restore from a fresh volume has none)
+            live = SQLiteStore(target, migrate=False)
+            try:
+                listed |= live.forgotten_hashes()
+            except StoreError:  # a damaged database (the reason to restore): its file beside it still counts
+                listed |= live._forgotten_in_file()
+            finally:
+                live.close()
+        _remove_db_files(tmp)
+        source = SQLiteStore(backup, migrate=False)
+        try:
+            source.schema_version()  # a newer paperclub's backup is refused here (NewerSchema), untouched
+            listed |= source.forgotten_hashes()
+            dest = sqlite3.connect(str(tmp))
+            try:
+                source.db.conn.backup(dest)
+            finally:
+                dest.close()
+        finally:
+            source.close()
+        SQLiteStore._verify(tmp, target)
+        own = Path(f"{target}.forgotten")
+        # The list first, then the database: a crash between leaves the old database with a
+        # longer list, never the restored one without it. The old -wal/-shm belong to the old file.
+        missing = sorted(listed - (read_forgotten_list(own) if own.exists() else set()))
+        if missing:
+            _append_durably(own, missing)
+        for side in ("-wal", "-shm"):
+            Path(f"{target}{side}").unlink(missing_ok=True)
+        os.replace(tmp, target)
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError(f"cannot restore {backup} to {target}: {getattr(e, 'strerror', None) or e}") from None
+    finally:
+        _remove_db_files(tmp)
+    restored = SQLiteStore(target, migrate=False)
+    try:  # what every start does (SQLiteStore.__init__), here to count the members forgotten again
+        restored.migrate()
+        again = restored.reapply_forgotten()
+        return RestoreResult(target, restored.count_papers(), restored.schema_version(),
+                             len(restored.forgotten_hashes()), again, tuple(read))
+    finally:
+        restored.close()
