@@ -38,6 +38,7 @@ class FakePaper:
     venue: str | None = None
     keywords: list[str] = field(default_factory=list)
     pdate: datetime | None = None
+    tmdate: datetime | None = None  # OpenReview's last change (an edit, a decision); pdate when None
 
     @property
     def primary(self) -> str:
@@ -151,7 +152,7 @@ def or_note(p: FakePaper) -> dict:
     ms = int((p.pdate or p.published).timestamp() * 1000)
     return {
         "id": p.forum, "forum": p.forum, "number": abs(hash(p.forum)) % 20000, "cdate": ms - 86400000, "pdate": ms,
-        "mdate": ms, "invitations": [f"{p.venueid}/-/Submission", f"{p.venueid}/-/Post_Submission"],
+        "mdate": ms, "tcdate": ms - 86400000, "tmdate": _tmdate(p), "invitations": [f"{p.venueid}/-/Submission", f"{p.venueid}/-/Post_Submission"],
         "domain": p.venueid, "readers": ["everyone"], "signatures": [f"{p.venueid}/Submission1/Authors"],
         "content": {
             "title": {"value": p.title}, "abstract": {"value": p.abstract},
@@ -160,6 +161,10 @@ def or_note(p: FakePaper) -> dict:
             "pdf": {"value": f"/pdf/{p.forum}.pdf"}, "primary_area": {"value": "unsupervised learning"},
         },
     }
+
+
+def _tmdate(p: FakePaper) -> int:
+    return int((p.tmdate or p.pdate or p.published).timestamp() * 1000)
 
 
 # -- the server -------------------------------------------------------------------------------
@@ -362,6 +367,10 @@ class FakeSources:
         inv = q.get("invitation")
         hits = [p for p in self.notes if (venue and p.venueid == venue)
                 or (inv and inv == f"{p.venueid}/-/Submission")]
+        if q.get("sort") in ("tmdate:desc", "tmdate:asc"):  # API v2 sorts by a date field, either way
+            hits.sort(key=_tmdate, reverse=q["sort"].endswith("desc"))
+        elif "sort" in q:
+            return 400, json.dumps({"name": "ValidationError", "message": f"sort {q['sort']!r} is not supported here"})
         off, lim = int(q.get("offset", 0)), int(q.get("limit", 1000))
         return json.dumps({"notes": [or_note(p) for p in hits[off : off + lim]], "count": len(hits)})
 

@@ -6,7 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
@@ -216,6 +216,31 @@ def test_openreview_pages_with_limit_and_offset(fake, sources, db):
     harvest_openreview(db, sources, "ICLR.cc/2026/Conference/-/Submission", EMB, now=NOW, page_size=10)
     assert fake.calls("/notes")[0]["invitation"] == "ICLR.cc/2026/Conference/-/Submission"
     assert db.count_papers() == 7
+
+
+def test_a_venue_read_again_asks_only_for_the_notes_changed_since_its_last_read(fake, sources, db):
+    """The nightly poll of a venue of thousands of notes reads the pages changed since the last whole
+    read (newest change first), not the venue again; a note accepted since then comes, though OpenReview
+    created it months ago (its decision is a change)."""
+    venue = "ICLR.cc/2026/Conference"
+    fake.notes = on_openreview(make_papers(9, seed=4), venueid=venue)
+    for i, n in enumerate(fake.notes):  # decided one a day
+        n.tmdate = datetime(2026, 11, 20, tzinfo=timezone.utc) + timedelta(days=i)
+    harvest_openreview(db, sources, venue, EMB, now=NOW, page_size=3, restart=True, only_new=True)
+    first = fake.calls("/notes")
+    assert [int(q["offset"]) for q in first] == [0, 3, 6] and db.count_papers() == 9
+    accepted = on_openreview(make_papers(1, seed=11, prefix="2609"), venueid=venue)[0]
+    accepted.forum, accepted.tmdate = "Acc3ptedX9", datetime(2026, 12, 1, 20, tzinfo=timezone.utc)  # made in September
+    fake.notes.append(accepted)
+    fake.requests.clear()
+    r = harvest_openreview(db, sources, venue, EMB, now=NOW + 86400, page_size=3, restart=True, only_new=True)
+    assert len(fake.calls("/notes")) == 1 < len(first)
+    assert r.added == 1 and db.count_papers() == 10
+    key = f"ext:openreview:{accepted.forum.lower()}"
+    assert db.lookup_keys([key])[key][0] in db.announced_since(0, [f"openreview:{venue}"])
+    fake.requests.clear()  # the CLI's --restart still reads the whole venue
+    harvest_openreview(db, sources, venue, EMB, now=NOW + 86400, page_size=3, restart=True)
+    assert len(fake.calls("/notes")) == 4
 
 
 def test_the_same_paper_from_rss_api_openreview_and_a_link_is_one_row(fake, sources, db):

@@ -201,32 +201,57 @@ def _catch_up(store: Store, sources: Sources, category: str, embedder: Embedder 
 
 
 # -- OpenReview: a venue ---------------------------------------------------------------------
+# How far before the last read's newest change a read of only the new notes goes on reading: a note's
+# tmdate is stamped when its write begins, and one that took a while may become visible after a later one.
+CHANGE_OVERLAP_MS = 3_600_000
+
+
 def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Embedder | None, *, now: float,
-                       page_size: int = openreview.PAGE_SIZE, restart: bool = False,
+                       page_size: int = openreview.PAGE_SIZE, restart: bool = False, only_new: bool = False,
                        progress: Callable[[int, int], None] | None = None) -> IngestResult:
-    """Every note of a venue, page by page; an interrupted run resumes at its page."""
+    """Every note of a venue, last changed first, page by page; an interrupted run resumes at its page.
+
+    With `only_new` (the nightly poll), once the venue has been read whole, only the notes changed
+    since that read's newest change are asked for: pages stop at the first one reaching back past it.
+    A change and not a creation date (`mintcdate`), because a paper joins a venue's accepted papers by
+    its decision, months after it was created."""
     if not openreview.valid_venue(venue):
         raise SourceError(f"{venue!r} is not an OpenReview venue id (e.g. ICLR.cc/2026/Conference)")
     source = f"openreview:{venue}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
-    offset = 0 if restart or cur.get("done") else cur.get("offset", 0)
+    # `mark`: the newest change (ms) a whole read (or a read of the new ones since) saw on its first page,
+    # which, newest first, is the newest of the venue's when it began.
+    mark = cur.get("mark") if cur.get("done") else None
+    since = mark - CHANGE_OVERLAP_MS if only_new and isinstance(mark, int) else None
+    offset = 0 if restart or since is not None or cur.get("done") else cur.get("offset", 0)
+    first_mark = cur.get("next_mark") if offset else None  # resuming a whole read: its first page's
     # A note is news on OpenReview when its paper is new to the store. The keys of the new ones are
     # written down before they are ingested and dropped once they are announced, so a run killed in
     # between (a page's ingest takes a while) leaves them for the next run to announce, which would
     # otherwise find them stored and take them for the library's.
     pending = set(cur.get("pending") or ())
+
+    def cursor(**kw) -> dict:
+        # A read of the new ones leaves the whole read's cursor (offset, done, mark) as it was.
+        base = dict(cur) if since is not None else kw
+        base.pop("pending", None)
+        return {**base, **({"pending": sorted(pending)} if pending else {})}
+
     result = IngestResult()
     try:
         for at, page in openreview.note_pages(sources.openreview_fetcher, venue, offset=offset,
-                                              page_size=page_size, base=sources.openreview_api):
+                                              page_size=page_size, base=sources.openreview_api,
+                                              newest_first=True):
+            if at == 0 and page.changed:  # newest first: the venue's newest change as this read began
+                first_mark = page.changed[1]
             keys = {i: set(external_ids(r)) for i, r in enumerate(page.records)}
             ids = paper_ids(store, page.records)  # before: which are new to the store
             new = {i for i in keys if i not in ids or keys[i] & pending}
             new_keys = {k for i in new for k in keys[i]}
             if new_keys - pending:
                 pending |= new_keys
-                store.update_source(source, now=now, cursor={"offset": at, "count": page.count, "done": False,
-                                                             "pending": sorted(pending)})
+                store.update_source(source, now=now, cursor=cursor(offset=at, count=page.count, done=False,
+                                                                   next_mark=first_mark))
             ingest_batch(store, page.records, embedder, now=now, result=result)
             after = paper_ids(store, page.records)
             name = announce_source("openreview", venue)
@@ -234,14 +259,19 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
                                  for i, pid in after.items() if i in new)
             pending -= new_keys
             nxt = at + page.notes
-            store.update_source(source, now=now, cursor={"offset": nxt, "count": page.count,
-                                                         "done": page.notes == 0 or nxt >= page.count,
-                                                         **({"pending": sorted(pending)} if pending else {})})
+            done = page.notes == 0 or nxt >= page.count
+            store.update_source(source, now=now, cursor=cursor(
+                offset=nxt, count=page.count, done=done,
+                **({"mark": first_mark} if done and first_mark is not None else {"next_mark": first_mark})))
             if progress:
                 progress(page.notes, page.count)
+            if since is not None and page.changed and page.changed[0] < since:
+                break  # the rest of the venue is as the last read left it
     except SourceError as e:
         _failing(store, source, e, now)
         raise
+    if since is not None and first_mark is not None and first_mark > mark:
+        store.update_source(source, now=now, cursor={**cursor(), "mark": first_mark})
     store.update_source(source, now=now, ok=True)
     return result
 
@@ -288,7 +318,7 @@ def poll_feed(store: Store, sources: Sources, kind: str, target: str, embedder: 
     """Poll one feed once; a short word for the log."""
     if kind == "arxiv":
         return poll_arxiv(store, sources, target, embedder, now=now)[0]
-    harvest_openreview(store, sources, target, embedder, now=now, restart=True)
+    harvest_openreview(store, sources, target, embedder, now=now, restart=True, only_new=True)
     return "read"
 
 

@@ -17,6 +17,7 @@ from .http import Fetcher, SourceError
 DEFAULT_API = "https://api2.openreview.net"
 MIN_INTERVAL = 1.0
 PAGE_SIZE = 1000
+NEWEST_FIRST = "tmdate:desc"  # a note's last change (true modification date): a decision is one too
 _FORUM_URL = re.compile(r"openreview\.net/(?:forum|pdf)\?(?:.*&)?id=([\w-]+)", re.I)
 _FORUM_ID = re.compile(r"^[A-Za-z0-9_-]{8,16}$")
 # Path segments that start with a letter or digit ('..' and '.' are not), or the '-' of an
@@ -63,6 +64,11 @@ def _seconds(ms) -> float | None:
     return ms / 1000
 
 
+def _ms(ms) -> int | None:
+    """A plausible OpenReview time in milliseconds, as it came; None for anything else."""
+    return int(ms) if _seconds(ms) is not None else None
+
+
 def _year(ms) -> int | None:
     at = _seconds(ms)
     return datetime.fromtimestamp(at, timezone.utc).year if at is not None else None
@@ -97,6 +103,7 @@ class NotesPage:
     count: int
     notes: int  # notes on the page, with or without an abstract: what the offset advances by
     dates: dict[str, float]  # forum id -> pdate (or cdate), epoch seconds
+    changed: tuple[int, int] | None = None  # (oldest, newest) tmdate on the page, ms; None when none has one
 
 
 def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
@@ -109,10 +116,12 @@ def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
         raise SourceError(f"{what}: JSON nested too deep") from None
     if not isinstance(data, dict) or not isinstance(data.get("notes"), list):
         raise SourceError(f"{what}: expected {{'notes': [...], 'count': N}}")
-    records, dates = [], {}
+    records, dates, changed = [], {}, []
     for note in data["notes"]:
         if not isinstance(note, dict):
             raise SourceError(f"{what}: a note is not an object")
+        if (tm := _ms(note.get("tmdate"))) is not None:
+            changed.append(tm)
         rec = note_record(note)
         if rec:
             records.append(rec)
@@ -121,7 +130,7 @@ def parse_notes(text: str, what: str = "OpenReview") -> NotesPage:
                 dates[rec.url.rsplit("=", 1)[-1]] = at
     count = data.get("count")
     count = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else len(data["notes"])
-    return NotesPage(records, count, len(data["notes"]), dates)
+    return NotesPage(records, count, len(data["notes"]), dates, (min(changed), max(changed)) if changed else None)
 
 
 def venue_params(venue: str) -> dict:
@@ -130,12 +139,14 @@ def venue_params(venue: str) -> dict:
 
 
 def note_pages(fetcher: Fetcher, venue: str, *, offset: int = 0, page_size: int = PAGE_SIZE,
-               base: str = DEFAULT_API, until: float | None = None):
+               base: str = DEFAULT_API, until: float | None = None, newest_first: bool = False):
     """(offset, NotesPage) for each page of a venue's notes from `offset` until exhausted (each asked
-    by `until` when a member waits: `Fetcher.get`)."""
+    by `until` when a member waits: `Fetcher.get`); with `newest_first`, the last changed first."""
     url = base.rstrip("/") + "/notes"
+    order = {"sort": NEWEST_FIRST} if newest_first else {}
     while True:
-        resp = fetcher.get(url, {**venue_params(venue), "limit": page_size, "offset": offset}, until=until)
+        resp = fetcher.get(url, {**venue_params(venue), **order, "limit": page_size, "offset": offset},
+                           until=until)
         if resp.status_code >= 400:
             raise SourceError(f"OpenReview answered HTTP {resp.status_code} for {venue!r}")
         page = parse_notes(resp.text)
