@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from store import broad_interests
+from store import StoreError, broad_interests
 from store import feedback as fb
 from store.calibrate import calibration_round
 
@@ -29,11 +29,11 @@ log = logging.getLogger(__name__)
 
 def interests_broad(deps: Deps, rows: list[dict]) -> list[bool]:
     """Whether each interest (`rows`, as the store lists them) is as wide as the library
-    (store.broad_interests); all False where the library can't be read: what is said of them stands
-    either way."""
+    (store.broad_interests); all False where the library can't be read (StoreError, StoreBusy among
+    them): what is said of them stands either way. A fault of ours is not taken for that."""
     try:
         return broad_interests(deps.store, deps.searcher, rows, deps.pick)
-    except Exception:
+    except StoreError:
         log.warning("could not tell how broad the interests are", exc_info=True)
         return [False] * len(rows)
 
