@@ -62,16 +62,17 @@ def _member_zone(deps: Deps, user: str | None) -> str | None:
         return None
 
 
-def _posted_days(deps: Deps, channel: str, now) -> set:
-    """The local dates (any zone's: from two days back) whose paper of the day is out or said to be
-    none: a fire on one of them posts nothing."""
-    since = (now - timedelta(days=2)).date().isoformat()
-    return {date.fromisoformat(d) for d, status in deps.store.post_days(channel, since).items()
-            if status in DAY_DONE}
+def _recent_days(deps: Deps, channel: str, now) -> dict[str, str]:
+    """Day -> status of the channel's daily posts from two days back (today in any zone among them)."""
+    return deps.store.post_days(channel, (now - timedelta(days=2)).date().isoformat())
 
 
-def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now) -> str:
-    return bk.esc(describe_next(spec, now, _posted_days(deps, channel, now)))
+def _next_post(deps: Deps, channel: str, spec: ScheduleSpec, now, days: dict[str, str] | None = None) -> str:
+    """When the next post goes out: a fire on a day whose paper is out or said to be none (`days`, as
+    `_recent_days` reads them) posts nothing."""
+    days = _recent_days(deps, channel, now) if days is None else days
+    done = {date.fromisoformat(d) for d, status in days.items() if status in DAY_DONE}
+    return bk.esc(describe_next(spec, now, done))
 
 
 def _refused(error: str | None) -> str:
@@ -81,11 +82,9 @@ def _refused(error: str | None) -> str:
             "and I post again")
 
 
-def _last_refused(deps: Deps, channel: str, now) -> str | None:
-    """A line on the channel's latest daily post when Slack refused it for this channel, else None."""
-    since = (now - timedelta(days=2)).date().isoformat()
-    days = sorted(deps.store.post_days(channel, since), reverse=True)
-    row = deps.store.get_post(channel, days[0]) if days else None
+def _last_refused(deps: Deps, channel: str, days: dict[str, str]) -> str | None:
+    """A line on the channel's latest daily post (of `days`) when Slack refused it for this channel, else None."""
+    row = deps.store.get_post(channel, max(days)) if days else None
     if not refused(row):
         return None
     return f"{date.fromisoformat(row['day']):%a %-d %b}'s paper could not be posted: {_refused(row['error'])}."
@@ -94,8 +93,9 @@ def _last_refused(deps: Deps, channel: str, now) -> str | None:
 def _schedule_shown(deps: Deps, channel: str, spec: ScheduleSpec, now, said: str) -> Reply:
     """A channel's schedule, privately: `said` (mrkdwn, escaped), then when the next post goes out
     (and why the last one is missing, when Slack refused it for this channel)."""
-    text = f"{said}\nNext post: {_next_post(deps, channel, spec, now)}."
-    refused = _last_refused(deps, channel, now)
+    days = _recent_days(deps, channel, now)  # read once, for both lines
+    text = f"{said}\nNext post: {_next_post(deps, channel, spec, now, days)}."
+    refused = _last_refused(deps, channel, days)
     if refused:
         text += f"\n:warning: {refused}"
     return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
