@@ -77,7 +77,9 @@ def home_reading(deps: Deps, user_id: str) -> list[Block]:
         for r in recent:
             paper = papers.get(r["paper_id"])
             name = bk.esc(paper.short_name if paper else r["paper_id"])
-            where = f" in <#{r['channel']}>" if r["channel"][:1] in "CG" else ""
+            # A public or private channel links there; a DM, the console or no channel at all (a press
+            # Slack named none for) has nowhere to link: `"" in "CG"` once gave "in <#>".
+            where = f" in <#{r['channel']}>" if (r["channel"] or "").startswith(("C", "G")) else ""
             lines.append(f"{fb.emoji_text(r['base'])} on *{name}*{where}, {day_label(r['event_ts'], zone)}")
         blocks += [DividerBlock(), bk.header("Your recent reactions"), bk.section("\n".join(lines)),
                    bk.context(f"They steer the paper of the day. {code(deps.command + ' forget-me')} deletes them.")]

@@ -103,3 +103,28 @@ def test_a_weeks_digest_is_the_channels_last_seven_dates_in_its_own_zone(fake_sl
     assert "2 papers posted" in digest, digest
     assert bk.esc(seventh.short_name) in digest and bk.esc(early_share.short_name) in digest
     assert bk.esc(eighth.short_name) not in digest and bk.esc(late_share.short_name) not in digest
+
+
+def test_home_lists_a_verdict_given_outside_a_channel_without_a_broken_channel_link(world):  # noqa: F811
+    """A For me pressed where Slack names no channel (a card in a DM with the app, a view) was listed
+    in App Home as "on *X* in <#>", a link to nowhere; now it names the paper and the day, and a
+    verdict given in a channel still links there."""
+    app, fake, store = world
+    nowhere, in_dm, in_channel = store.list_papers(limit=3)
+    for paper, channel in ((nowhere, None), (in_dm, "D0DM"), (in_channel, CH)):
+        url = fake.new_response_url(channel=channel or CH, user="UANN")
+        body = block_action_body(bk.ACTION_MORE, paper.id, url, user="UANN", channel=channel or "")
+        if channel is None:
+            del body["channel"], body["container"]["channel_id"]
+        assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+        assert "Noted" in text_of(fake.responses(url)[0])
+    event = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHome", "event_time": 1,
+             "event": {"type": "app_home_opened", "user": "UANN", "tab": "home", "channel": "D0DM"}}
+    assert app.dispatch(BoltRequest(body=event, mode="socket_mode")).status == 200
+    lines = [ln for b in fake.wait_for(lambda: fake.home_view("UANN"))["blocks"] if b["type"] == "section"
+             for ln in b["text"]["text"].splitlines() if " on *" in ln]
+    assert len(lines) == 3, lines
+    line = {p.id: next(ln for ln in lines if f"*{bk.esc(p.short_name)}*" in ln) for p in (nowhere, in_dm, in_channel)}
+    assert "<#" not in line[nowhere.id] and "&lt;#" not in line[nowhere.id]
+    assert "<#" not in line[in_dm.id]
+    assert f"in <#{CH}>" in line[in_channel.id]
