@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from slack_sdk.errors import SlackApiError
 
 from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
+from store.schedule import check_timezone
 from store.text import member_tag
 
 from . import blocks as bk
@@ -38,6 +39,22 @@ MAX_INPUT_CHARS = 1000  # longer text is cut (a pasted abstract still finds its 
 ECHO_CHARS = 80  # what a reply repeats of a query or topic: enough to recognise it
 RESULTS = 5
 CLOSEST = 2  # offered, as the closest, when nothing is a good match
+
+
+def member_zone(deps: Deps, user: str | None) -> str | None:
+    """The member's time zone as their Slack profile has it (users.info, cached in
+    `deps.member_zones`), or None: no Slack here (the console), no zone, or Slack would not say."""
+    if deps.slack is None or not user:
+        return None
+    def ask(member: str) -> str | None:
+        zone = (deps.slack.users_info(user=member).get("user") or {}).get("tz")
+        return check_timezone(zone) if zone else None
+
+    try:
+        return deps.member_zones.get(user, deps.clock().timestamp(), ask)
+    except Exception:  # no scope, an API error, a zone we do not know: the caller's default
+        log.info("no time zone for %s from users.info; using the default", member_tag(user))
+        return None
 
 
 def channel_of(call: Call) -> str:

@@ -1,7 +1,6 @@
 """/paper schedule and /paper today: when a channel's paper of the day posts, and today's pick."""
 from __future__ import annotations
 
-import logging
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,6 @@ from store.schedule import (
     ScheduleError,
     ScheduleSpec,
     channel_tz,
-    check_timezone,
     describe_next,
     is_off,
     local_today,
@@ -21,7 +19,6 @@ from store.schedule import (
     parse_schedule,
     post_date,
 )
-from store.text import member_tag
 
 from . import blocks as bk
 from .posting import channel_gone, refused
@@ -33,6 +30,7 @@ from .commands import (
     admins_only,
     channel_of,
     is_admin,
+    member_zone,
     paper_summary,
     problem_reply,
 )
@@ -40,26 +38,11 @@ from .commands import (
 if TYPE_CHECKING:
     from .deps import Deps
 
-log = logging.getLogger(__name__)
-
-
 # -- /paper schedule --------------------------------------------------------------------------
 def _schedule_usage(deps: Deps, current: ScheduleSpec | None = None) -> str:
     """How to set a time, and how to turn the post off when there is one (`current`) to turn off."""
     usage = code(deps.command + " schedule 09:30 Europe/Berlin weekdays")
     return f"{usage} or {code(deps.command + ' schedule off')}" if current else usage
-
-
-def _member_zone(deps: Deps, user: str | None) -> str | None:
-    """The member's time zone as their Slack profile has it (users.info), or None."""
-    if deps.slack is None or not user:
-        return None
-    try:
-        zone = (deps.slack.users_info(user=user).get("user") or {}).get("tz")
-        return check_timezone(zone) if zone else None
-    except Exception:  # no scope, an API error, a zone we do not know: the configured default
-        log.info("no time zone for %s from users.info; using the default", member_tag(user))
-        return None
 
 
 def _recent_days(deps: Deps, channel: str, now) -> dict[str, str]:
@@ -127,7 +110,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
                      in_channel=True)
     current = ScheduleSpec.from_row(deps.store.get_schedule(channel))
     # A channel's first schedule is in the caller's own Slack time zone unless they name one.
-    member_tz = None if current else _member_zone(deps, call.user_id)
+    member_tz = None if current else member_zone(deps, call.user_id)
     try:
         spec = parse_schedule(call.args, member_tz or deps.settings.timezone or "UTC", keep=current)
     except ScheduleError as e:

@@ -59,8 +59,8 @@ def home_blocks(deps: Deps, user_id: str) -> list[Block]:
 
 
 def home_reading(deps: Deps, user_id: str) -> list[Block]:
-    """The member's reading list and their latest reactions."""
-    zone = zone_of(deps)
+    """The member's reading list and their latest reactions (their days, in their own zone)."""
+    zone = zone_of(deps, user=user_id)
     items = fb.reading_list(deps.store, user_id)
     blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})" if items else "Your reading list")]
     if items:

@@ -18,7 +18,7 @@ from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
-from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, problem_reply, resolve
+from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, member_zone, problem_reply, resolve
 from .confirm import ask_first, split_confirm
 
 if TYPE_CHECKING:
@@ -56,9 +56,12 @@ def handle_save(deps: Deps, call: Call) -> Reply:
 
 
 # -- /paper saved ---------------------------------------------------------------------------------------
-def zone_of(deps: Deps, channel: str | None = None) -> ZoneInfo:
-    """The channel's zone (or PAPERCLUB_TIMEZONE) for showing dates."""
-    tz = channel_tz(deps.store, channel, deps.settings.timezone) if channel else deps.settings.timezone
+def zone_of(deps: Deps, channel: str | None = None, *, user: str | None = None) -> ZoneInfo:
+    """The zone to show dates in: the member's own (`user`: Slack's users.info, `member_zone`) for what
+    is theirs, such as their reading list; else the channel's (or PAPERCLUB_TIMEZONE)."""
+    tz = member_zone(deps, user) if user else None
+    if not tz:
+        tz = channel_tz(deps.store, channel, deps.settings.timezone) if channel else deps.settings.timezone
     try:
         return ZoneInfo(tz or "UTC")
     except Exception:
@@ -110,7 +113,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
     blocks: list[Block] = [bk.header(f"Your reading list ({len(items)})")]
     if note:
         blocks.append(bk.section(note))
-    zone = zone_of(deps)
+    zone = zone_of(deps, user=call.user_id)
     page = min(page, pages)  # a removal may have emptied the last page
     first = (page - 1) * MAX_LISTED + 1
     shown = items[first - 1 : first - 1 + MAX_LISTED]

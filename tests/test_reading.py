@@ -128,3 +128,28 @@ def test_home_lists_a_verdict_given_outside_a_channel_without_a_broken_channel_l
     assert "<#" not in line[nowhere.id] and "&lt;#" not in line[nowhere.id]
     assert "<#" not in line[in_dm.id]
     assert f"in <#{CH}>" in line[in_channel.id]
+
+
+def test_a_reading_list_dates_each_save_in_the_members_own_zone(world):  # noqa: F811
+    """The team's zone is UTC; a paper saved at 03:00 UTC on Tuesday 1 Dec was saved on Monday evening
+    for a member in Los Angeles, and their list (and Home) said Tue 1 Dec. It now reads their zone from
+    Slack (users.info, asked once for both), and a member Slack says nothing of gets the team's."""
+    app, fake, store = world
+    fake.add_user("UANN", tz="America/Los_Angeles")
+    paper = store.list_papers(limit=1)[0]
+    tuesday_3am_utc = 1_796_094_000  # 2026-12-01 03:00 UTC
+    for user in ("UANN", "UCAT"):
+        store.save_paper(user, paper.id, now=tuesday_3am_utc)
+    listed = text_of(dispatch_command(app, fake, "saved", user="UANN", channel=CH))
+    assert "saved Mon 30 Nov" in listed
+    event = {"type": "event_callback", "team_id": "T1", "api_app_id": "A1", "event_id": "EvHomeTz",
+             "event_time": 1, "event": {"type": "app_home_opened", "user": "UANN", "tab": "home"}}
+    store.add_reaction({"event_id": "EvR", "channel": CH, "message_ts": "1.1", "paper_id": paper.id, "user": "UANN",
+                        "emoji": "fire", "base": "fire", "action": "added", "event_ts": float(tuesday_3am_utc),
+                        "event_time": None, "recorded_at": tuesday_3am_utc})
+    assert app.dispatch(BoltRequest(body=event, mode="socket_mode")).status == 200
+    home = str(fake.wait_for(lambda: fake.home_view("UANN")))
+    assert f"in <#{CH}>, Mon 30 Nov" in home
+    assert len([c for c in fake.calls("users.info") if c.params.get("user") == "UANN"]) == 1
+    fake.fail("users.info", error="user_not_found")
+    assert "saved Tue 1 Dec" in text_of(dispatch_command(app, fake, "saved", user="UCAT", channel=CH))

@@ -59,6 +59,32 @@ class Rescheduler:
             on_change(channel)
 
 
+class MemberZones:
+    """Each member's time zone as Slack's users.info last said it (None: it said none), kept `ttl`
+    seconds, at most `size` members: Slack asks apps to cache users.info, and a reading list or Home
+    tab shown again should not ask again. What to ask is the caller's (`bot.commands.member_zone`)."""
+
+    def __init__(self, ttl: float = 3600.0, size: int = 5000):
+        self.ttl, self.size = ttl, size
+        self._zones: dict[str, tuple[str | None, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, user: str, now: float, ask: Callable[[str], str | None]) -> str | None:
+        """`user`'s zone: the one kept when younger than `ttl`, else `ask(user)`'s answer, kept (an
+        exception from `ask` is not: the next call asks again)."""
+        with self._lock:
+            kept = self._zones.get(user)
+        if kept is not None and now - kept[1] < self.ttl:
+            return kept[0]
+        zone = ask(user)
+        with self._lock:
+            self._zones.pop(user, None)
+            self._zones[user] = (zone, now)
+            while len(self._zones) > self.size:
+                del self._zones[next(iter(self._zones))]
+        return zone
+
+
 class PostMachine(Protocol):
     """bot.posting.Poster as the bundle sees it (this module imports no feature): who posts, and how."""
 
@@ -88,6 +114,7 @@ class Deps:
     claims: EventClaims | None = None  # which Slack deliveries this replica handles (bot/claims.py)
     unfurls: BatchQueue | None = None  # pasted links' own queue, apart from `later` (bot/unfurl.py)
     poster: PostMachine | None = None  # makes every post exactly once (bot.posting.Poster, one per process)
+    member_zones: MemberZones = field(default_factory=MemberZones)  # users.info's tz, cached (bot.commands.member_zone)
 
     @property
     def command(self) -> str:
