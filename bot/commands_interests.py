@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from store import closeness
-from store.pick import like_text
+from store.pick import areas_show, like_text
 from store.sources import SourceError, add_paper, known_paper, parse_ref
 from store.text import parse_number
 
@@ -141,9 +141,12 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
     flags = interests_broad(deps, rows)  # told once, for the note and the list under it
     broad = any(wide for row, wide in zip(rows, flags) if row["id"] == added)
     if broad:  # its closest papers are the vaguest ones, which the pick will not bring: say what it will
-        closest = ("It is as wide as this library, so its words can't say where to look: your turns bring "
-                   "papers from the thick of the library's areas until your ratings and reactions show "
-                   "what you read. A narrower topic, in a few words, gets closer picks at once.")
+        # A library too small for areas to show has no thick of them: there its words still rank.
+        brings = ("your turns bring papers from the thick of the library's areas"
+                  if areas_show(deps.store.count_papers(), deps.pick) else "your turns are guesses")
+        closest = (f"It is as wide as this library, so its words can't say where to look: {brings} until "
+                   "your ratings and reactions show what you read. A narrower topic, in a few words, gets "
+                   "closer picks at once.")
     else:
         closest = _closest(deps, vector, exclude=paper_id)
     reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip(), rows=rows, broad=flags)

@@ -19,8 +19,8 @@ from .base import Store
 from .feedback import Feedback, feedback_for_day
 from .ingest import most_sentences
 from .pick import (
-    DailyPick, Interest, PastPost, PickSettings, Relevance, interest_scores,
-    interest_weights, is_broad, lexical_for, pick_daily, typicality,
+    WHOLE_FIELD, WHOLE_FIELD_COS, DailyPick, Interest, PastPost, PickSettings, Relevance, areas_show,
+    interest_scores, interest_weights, is_broad, lexical_for, pick_daily, typicality,
 )
 from .sources import fresh_label, fresh_papers
 from .taste import Library
@@ -95,7 +95,9 @@ def library_vectors(store: Store, searcher: Searcher) -> tuple[list[str], np.nda
 def broad_interests(store: Store, searcher: Searcher, rows: list[dict], settings: PickSettings) -> list[bool]:
     """Whether each interest (`rows`, as `store.interests` lists them) is as wide as the library
     ("machine learning" among ML papers): its weight (`interest_weights`) under BROAD, so typicality,
-    not its words, ranks its member's turns. False where that can't be told yet: a vector of another
+    not its words, ranks its member's turns; in a library too small for that (`areas_show`), when it
+    names the whole field (WHOLE_FIELD), though its words still rank there. False where that can't be
+    told yet: a vector of another
     model, not re-embedded until the next pick (`interests_for`). What the reply to an added interest,
     the list of them and the note after misses say of it."""
     current = [i for i, r in enumerate(rows)
@@ -104,9 +106,15 @@ def broad_interests(store: Store, searcher: Searcher, rows: list[dict], settings
     ids, matrix = library_vectors(store, searcher) if current else ([], None)
     if len(ids) == 0:
         return out
-    cos = matrix @ np.stack([np.asarray(rows[i]["vector"], dtype=np.float32) for i in current]).T
-    for i, wide in zip(current, is_broad(interest_weights(matrix, cos, settings))):
-        out[i] = bool(wide)
+    vectors = np.stack([np.asarray(rows[i]["vector"], dtype=np.float32) for i in current])
+    if areas_show(len(ids), settings):
+        wide = is_broad(interest_weights(matrix, matrix @ vectors.T, settings))
+    else:  # too few papers to tell against: an interest naming the whole field is as wide as any library
+        fields = searcher.index().derived(("whole field", WHOLE_FIELD),
+                                          lambda: np.stack([searcher.embed_query(t) for t in WHOLE_FIELD]))
+        wide = (vectors @ np.asarray(fields, dtype=np.float32).T).max(axis=1) >= WHOLE_FIELD_COS
+    for i, w in zip(current, wide):
+        out[i] = bool(w)
     return out
 
 

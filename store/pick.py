@@ -393,6 +393,17 @@ class Relevance(NamedTuple):
 BROAD = 0.5  # an interest counting less than this is as wide as the library: typicality ranks its turns
 
 
+# A library too small for areas to show (`areas_show`: the bundled 38 papers of a new team) can't tell how
+# wide an interest is: against it, all-MiniLM-L6-v2 gives "machine learning", "speech recognition" and
+# "graph neural networks" the same spread (specificity's top-20 minus mean, -0.022 / -0.030 / -0.020 past
+# the centre's). There an interest is as wide as the library when it names the whole field the library
+# is drawn from: its cosine to one of these names at least WHOLE_FIELD_COS. On that model "deep neural
+# networks" 0.89, "machine learning and AI" 0.82; the clear topics tried stay under it, the closest
+# "machine learning theory" 0.78, "convolutional neural networks" 0.68, "graph neural networks" 0.67.
+WHOLE_FIELD = ("machine learning", "artificial intelligence", "deep learning", "neural networks")
+WHOLE_FIELD_COS = 0.8
+
+
 def is_broad(weight: np.ndarray) -> np.ndarray:
     """Which interests are as wide as the library, by their weights (`Relevance.weight`): under BROAD."""
     return np.asarray(weight) < BROAD
