@@ -246,15 +246,18 @@ def hashing_store(request, hashing_db, backend, tmp_path):
     store.close()
 
 
-@pytest.fixture
-def quick_busy_store(hashing_db, tmp_path, monkeypatch):
-    """A private SQLite copy of the HashingEmbedder seed whose writers give up on a lock another
-    connection holds (StoreBusy) after 0.1 s rather than 15, so a test holds a Locker only briefly."""
+@pytest.fixture(params=STORE_BACKENDS)
+def quick_busy_store(request, hashing_db, tmp_path, monkeypatch):
+    """A private copy of the HashingEmbedder seed, on each backend, whose writers give up on a lock
+    another connection holds (StoreBusy) after 0.1 s rather than 15 (SQLite's busy timeout,
+    PostgreSQL's lock_timeout), so a test holds a Locker only briefly."""
+    import store.backends.postgres as postgres_backend
     import store.backends.sqlite as sqlite_backend
     from store import open_store
 
     monkeypatch.setattr(sqlite_backend, "BUSY_TIMEOUT_MS", 100)
-    store = open_store(copy_db(hashing_db, tmp_path / "busy.db"))
+    monkeypatch.setattr(postgres_backend, "LOCK_TIMEOUT_MS", 100)
+    store = open_store(seeded_location(request, hashing_db, request.param, tmp_path / "busy.db"))
     yield store
     store.close()
 
@@ -360,13 +363,25 @@ def block_action_body(action_id: str, value: str, url: str, *, user: str, channe
 
 
 class Locker:
-    """Another process's connection holding a SQLite file's write lock (BEGIN IMMEDIATE) until released."""
+    """Another process's connection holding the store's write lock until released: SQLite's file
+    lock (BEGIN IMMEDIATE); on PostgreSQL every paperclub table in EXCLUSIVE mode, which, as
+    SQLite's lock in WAL mode, lets readers through and makes every writer wait."""
 
-    def __init__(self, path):
-        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.conn.execute("BEGIN IMMEDIATE")
-        self.conn.execute("insert into meta(key, value) values ('locker', 'x') "
-                          "on conflict(key) do update set value = 'x'")
+    def __init__(self, store):
+        """`store`: an open Store, or a SQLite file's path (a bot process's database)."""
+        if getattr(store, "backend", "sqlite") == "sqlite":
+            self.conn = sqlite3.connect(getattr(store, "path", store), isolation_level=None, check_same_thread=False)
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("insert into meta(key, value) values ('locker', 'x') "
+                              "on conflict(key) do update set value = 'x'")
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(store.url, autocommit=True)
+            self.conn.execute("BEGIN")
+            tables = self.conn.execute("select string_agg(format('%I', tablename), ', ') from pg_tables "
+                                       "where schemaname = current_schema()").fetchone()[0]
+            self.conn.execute(f"lock table {tables} in exclusive mode")
         self._lock = threading.Lock()
         self.held = True
 

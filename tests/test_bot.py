@@ -371,7 +371,7 @@ def test_a_share_that_meets_a_locked_database_says_it_is_shared_and_is_posted_on
     store = quick_busy_store
     app = make_app(slack, store, Searcher(store, HashingEmbedder()))
     paper = next(iter(store.iter_papers()))
-    with Locker(store.path).until_retried() as retried:
+    with Locker(store).until_retried() as retried:
         replies = click(app, slack, bk.ACTION_SHARE, paper.id, user="U7", channel="C5")
     [posted] = slack.messages("C5")
     assert [r["text"] for r in replies] == [f"Shared *{bk.esc(paper.short_name)}* in <#C5>."]

@@ -124,7 +124,7 @@ def test_a_setup_form_submitted_while_the_database_is_locked_is_saved_once_it_is
     so the setup is not lost and the admin is told it took."""
     store = quick_busy_store
     app, modal = _setup_form_open(fake_slack, store)
-    with Locker(store.path).until_retried() as retried:
+    with Locker(store).until_retried() as retried:
         assert submit_setup(app, modal, user=ADMIN).status == 200
     club = store.get_club(CH)
     assert club is not None and (club["weekday"], club["hour"], club["tz"]) == (THU, 17, "Europe/Berlin")
@@ -140,7 +140,7 @@ def test_a_setup_form_the_database_stays_locked_for_tells_the_admin_it_was_not_s
     monkeypatch.setattr(bot.later, "RETRY_DELAYS", (0.01,))  # minutes of retries, cut to one
     store = quick_busy_store
     app, modal = _setup_form_open(fake_slack, store)
-    locker = Locker(store.path)
+    locker = Locker(store)
     try:
         assert submit_setup(app, modal, user=ADMIN).status == 200
     finally:
@@ -162,7 +162,7 @@ def test_a_member_who_leaves_the_channel_while_the_database_is_locked_is_out_of_
             "event_time": 1, "authorizations": [{"team_id": "T1", "user_id": "UBOT", "is_bot": True}],
             "event": {"type": "member_left_channel", "user": "UANN", "channel": CH, "channel_type": "C",
                       "team": "T1", "event_ts": f"{MONDAY.timestamp():.6f}"}}
-    with Locker(store.path).until_retried() as retried:
+    with Locker(store).until_retried() as retried:
         dispatch(app, body)
     assert "UANN" not in {m["user"] for m in store.club_members(CH)}
     assert retried, "the write should have met the lock"

@@ -121,7 +121,7 @@ def test_a_typed_verdict_that_meets_a_locked_database_is_kept_once_as_the_button
     deps = make_deps(make_settings(slack_api_url=fake_slack.api_url), store, Searcher(store, HashingEmbedder()))
     app = create_app(deps, process_before_response=True)
     paper = next(iter(store.iter_papers()))
-    with Locker(store.path).until_retried() as retried:
+    with Locker(store).until_retried() as retried:
         reply = command(app, fake_slack, f"not-for-me {paper.id}", user="UALICE")
     assert SORRY not in reply["text"] and "try again" not in text_of(reply)
     assert f"fewer papers like *{bk.esc(paper.short_name)}* for you" in text_of(reply)
