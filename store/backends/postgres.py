@@ -6,7 +6,8 @@ transaction. Claims are compare-and-swap statements (INSERT ... ON CONFLICT DO N
 UPDATE ... WHERE claimed_by = old), which READ COMMITTED re-checks after waiting for a
 row lock, so exactly one caller wins across any number of processes. The schema is in
 postgres_migrations. psycopg's errors stop here: lock timeouts, deadlocks, serialization
-failures and an exhausted pool are StoreBusy, anything else StoreError.
+failures and an exhausted pool are StoreBusy, a write the server refuses as read-only (a
+standby) ReadOnlyStorage, anything else StoreError.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..base import BackupResult
-from ..errors import NewerSchema, StoreBusy, StoreError
+from ..errors import NewerSchema, ReadOnlyStorage, StoreBusy, StoreError
 from ..text import member_hash
 from .postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
 from .conninfo import redact
@@ -120,11 +121,15 @@ def unreachable_reason(url: str, timeout: float = CONNECT_TIMEOUT_S) -> str | No
 
 
 def _store_error(error: BaseException, where: str, opened_read_only: bool = False) -> StoreError:
-    if isinstance(error, pg_errors.ReadOnlySqlTransaction) and not opened_read_only:
+    if isinstance(error, pg_errors.ReadOnlySqlTransaction):
         # A standby, a read-only role, or default_transaction_read_only: "cannot read" would mislead.
-        return StoreError(f"database {where} is read-only: paperclub writes to its database (posts, "
-                          "reactions, new papers). Point PAPERCLUB_DB at the primary server, or at a role "
-                          f"that may write. The server said: {error}")
+        # ReadOnlyStorage, as SQLite's read-only file: the bot tells the member their write must wait.
+        if opened_read_only:
+            return ReadOnlyStorage(f"cannot write the database {where}: it was opened read-only "
+                                   "(written by a newer paperclub?)")
+        return ReadOnlyStorage(f"database {where} is read-only: paperclub writes to its database (posts, "
+                               "reactions, new papers). Point PAPERCLUB_DB at the primary server, or at a "
+                               f"role that may write. The server said: {error}")
     if isinstance(error, PoolTimeout):
         return StoreBusy(f"database {where} is busy (no free connection): {error}")
     if isinstance(error, _BUSY):
@@ -395,10 +400,12 @@ class PostgresStore(SharedTables):
         """Start the corpus counters from a count, with writers held off (a share lock on papers
         waits for those in flight and blocks new ones until the counters are in)."""
         with self.transaction() as conn:
-            if not self.read_only:  # read-only: counted for this read, kept by the next writer
+            # Read-only (opened so, or the server is: a standby): counted for this read, kept by the next writer.
+            writable = not self.read_only and conn.execute("show transaction_read_only").fetchone()[0] == "off"
+            if writable:
                 conn.execute("lock table papers in share mode")
             n, total = conn.execute("select count(*), coalesce(sum(doclen), 0) from papers").fetchone()
-            if not self.read_only:
+            if writable:
                 conn.execute("insert into meta(key, value) values ('papers_n', %s), ('papers_doclen', %s) "
                              "on conflict(key) do update set value = excluded.value", [str(n), str(total)])
             version = conn.execute("select value from meta where key = 'papers_version'").fetchone()
@@ -563,8 +570,8 @@ class PostgresStore(SharedTables):
 
 
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
-        """Cache a summary; False (not cached) when another writer holds the row or no
-        connection is free, so a reply never waits on the cache."""
+        """Cache a summary; False (not cached) when another writer holds the row, no connection
+        is free or the server is read-only (a standby), so a reply never waits on the cache."""
         if self.read_only:  # a newer paperclub's database: the summary is shown, just not cached
             return False
         try:
@@ -572,7 +579,7 @@ class PostgresStore(SharedTables):
                 conn.execute(f"set local lock_timeout = {CACHE_BUSY_MS}")
                 conn.execute(self._q(self._SUMMARY_UPSERT), [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
             return True
-        except (PoolTimeout, *_BUSY):
+        except (PoolTimeout, pg_errors.ReadOnlySqlTransaction, *_BUSY):
             return False
 
     # -- maintenance ---------------------------------------------------------
