@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 
-from store.errors import EmptyQuery, PaperNotFound, StoreBusy, StoreError
+from store.errors import EmptyQuery, PaperNotFound, ReadOnlyStorage, StoreBusy, StoreError
 from store.schedule import check_timezone
 from store.text import member_tag
 
@@ -112,7 +112,8 @@ def working_line(deps: Deps, text: str | None) -> str | None:
 
 
 def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str = "") -> Reply:
-    """Answer one `/paper ...` line; store errors become a friendly reply (StoreBusy: the apology)."""
+    """Answer one `/paper ...` line; store errors become a friendly reply (StoreBusy: the apology,
+    ReadOnlyStorage: that the change must wait; both from the listener's report_error)."""
     started = time.perf_counter()
     line = clean_input(text)
     notes = []
@@ -128,8 +129,8 @@ def run_command(deps: Deps, user_id: str, text: str | None, *, channel_id: str =
             reply = handle_unknown(deps, call, word, rest.strip())
         else:
             reply = sub.handler(deps, call)
-    except StoreBusy:
-        raise  # our side, not the user's: the listener's apology says so and asks them to retry
+    except (StoreBusy, ReadOnlyStorage):
+        raise  # our side, not the user's: the listener's answer (report_error) says so
     except StoreError as e:
         reply = problem_reply(deps, str(e))
     _add_notes(reply, notes)

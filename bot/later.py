@@ -8,7 +8,7 @@ import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, TypeVar
 
-from store.errors import StoreBusy
+from store.errors import ReadOnlyStorage, StoreBusy
 
 from .outgoing import ReplyNotDelivered
 
@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 
 SORRY = ("Sorry, something went wrong on my side while answering that. It has been logged; "
          "please try again in a minute.")
+READ_ONLY = ("That can't be saved right now: the database only reads for the moment. It has been "
+             "logged for whoever runs the bot; searching, summaries and your reading list still work. "
+             "Please try this again later.")
 WORK_THREADS = 16  # they mostly wait: on the batched encoder, SQLite, Slack
 RETRY_DELAYS = (0.5, 1, 2, 4, 8, 15, 30, 60, 60, 60, 60)  # about 5 minutes of a locked database
 
@@ -26,13 +29,16 @@ T = TypeVar("T")
 
 
 def report_error(error: BaseException, respond, logger: logging.Logger | None = None) -> None:
-    """Log the failure (tokens are scrubbed by the log formatter) and say sorry, briefly."""
+    """Log the failure (tokens are scrubbed by the log formatter) and say sorry, briefly; a write
+    the database refused as read-only (a standby) is no bug: one line for the operator, and the
+    member is told their change must wait."""
+    read_only = isinstance(error, ReadOnlyStorage)
     (logger or log).error("listener failed: %s: %s", type(error).__name__, error,
-                          exc_info=(type(error), error, error.__traceback__))
+                          exc_info=None if read_only else (type(error), error, error.__traceback__))
     if respond is None or isinstance(error, ReplyNotDelivered):  # the same way would fail again
         return
     try:
-        respond(text=SORRY, response_type="ephemeral", replace_original=False)
+        respond(text=READ_ONLY if read_only else SORRY, response_type="ephemeral", replace_original=False)
     except Exception as e:  # the apology itself failed (response_url expired): logging is all we can do
         log.warning("could not tell the user about the error: %s", e)
 

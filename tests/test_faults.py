@@ -631,3 +631,64 @@ def test_reconnects_when_apps_connections_open_fails(bot, kind, times):
     fake.wait_ack(envelope, timeout=3)
     assert fake.wait_for(lambda: fake.responses(url), timeout=10)
 
+
+
+@pytest.fixture
+def read_only_env(fake_slack, hashing_db, pg_database):
+    """The bot on a PostgreSQL database of its own that turns read-only while the bot runs (as after
+    a failover to a hot standby, or an operator's default_transaction_read_only in a full-disk
+    emergency): env.turn_read_only() sets it and ends the pool's sessions, which reconnect read-only.
+    The setting is reset and the database dropped afterwards, so no other test meets it."""
+    import psycopg
+
+    from store import HashingEmbedder, Searcher, migrate_store, open_store
+
+    server, run_db = pg_database.rsplit("/", 1)
+    name = f"{run_db}_ro"
+
+    def admin(*statements):
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+            for sql, *args in statements:
+                conn.execute(sql, *args)
+
+    admin((f'create database "{name}"',))
+    try:
+        url = f"{server}/{name}"
+        assert all(copy.ok for copy in migrate_store(str(hashing_db), url))
+        store = open_store(url)
+        env = Env(fake_slack, store, Searcher(store, HashingEmbedder()))
+        env.turn_read_only = lambda: admin(
+            (f'alter database "{name}" set default_transaction_read_only = on',),
+            ("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", [name]))
+        yield env
+        env.close()
+        store.close()
+    finally:
+        admin((f'alter database "{name}" reset default_transaction_read_only',),
+              (f'drop database if exists "{name}" with (force)',))
+
+
+def test_a_read_only_postgresql_still_answers_reads_and_says_kindly_that_writes_wait(read_only_env, caplog):
+    """Reads answer on a server that refuses writes; a write is told, in the member's words, that
+    it cannot be saved now (no database address, no apology for a bug), and logged without a
+    traceback for whoever runs the bot."""
+    env = read_only_env
+    papers = list(env.store.iter_papers())
+    env.command(f"save {papers[0].id}", user="U2")  # a reading list to read back
+    env.turn_read_only()
+
+    found = env.command("search video grounding")
+    assert "video" in text_of(found).lower() and "read-only" not in text_of(found)
+    assert papers[0].short_name in text_of(env.command("saved", user="U2"))
+    summary = env.command(f"summary {papers[1].id}")  # not cached: the cache write is skipped
+    assert "TL;DR" in text_of(summary) and "read-only" not in text_of(summary)
+
+    typed = env.command("interests add graph neural networks")
+    [clicked] = env.click(bk.ACTION_SAVE, papers[2].id, user="U3")
+    for reply in (typed, clicked):
+        said = text_of(reply)
+        assert "can't be saved right now" in said and SORRY not in said, said
+        assert "postgresql://" not in said and "PAPERCLUB_DB" not in said and "INSERT" not in said
+    assert env.store.interests(CH) == [] and env.store.saved_papers("U3") == []
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    assert any("read-only" in r.getMessage() and "PAPERCLUB_DB" in r.getMessage() for r in caplog.records)
