@@ -14,7 +14,8 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .errors import StoreError
-from .schedule import DAILY, ScheduleSpec, channel_tz, check_timezone, fire_on, next_fire, parse_time
+from .schedule import (DAILY, DAY_NAMES, ScheduleSpec, channel_tz, check_timezone, fire_on, next_fire, parse_time,
+                       weekday_number)
 from .text import parse_number
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,6 @@ WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
 VOTE, PRESENTER_CHOOSES = "vote", "presenter"
 MAX_VOTES = 3  # approval voting: at most this many papers per member and session
 MAX_LEAD_HOURS = 24 * 13  # nominations close at most two weeks before the session
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 TIEBREAK = "ties go to the nominator with fewer earlier sessions, then to the earlier nomination"
 
 
@@ -77,7 +77,7 @@ class ClubSpec:
 
     def describe(self) -> str:
         """'fortnightly on Thursday at 17:00 Europe/Berlin'."""
-        return f"{self.cadence} on {WEEKDAYS[self.weekday].title()} at {self.hour:02d}:{self.minute:02d} {self.tz}"
+        return f"{self.cadence} on {DAY_NAMES[self.weekday].title()} at {self.hour:02d}:{self.minute:02d} {self.tz}"
 
 
 class ClubFormError(ClubError):
@@ -125,7 +125,7 @@ def form_from_words(text: str, form: dict[str, str]) -> dict[str, str]:
     i = 0
     while i < len(words):
         word = words[i].lower().rstrip(",")
-        day = next((n for n, d in enumerate(WEEKDAYS) if len(word) >= 3 and d.startswith(word)), None)
+        day = weekday_number(word)
         if day is not None:
             values["weekday"] = str(day)
         elif word in (WEEKLY, FORTNIGHTLY, "biweekly"):

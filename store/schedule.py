@@ -19,16 +19,21 @@ from .errors import StoreError
 if TYPE_CHECKING:
     from .base import Store
 
+# A schedule's days as stored (schedules.days, text in both backends): "daily", "weekdays", or the
+# chosen days in week order, "mon,thu". One set of days has one spelling (days_text), so a schedule
+# typed again in other words is the same schedule.
 DAILY = "daily"
 WEEKDAYS = "weekdays"
 DAYS = (DAILY, WEEKDAYS)
-_WEEKDAYS_OF = {DAILY: range(7), WEEKDAYS: range(5)}  # date.weekday(): Monday = 0
+DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")  # weekday() order
+_GROUPS = {DAILY: frozenset(range(7)), WEEKDAYS: frozenset(range(5))}
 DEFAULT_GRACE = timedelta(hours=3)  # a post missed by less than this is made on start-up
 
+# Words for a whole group of days; a day's own name is read by weekday_number.
 _DAY_WORDS = {
     "daily": DAILY, "everyday": DAILY, "every-day": DAILY, "all": DAILY,
     "weekdays": WEEKDAYS, "weekday": WEEKDAYS, "workdays": WEEKDAYS, "mon-fri": WEEKDAYS,
-    "monday-friday": WEEKDAYS,
+    "monday-friday": WEEKDAYS, "weekends": "sat,sun", "weekend": "sat,sun",
 }
 _OFF_WORDS = {"off", "stop", "none", "disable", "disabled", "pause", "cancel"}
 _TIME = re.compile(r"^([0-9]{1,2})(?:[:.h]([0-9]{2}))?\s*(am|pm)?$", re.I)  # ASCII digits, as parse_number
@@ -44,16 +49,56 @@ _ABBREVIATIONS = {
     "ist": "Asia/Kolkata", "jst": "Asia/Tokyo", "kst": "Asia/Seoul", "aest": "Australia/Sydney",
 }
 _UTC_NAMES = {"utc": "UTC", "gmt": "UTC", "z": "UTC", "zulu": "UTC", "etc/utc": "UTC"}
-USAGE = "HH:MM [time zone] [daily|weekdays], e.g. 09:30 Europe/Berlin weekdays"
+USAGE = "HH:MM [time zone] [daily|weekdays|days], e.g. 09:30 Europe/Berlin weekdays or 9:00 mon thu"
 
 
 class ScheduleError(StoreError):
     """A schedule that cannot be read; the message says how to write it."""
 
 
+def weekday_number(word: str) -> int | None:
+    """A day's name as people type it ("mon", "Tues", "thursdays", "weds") -> its weekday() (Monday
+    = 0), else None."""
+    w = (word or "").lower().rstrip(".")
+    for name in (w, w[:-1] if w.endswith("s") else None):  # "mondays", "weds", "thurs"
+        if name and len(name) >= 3:
+            day = next((n for n, d in enumerate(DAY_NAMES) if d.startswith(name)), None)
+            if day is not None:
+                return day
+    return None
+
+
+@lru_cache(maxsize=64)
+def weekdays_of(days: str) -> frozenset[int]:
+    """The weekdays (Monday = 0) a stored days value posts on: 'daily', 'weekdays' or 'mon,thu'."""
+    if days in _GROUPS:
+        return _GROUPS[days]
+    chosen = frozenset(weekday_number(part) for part in days.split(","))
+    if None in chosen or not chosen:
+        raise ScheduleError(f"“{days}” names no days I know. Write them as {USAGE}.")
+    return chosen
+
+
+def days_text(weekdays: Collection[int]) -> str:
+    """The one stored spelling of a set of weekdays: 'daily', 'weekdays' or 'mon,thu'."""
+    chosen = frozenset(weekdays)
+    group = next((g for g, members in _GROUPS.items() if members == chosen), None)
+    return group or ",".join(DAY_NAMES[d][:3] for d in sorted(chosen))
+
+
+def describe_days(days: str) -> str:
+    """'every day', 'weekdays (Mon-Fri)', 'Mondays', 'Mondays and Thursdays', 'Mondays, Wednesdays and Fridays'."""
+    if days == DAILY:
+        return "every day"
+    if days == WEEKDAYS:
+        return "weekdays (Mon-Fri)"
+    names = [DAY_NAMES[d].title() + "s" for d in sorted(weekdays_of(days))]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
-    """When a channel gets its paper: local wall-clock time, IANA zone, every day or weekdays."""
+    """When a channel gets its paper: local wall-clock time, IANA zone, and its days (days_text)."""
 
     hour: int
     minute: int
@@ -68,10 +113,14 @@ class ScheduleSpec:
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.tz)
 
+    @property
+    def weekdays(self) -> frozenset[int]:
+        """The weekdays it posts on (Monday = 0)."""
+        return weekdays_of(self.days)
+
     def describe(self) -> str:
-        """'09:30 Europe/Berlin, weekdays'."""
-        when = "every day" if self.days == DAILY else "on weekdays (Mon-Fri)"
-        return f"{self.time_text} {self.tz}, {when}"
+        """'Mondays and Thursdays at 09:00 Europe/Berlin', 'every day at 09:30 UTC'."""
+        return f"{describe_days(self.days)} at {self.time_text} {self.tz}"
 
     @classmethod
     def from_row(cls, row: dict | None) -> ScheduleSpec | None:
@@ -89,7 +138,7 @@ def _zones() -> dict[str, str]:
 
 # Words around a schedule in a member's own words that the grammar needs nothing from: "every weekday
 # at 9am", "6 o'clock". ("every day" and "each day" are read as daily first.)
-_FILLER = frozenset({"at", "on", "in", "every", "each", "the", "and", "o'clock", "o’clock", "oclock"})
+_FILLER = frozenset({"at", "on", "in", "every", "each", "the", "and", "&", "o'clock", "o’clock", "oclock"})
 # The part of the day a time is said in, and the hours it covers: "6 in the evening" is 18:00, "9 in
 # the morning" 09:00, "10 at night" 22:00 and "2 at night" 02:00; a part that is one moment ("noon")
 # is also a time on its own (_MOMENTS). Midnight is 00:00, as 12am and 00:00 are.
@@ -195,8 +244,32 @@ def is_off(text: str) -> bool:
     return (text or "").strip().lower() in _OFF_WORDS
 
 
+# Two days with a sign between them, the sign's spaces optional: "mon - thu" is a range, "mon/thu" and
+# "mon & thu" two days.
+_DAY_PAIR = re.compile(r"\b([a-z]{3,})\s*([-/&+])\s*(?=([a-z]{3,})\b)")
+
+
+def _join_days(m: re.Match) -> str:
+    first, sign, second = m.groups()
+    if weekday_number(first) is None or weekday_number(second) is None:
+        return m.group(0)
+    return f"{first}-" if sign == "-" else f"{first} "
+
+
+def _days_named(word: str) -> frozenset[int] | None:
+    """The days one word names: a day ("mondays") or a range of them ("mon-thu", "fri-mon"), else None."""
+    first, _, last = word.partition("-")
+    start, end = weekday_number(first), weekday_number(last) if last else weekday_number(first)
+    if start is None or end is None:
+        return None
+    return frozenset((start + k) % 7 for k in range((end - start) % 7 + 1))
+
+
 def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | None = None) -> ScheduleSpec:
-    """'HH:MM [zone] [daily|weekdays]' in any order -> ScheduleSpec; ScheduleError says what's wrong.
+    """'HH:MM [zone] [daily|weekdays|days]' in any order -> ScheduleSpec; ScheduleError says what's wrong.
+
+    Days are 'daily', 'weekdays', or days by name ("mondays", "mon and thu", "mon wed fri",
+    "mon-thu"), stored as days_text spells them.
 
     What the text leaves out comes from `keep` (the channel's schedule now: '9am' moves the time
     and keeps its zone and days), else `default_tz` and every day."""
@@ -204,10 +277,11 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
     # "every day" / "mon - fri" are two or three words for one idea.
     joined = " ".join(words).lower()
     joined = re.sub(r"\b(every|each)\s+day\b", "everyday", joined)
-    joined = re.sub(r"\bmon\s*-\s*fri\b", "mon-fri", joined)
+    joined = _DAY_PAIR.sub(_join_days, joined)
     words = [w for w in re.split(r"\s+", joined) if w] if joined else []
     original = {w.lower(): w for w in (text or "").replace(",", " ").split()}
     when = tz = days = part = one_day = time_word = None
+    grouped = False  # days came from a word for a group of them ("weekdays"), which takes no others
     i = 0
     while i < len(words):
         word, i = words[i], i + 1
@@ -234,10 +308,14 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
                     break
         else:
             city = _cities().get(word)
-        if word in _DAY_WORDS:
-            if days and days != _DAY_WORDS[word]:
-                raise ScheduleError(f"Choose one of daily or weekdays. Write it as {USAGE}.")
-            days = _DAY_WORDS[word]
+        chosen = weekdays_of(_DAY_WORDS[word]) if word in _DAY_WORDS else _days_named(word)
+        if chosen and (word in _DAY_WORDS or grouped):
+            if days is not None and days != chosen:
+                raise ScheduleError("Choose one: daily, weekdays, or the days themselves (mon and thu). "
+                                    f"Write it as {USAGE}.")
+            days, grouped = chosen, True
+        elif chosen:
+            days = (days or frozenset()) | chosen  # "mon wed fri": each day adds itself
         elif _looks_like_time(word) and when is None:
             when, time_word = parse_time(word), original.get(word, word)
         elif _looks_like_time(word):
@@ -247,8 +325,10 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
                 raise ScheduleError(f"Give one time zone, not two. Write it as {USAGE}.")
             tz = city or check_timezone(original.get(word, word))
         else:
+            day = difflib.get_close_matches(word, DAY_NAMES, n=1, cutoff=0.75) if len(word) > 3 else []
             close = difflib.get_close_matches(word, _cities(), n=1, cutoff=0.8) if len(word) > 3 else []
-            meant = f" Did you mean {_cities()[close[0]]}?" if close else ""  # a city, misspelt
+            meant = (f" Did you mean {day[0].title()}?" if day else  # a day, misspelt ("thrusday")
+                     f" Did you mean {_cities()[close[0]]}?" if close else "")  # a city, misspelt
             raise ScheduleError(f"I didn't understand “{original.get(word, word)}”.{meant} Write it as {USAGE}.")
     if part is not None:
         when = _in_part(when, time_word, part)
@@ -258,8 +338,9 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
         in_part = f" in the {part}" if part else ""
         raise ScheduleError(f"What time{in_part} should I post? Write it as {USAGE}.")
     if keep is not None:
-        tz, days = tz or keep.tz, days or keep.days
-    return ScheduleSpec(when[0], when[1], tz or check_timezone(default_tz), days or DAILY)
+        tz = tz or keep.tz
+        days = days if days is not None else keep.weekdays
+    return ScheduleSpec(when[0], when[1], tz or check_timezone(default_tz), days_text(days or _GROUPS[DAILY]))
 
 
 # -- fire times -----------------------------------------------------------------------
@@ -278,7 +359,7 @@ def next_fire(spec: ScheduleSpec, after: datetime) -> datetime:
     """
     day = after.astimezone(spec.zone).date() - timedelta(days=1)
     while True:
-        if day.weekday() in _WEEKDAYS_OF[spec.days]:
+        if day.weekday() in spec.weekdays:
             fire = fire_on(spec, day)
             if fire > after:
                 return fire

@@ -97,7 +97,7 @@ def test_a_schedule_set_by_slash_command_fires_at_that_minute_and_posts_once(app
     service.start()  # the real BackgroundScheduler, rebuilt from the (empty) table
     reply = command(app, fake, "schedule 9:30 america/new_york weekdays")
     assert reply["response_type"] == "in_channel"
-    assert "09:30 America/New_York, on weekdays" in text_of(reply)
+    assert "weekdays (Mon-Fri) at 09:30 America/New_York" in text_of(reply)
 
     # The job exists at once and is due at 09:30 New York time on the next weekday.
     run_at = service.next_run(CH)
@@ -299,8 +299,8 @@ def test_a_time_in_a_researchers_own_words_is_set_and_tomorrow_gets_a_hint(app, 
     """"/paper schedule every evening at 6" and "at noon" were refused ("I didn't understand
     “evening”"), and "tomorrow at 9" got the same bare refusal."""
     evening = command(app, fake_slack, "schedule every evening at 6 Europe/Berlin")
-    assert "18:00 Europe/Berlin, every day" in text_of(evening) and evening["response_type"] == "in_channel"
-    assert "12:00 Europe/Berlin, every day" in text_of(command(app, fake_slack, "schedule at noon"))
+    assert "every day at 18:00 Europe/Berlin" in text_of(evening) and evening["response_type"] == "in_channel"
+    assert "every day at 12:00 Europe/Berlin" in text_of(command(app, fake_slack, "schedule at noon"))
     tomorrow = command(app, fake_slack, "schedule tomorrow at 9")
     assert tomorrow["response_type"] == "ephemeral" and "didn't understand" not in text_of(tomorrow)
     assert "every day" in text_of(tomorrow) and "09:00" in text_of(tomorrow)
@@ -339,13 +339,13 @@ def test_setting_the_same_schedule_again_is_private_and_a_change_names_the_next_
     assert first["response_type"] == "in_channel" and "First post:" in text_of(first)
     again = command(app, fake, "schedule 09:00", user="U2")
     assert again["response_type"] == "ephemeral"  # nothing new for the channel to hear
-    assert "already set to *09:00 UTC, every day*: nothing changed" in text_of(again)
+    assert "already set to *every day at 09:00 UTC*: nothing changed" in text_of(again)
     assert "Next post:" in text_of(again) and "<@U2> set" not in text_of(again)
     assert hashing_store.get_schedule(CH)["set_by"] == "U1"
     moved = command(app, fake, "schedule 10:00")
     assert moved["response_type"] == "in_channel"
     said = text_of(moved)
-    assert "set the paper of the day to *10:00 UTC, every day*" in said
+    assert "set the paper of the day to *every day at 10:00 UTC*" in said
     assert "Next post:" in said and "First post" not in said
 
 
@@ -563,7 +563,7 @@ def test_a_new_time_keeps_the_channels_zone_and_days(app, fake_slack, hashing_st
     """'schedule 9am' after '09:30 Europe/Berlin weekdays' used to announce 09:00 UTC, every day."""
     command(app, fake_slack, "schedule 09:30 Europe/Berlin weekdays")
     moved = text_of(command(app, fake_slack, "schedule 9am"))
-    assert "09:00 Europe/Berlin, on weekdays" in moved
+    assert "weekdays (Mon-Fri) at 09:00 Europe/Berlin" in moved
     row = hashing_store.get_schedule(CH)
     assert (row["hour"], row["minute"], row["tz"], row["days"]) == (9, 0, "Europe/Berlin", "weekdays")
 

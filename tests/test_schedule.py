@@ -69,6 +69,51 @@ def test_parse_accepts_what_people_type(text, expected):
     assert parse_schedule(text, "UTC") == expected
 
 
+@pytest.mark.parametrize("text, days, said", [
+    # chosen days were "I didn't understand “mondays”": only daily and weekdays existed
+    ("9:00 mondays", "mon", "Mondays at 09:00 UTC"),
+    ("every monday and thursday at 9", "mon,thu", "Mondays and Thursdays at 09:00 UTC"),
+    ("9am mon wed fri", "mon,wed,fri", "Mondays, Wednesdays and Fridays at 09:00 UTC"),
+    ("every tuesday at 17:30 Europe/Berlin", "tue", "Tuesdays at 17:30 Europe/Berlin"),
+    ("mon and thu 09:00", "mon,thu", "Mondays and Thursdays at 09:00 UTC"),
+    ("Thursdays, Mondays at 9", "mon,thu", "Mondays and Thursdays at 09:00 UTC"),  # week order
+    ("9:00 Tues & Thurs", "tue,thu", "Tuesdays and Thursdays at 09:00 UTC"),
+    ("9:00 mon/thu", "mon,thu", "Mondays and Thursdays at 09:00 UTC"),
+    ("9:00 mon - thu", "mon,tue,wed,thu", "Mondays, Tuesdays, Wednesdays and Thursdays at 09:00 UTC"),
+    ("9:00 weekends", "sat,sun", "Saturdays and Sundays at 09:00 UTC"),
+    ("9:00 mon tue wed thu fri", WEEKDAYS, "weekdays (Mon-Fri) at 09:00 UTC"),  # one spelling per set
+    ("9:00 every day", DAILY, "every day at 09:00 UTC"),
+])
+def test_chosen_weekdays_are_read_stored_in_one_spelling_and_said_in_words(text, days, said):
+    spec = parse_schedule(text, "UTC")
+    assert spec.days == days and spec.describe() == said
+    assert ScheduleSpec.from_row({"hour": spec.hour, "minute": spec.minute, "tz": spec.tz, "days": days}) == spec
+
+
+def test_new_days_keep_the_time_zone_of_the_schedule_they_change():
+    keep = ScheduleSpec(9, 0, "Europe/Berlin", WEEKDAYS)
+    assert parse_schedule("9:00 mon thu", "UTC", keep=keep) == ScheduleSpec(9, 0, "Europe/Berlin", "mon,thu")
+    assert parse_schedule("10:00", "UTC", keep=ScheduleSpec(9, 0, "UTC", "mon,thu")).days == "mon,thu"
+
+
+def test_chosen_days_fire_on_those_days_only():
+    spec = parse_schedule("every monday and thursday at 9 Europe/Berlin", "UTC")
+    fires = fires_between(spec, datetime(2024, 6, 2, tzinfo=UTC), datetime(2024, 6, 16, tzinfo=UTC))
+    assert [f.strftime("%a %d %H:%M") for f in fires] == ["Mon 03 09:00", "Thu 06 09:00", "Mon 10 09:00",
+                                                           "Thu 13 09:00"]
+    tuesday = datetime(2024, 6, 4, 7, 0, tzinfo=UTC)  # 09:00 in Berlin
+    assert describe_next(spec, tuesday) == "Thu 6 Jun at 09:00 Europe/Berlin (in 2 days)"
+
+
+def test_catch_up_after_downtime_makes_a_missed_chosen_day_and_no_other():
+    spec = ScheduleSpec(9, 0, "UTC", "mon,thu")
+    monday = catch_up(spec, datetime(2024, 6, 3, 10, 0, tzinfo=UTC), done_days=set())
+    assert (monday.action, monday.day) == ("post", date(2024, 6, 3))
+    # Tuesday 09:00 is no posting day: the latest fire is Monday's, posted, so nothing is missed
+    tuesday = catch_up(spec, datetime(2024, 6, 4, 10, 0, tzinfo=UTC), done_days={date(2024, 6, 3)})
+    assert tuesday.action == "none" and tuesday.day == date(2024, 6, 3)
+
+
 def test_zone_defaults_to_the_configured_one():
     assert parse_schedule("08:00", "Europe/Paris").tz == "Europe/Paris"
 
@@ -83,7 +128,10 @@ def test_zone_defaults_to_the_configured_one():
     ("09:30 EST", "America/New_York"),
     ("Europe/Berlin", "What time"),
     ("09:00 10:00", "one time"),
-    ("09:00 daily weekdays", "daily or weekdays"),
+    ("09:00 daily weekdays", "Choose one: daily, weekdays, or the days"),
+    ("09:00 weekdays saturday", "Choose one: daily, weekdays, or the days"),
+    ("9:00 thrusday", "Did you mean Thursday?"),
+    ("mondays", "What time"),
     ("09:00 UTC Europe/Berlin", "one time zone"),
     ("every morning", "What time"),  # no time in it: ask for one, not "I didn't understand every"
     ("9:00 Berlin London", "one time zone"),
