@@ -722,7 +722,7 @@ def pick(c: Ctx, channel, day, post, as_json):
 
     from store.pick import DailyPick
     from store.daily import pick_for_day
-    from store.schedule import channel_tz, local_today
+    from store.schedule import ScheduleSpec, channel_tz, local_today
 
     from .deps.build import build_deps, make_client
     from .posting import post_day
@@ -760,9 +760,8 @@ def pick(c: Ctx, channel, day, post, as_json):
         click.echo(json.dumps({"day": when.isoformat(), "channel": channel, "pick": data,
                                "status": row["status"] if row else None}, ensure_ascii=False, indent=2))
         return
-    schedule = store.get_schedule(channel)
-    where = (f"{schedule['hour']:02d}:{schedule['minute']:02d} {schedule['tz']}, {schedule['days']}"
-             if schedule else f"no schedule ({tz})")
+    schedule = ScheduleSpec.from_row(store.get_schedule(channel))
+    where = schedule.describe() if schedule else f"no schedule ({tz})"
     click.echo(f"{when} {channel} ({where})" + (f": {row['status']}" + (f" ts={row['ts']}" if row.get("ts") else "")
                                                  if row else ": dry run, nothing posted"))
     if chosen is None:

@@ -81,7 +81,7 @@ def _schedule_shown(deps: Deps, channel: str, spec: ScheduleSpec, now, said: str
     refused = _last_refused(deps, channel, days)
     if refused:
         text += f"\n:warning: {refused}"
-    return Reply(f"Daily paper: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
+    return Reply(f"Paper of the day: {spec.describe()}", bk.message_blocks(text, footer=_schedule_usage(deps, spec)))
 
 
 def handle_schedule(deps: Deps, call: Call) -> Reply:
@@ -93,7 +93,7 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
             # Never set, or turned off: the same answer fits both (no "yet" for a channel that had one).
             return Reply("No daily paper here.", bk.message_blocks(
                 "This channel has no paper of the day scheduled.", footer=f"Set one: {_schedule_usage(deps)}"))
-        return _schedule_shown(deps, channel, spec, now, f"The paper of the day comes at *{spec.describe()}*.")
+        return _schedule_shown(deps, channel, spec, now, f"The paper of the day comes *{spec.describe()}*.")
     if not call.channel_id:
         return problem_reply(deps, "Schedules belong to a Slack channel: set one from the channel "
                              "that should get the paper of the day.", hint=_schedule_usage(deps))
@@ -182,9 +182,11 @@ def handle_today(deps: Deps, call: Call) -> Reply:
 
 
 SUBCOMMANDS = (
-    Subcommand("schedule", handle_schedule, usage="schedule [HH:MM [time zone] [daily|weekdays] | off]",
+    Subcommand("schedule", handle_schedule, usage="schedule [HH:MM [time zone] [daily|weekdays|days] | off]",
                example="schedule 09:30 Europe/Berlin weekdays",
-               help="When this channel gets its paper of the day (or turn it off).", aliases=("daily", "when")),
+               help="When this channel gets its paper of the day: every day, on weekdays, or on the days you "
+                    "name (\"mon and thu\", \"every tuesday\", \"mon wed fri\"); `off` stops it, and no "
+                    "arguments shows the next post.", aliases=("daily", "when")),
     Subcommand("today", handle_today, usage="today", example="today",
                help="This channel's paper of the day, and why it was picked.", aliases=("pick", "potd")),
 )

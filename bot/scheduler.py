@@ -197,7 +197,7 @@ class DailyService:
 
     def _put_job(self, channel: str, spec: ScheduleSpec) -> None:
         self.scheduler.add_job(self.fire, make_trigger(spec), args=[channel], id=self.job_id(channel),
-                               name=f"paper of the day for {channel} at {spec.describe()}",
+                               name=f"paper of the day for {channel}: {spec.describe()}",
                                replace_existing=True)
 
     def next_run(self, channel: str) -> datetime | None:

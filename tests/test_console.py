@@ -54,7 +54,7 @@ def test_the_console_weighs_reactions_with_the_configured_weights(hashing_store)
 def test_a_newcomer_can_schedule_steer_and_preview_the_paper_of_the_day_in_the_console(hashing_store):
     text = console(hashing_store, "schedule 09:30 UTC weekdays\ninterests add video understanding\ntoday\n")
     assert "Schedules belong to a Slack channel" not in text
-    assert "set the paper of the day to 09:30 UTC, on weekdays" in text
+    assert "set the paper of the day to weekdays (Mon-Fri) at 09:30 UTC" in text
     row = hashing_store.get_schedule(CONSOLE_CHANNEL)
     assert (row["hour"], row["minute"], row["tz"], row["days"]) == (9, 30, "UTC", "weekdays")
     assert [r["text"] for r in hashing_store.interests(CONSOLE_CHANNEL)] == ["video understanding"]
@@ -64,15 +64,27 @@ def test_a_newcomer_can_schedule_steer_and_preview_the_paper_of_the_day_in_the_c
     assert "video understanding" in text.split("Preview")[-1]
 
 
+def test_the_console_takes_a_schedule_on_chosen_days_and_names_the_next_of_them(hashing_store):
+    """"schedule 9:00 UTC mon and thu" was "I didn't understand “mon”" here as in Slack."""
+    helped = console(hashing_store, "help schedule\n")
+    assert "daily|weekdays|days" in helped and "mon and thu" in helped
+    text = console(hashing_store, "schedule 9:00 UTC mon and thu\nschedule\n")
+    assert "set the paper of the day to Mondays and Thursdays at 09:00 UTC" in text
+    assert hashing_store.get_schedule(CONSOLE_CHANNEL)["days"] == "mon,thu"
+    shown = text.split("comes Mondays and Thursdays at 09:00 UTC")[1]
+    assert re.search(r"Next post: (Mon|Thu) \d+ \w+ at 09:00 UTC", shown)
+
+
 def test_a_time_typed_without_a_zone_is_the_laptops_own_unless_the_setting_names_one(hashing_store, monkeypatch):
     """The console read "9am" as UTC (PAPERCLUB_TIMEZONE's default), not as the time on the laptop."""
     monkeypatch.setenv("TZ", "Asia/Tokyo")
-    assert "set the paper of the day to 09:00 Asia/Tokyo" in console(hashing_store, "schedule 9am\n")
+    assert "set the paper of the day to every day at 09:00 Asia/Tokyo" in console(hashing_store, "schedule 9am\n")
     monkeypatch.setenv("TZ", ":/usr/share/zoneinfo/Europe/Berlin")  # a zone file's path, as TZ may be
-    assert "to 08:00 Europe/Berlin" in console(hashing_store, "schedule off\nschedule 8am\n")
-    assert "to 07:00 Europe/Paris" in console(hashing_store, "schedule off\nschedule 7am\n", timezone="Europe/Paris")
+    assert "to every day at 08:00 Europe/Berlin" in console(hashing_store, "schedule off\nschedule 8am\n")
+    assert "to every day at 07:00 Europe/Paris" in console(hashing_store, "schedule off\nschedule 7am\n",
+                                                           timezone="Europe/Paris")
     monkeypatch.setenv("TZ", "EST5EDT4,M3.2.0,M11.1.0")  # a rule, no zone name: UTC, said as such
-    assert "to 06:00 UTC" in console(hashing_store, "schedule off\nschedule 6am\n")
+    assert "to every day at 06:00 UTC" in console(hashing_store, "schedule off\nschedule 6am\n")
 
 
 def test_a_newcomer_can_answer_a_calibration_round_by_typing_what_its_buttons_say(hashing_store):

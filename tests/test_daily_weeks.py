@@ -290,3 +290,34 @@ def test_invited_back_while_the_sweep_retries_the_paper_is_posted_once(app, fake
         invite.result()
     assert [r.status for r in swept] == ["busy"]
     assert len(daily_posts(fake_slack)) == 1
+
+
+# -- a schedule on chosen weekdays ------------------------------------------------------------------
+def test_a_schedule_on_chosen_weekdays_posts_on_those_days_and_no_other_over_a_week(
+        app, fake_slack, service, hashing_store):
+    """"/paper schedule every monday and thursday at 9" was refused ("I didn't understand
+    “monday”"): only daily and weekdays existed. A week of the real job's trigger and the sweep,
+    hour by hour, the bot down over Monday's 09:00: Monday's post is caught up on start-up, Thursday's
+    fires, and no other day (a Tuesday is no missed day) gets a paper."""
+    at(service, 2, 12)  # Sunday 2 June
+    command(app, fake_slack, "interests add video understanding")
+    said = text_of(command(app, fake_slack, "schedule every monday and thursday at 9 Europe/Berlin"))
+    assert "Mondays and Thursdays at 09:00 Europe/Berlin" in said
+    assert "First post: Mon 3 Jun at 09:00 Europe/Berlin" in said
+    assert hashing_store.get_schedule(CH)["days"] == "mon,thu"
+
+    at(service, 3, 8, 30)  # back at 10:30 in Berlin, 90 minutes after Monday's post was due
+    assert [r.status for r in service.catch_up(service.clock.now)] == ["posted"]
+    trigger = service.scheduler.get_job(service.job_id(CH)).trigger
+    fired = {}
+    for hour in range(9, 24 * 7):  # Monday 09:00 UTC to Sunday 23:00 UTC
+        now = at(service, 3 + hour // 24, hour % 24)
+        if trigger.get_next_fire_time(None, now) == now:
+            fired[now.strftime("%a %H:%M")] = service.fire(CH).status
+        assert service.catch_up(now, quiet=True) == []  # the sweep finds nothing missed
+        if (hour // 24, hour % 24) == (1, 8):  # Tuesday, 10:00 in Berlin
+            assert "it posts Thu 6 Jun at 09:00 Europe/Berlin" in text_of(command(app, fake_slack, "today"))
+    assert fired == {"Thu 07:00": "posted"}
+    assert hashing_store.post_days(CH, "2024-06-01") == {"2024-06-03": "posted", "2024-06-06": "posted"}
+    assert len(daily_posts(fake_slack)) == 2
+    assert "Next post: Mon 10 Jun at 09:00 Europe/Berlin" in text_of(command(app, fake_slack, "schedule"))
