@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 # typed again in other words is the same schedule.
 DAILY = "daily"
 WEEKDAYS = "weekdays"
-DAYS = (DAILY, WEEKDAYS)
 DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")  # weekday() order
 _GROUPS = {DAILY: frozenset(range(7)), WEEKDAYS: frozenset(range(5))}
 DEFAULT_GRACE = timedelta(hours=3)  # a post missed by less than this is made on start-up
