@@ -652,3 +652,26 @@ def test_a_weekend_is_no_missed_night_and_a_catch_up_that_fails_is_tried_again(f
     assert db.count_papers() == 8 and arxiv_ids(db) == sorted(p.arxiv_id for p in fake.papers)
     state = db.source_state("arxiv-rss:cs.LG")
     assert state["failing_since"] is None and "gap" not in state["cursor"]
+
+
+def test_an_empty_listing_read_the_day_after_does_not_hide_a_missed_night(fake, sources, db):
+    """An empty listing counts as its night read only on that night: the one read on Friday evening,
+    after Thursday's poll failed, says nothing of Thursday, which Sunday's listing still catches up."""
+    def night(d: int) -> datetime:  # 20:00 US Eastern on the evening before 2026-12-d
+        return datetime(2026, 12, d, 1, tzinfo=timezone.utc)
+
+    wed = make_papers(2, seed=1, start=datetime(2026, 12, 2, 12, tzinfo=timezone.utc))
+    thu = make_papers(2, seed=2, start=datetime(2026, 12, 3, 12, tzinfo=timezone.utc))
+    sun = make_papers(1, seed=3, start=datetime(2026, 12, 5, 12, tzinfo=timezone.utc))
+    fake.papers = wed + thu + sun
+    _listing(fake, wed, ["new"] * 2, night(3))
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(3).timestamp() + 1800)[0] == "new"
+    fake.fail("/rss/", 503, times=10)  # Thursday night: arXiv down
+    with pytest.raises(SourceError):
+        poll_arxiv(db, sources, "cs.LG", EMB, now=night(4).timestamp() + 1800)
+    fake.faults.clear()
+    fake.listings["cs.LG"] = ([], None)  # Friday evening: nothing
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(5).timestamp() + 1800)[0] == "empty"
+    _listing(fake, sun, ["new"], night(7))
+    assert poll_arxiv(db, sources, "cs.LG", EMB, now=night(7).timestamp() + 1800)[0] == "new"
+    assert arxiv_ids(db) == sorted(p.arxiv_id for p in wed + thu + sun)  # Thursday's by the API

@@ -374,3 +374,50 @@ def test_a_feed_its_source_cannot_be_reached_for_says_so_in_the_feed_list(parts,
     assert polled and "new" not in polled.values()
     listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
     assert "couldn't reach arXiv since Tue 1 Dec" in listed and "no new papers from it until it answers" in listed
+
+
+def _evening(day: int, month: int = 11) -> float:
+    """The feeds job's poll at 20:30 US Eastern on the evening before 2026-<month>-<day> (EST = UTC-5)."""
+    return datetime(2026, month, day, 1, 30, tzinfo=timezone.utc).timestamp()
+
+
+def test_a_holiday_with_an_empty_listing_is_read_not_missed_in_the_feed_list(parts, fake_slack, fake_src):
+    """arXiv announces nothing on US Thanksgiving (Thursday 26 Nov 2026): its listing that night is empty.
+    The next announcement took that night for a missed one, asked the API for it and, with the API
+    busy, the feed list said arXiv could not be reached. An empty listing read is a night read."""
+    from store.sources import poll_feeds
+
+    app, deps = parts
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="UADMIN", channel="C1")
+    wed, sun = make_papers(2, seed=7), make_papers(2, seed=8)
+    poll = lambda at: poll_feeds(deps.store, deps.sources, deps.embedder, now=at)  # what the feeds job runs
+    fake_src.listings["cs.LG"] = ([("new", p) for p in wed], datetime(2026, 11, 26, 1, tzinfo=timezone.utc))
+    assert poll(_evening(26)) == {("arxiv", "cs.LG"): "new"}
+    fake_src.listings["cs.LG"] = ([], datetime(2026, 11, 27, 1, tzinfo=timezone.utc))  # Thanksgiving
+    assert poll(_evening(27)) == poll(_evening(27) + 3 * 3600) == {("arxiv", "cs.LG"): "empty"}
+    fake_src.listings["cs.LG"] = ([("new", p) for p in sun], datetime(2026, 11, 30, 1, tzinfo=timezone.utc))
+    fake_src.fail("/api/query", 503, times=50)  # the API busy: a catch-up would fail
+    assert poll(_evening(30)) == {("arxiv", "cs.LG"): "new"}
+    assert fake_src.calls("/api/query") == []  # nothing was missed, so nothing to catch up
+    listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "1. arXiv *cs.LG*" in listed and "couldn't reach" not in listed and "not read yet" not in listed
+
+
+def test_a_listing_left_as_it_was_on_a_holiday_and_caught_up_is_no_fault_in_the_feed_list(
+        parts, fake_slack, fake_src):
+    """Where a holiday's listing is left as the night before's, the bot takes it for stale and asks
+    the API, which answers (with nothing new). The feed was read: the list said arXiv could not be reached."""
+    from store.sources import poll_feeds
+
+    app, deps = parts
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="UADMIN", channel="C1")
+    wed = make_papers(2, seed=7, start=datetime(2026, 11, 25, 12, tzinfo=timezone.utc))
+    fake_src.papers = wed
+    fake_src.listings["cs.LG"] = ([("new", p) for p in wed], datetime(2026, 11, 26, 1, tzinfo=timezone.utc))
+    poll = lambda at: poll_feeds(deps.store, deps.sources, deps.embedder, now=at)
+    assert poll(_evening(26)) == {("arxiv", "cs.LG"): "new"}
+    assert poll(_evening(27)) == {("arxiv", "cs.LG"): "stale"}  # Thanksgiving: the same listing
+    assert fake_src.calls("/api/query")  # asked, and answered
+    listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "1. arXiv *cs.LG*" in listed and "couldn't reach" not in listed
+    assert "stale" in deps.store.source_state("arxiv-rss:cs.LG")["last_error"]  # for `paperclub feeds`

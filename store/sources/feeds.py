@@ -116,8 +116,8 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
         raise
     result = IngestResult()
     at = datetime.fromtimestamp(now, timezone.utc)
-    if not listing.items:  # no announcement tonight (Friday, Saturday, a holiday): normal
-        store.update_source(source, now=now, ok=True)
+    if not listing.items:  # no announcement tonight (Friday, Saturday, a holiday, a quiet category): normal
+        store.update_source(source, now=now, ok=True, cursor=_read_empty(cur, at))
         return "empty", result
     if listing.signature == cur.get("listing"):
         # The same listing again is news we already have, unless arXiv has announced since we read it:
@@ -142,9 +142,12 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
             harvest_arxiv(store, sources, category, embedder, now=now, since=since)
         except SourceError:
             pass  # recorded on the API source; the listing is retried at the next poll
-        else:  # the API has had everything up to now: no night before this one is missing any more
-            store.update_source(source, now=now, cursor={**{k: v for k, v in cur.items() if k != "gap"},
-                                                         "slot": arxiv.last_announcement(at).timestamp()})
+        else:  # the API has had everything up to now: no night before this one is missing any more, and
+            # the feed is read (a holiday's listing left as it was looks stale too): not failing, the
+            # stale note kept as its last error for `paperclub feeds`
+            store.update_source(source, now=now, ok=True,
+                                cursor={**{k: v for k, v in cur.items() if k != "gap"},
+                                        "slot": arxiv.last_announcement(at).timestamp()})
         return "stale", result
     announced_at = listing.announced.timestamp() if listing.announced else now
     fresh = [r for t, r in listing.items if t in arxiv.KEEP_TYPES]
@@ -165,6 +168,19 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
               "slot": slot.timestamp(), **({"gap": gap.isoformat()} if problem else {})}
     store.update_source(source, now=now, ok=problem is None, cursor=cursor, error=problem)
     return "new", result
+
+
+def _read_empty(cur: dict, at: datetime) -> dict | None:
+    """The cursor after an empty listing read at `at` (None: left as it was). arXiv rebuilds the
+    listing after each announcement, so an empty one read within a day of a scheduled announcement
+    (the feeds job reads half an hour and three and a half hours after it) is that night, read: a
+    holiday (arXiv's schedule skips a few nights a year) or a category with nothing new. Counting
+    it as read, rather than keeping a holiday calendar, keeps the next listing from taking it for
+    a missed night to catch up by the API. Read later (a Friday), it proves nothing of that night."""
+    night = arxiv.last_announcement(at)
+    if at - night >= timedelta(days=1) or night.timestamp() <= (cur.get("slot") or 0):
+        return None
+    return {**cur, "slot": night.timestamp()}
 
 
 MAX_CATCH_UP_DAYS = 14  # a longer outage catches up its last two weeks: older papers are past "new"
