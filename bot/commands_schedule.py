@@ -130,13 +130,20 @@ def handle_schedule(deps: Deps, call: Call) -> Reply:
 
 
 # -- /paper today ------------------------------------------------------------------------------
-def _permalink(deps: Deps, channel: str, ts: str) -> str | None:
+def _permalink(deps: Deps, channel: str, row: dict) -> str | None:
+    """The post's link: kept with its row once Slack gave it, so asking again costs no round trip.
+    None while Slack cannot give it (the reply names the channel instead; the next ask tries again)."""
+    if row.get("permalink"):
+        return row["permalink"]
     if deps.slack is None:
         return None
     try:
-        return deps.slack.chat_getPermalink(channel=channel, message_ts=ts).get("permalink")
-    except Exception:
+        link = deps.slack.chat_getPermalink(channel=channel, message_ts=row["ts"]).get("permalink")
+    except Exception:  # a link is a nicety: Slack refusing it (or not answering) loses the reply nothing
         return None
+    if link:
+        deps.store.set_post_permalink(channel, row["key"], row["ts"], link)
+    return link
 
 
 def handle_today(deps: Deps, call: Call) -> Reply:
@@ -152,7 +159,7 @@ def handle_today(deps: Deps, call: Call) -> Reply:
     if row and row["status"] == PostStatus.POSTED and row.get("pick"):
         pick = DailyPick.from_dict(row["pick"], channel, day)
         paper = deps.store.get_paper(pick.paper_id)
-        link = _permalink(deps, channel, row["ts"])
+        link = _permalink(deps, channel, row)
         where = f"<{link}|posted here>" if link else f"posted in <#{channel}>" if channel[0] in "CG" else "posted"
         name = bk.esc(paper.short_name if paper else pick.paper_id)
         text = f"Today's paper is *{name}*, {where}.\n_Why:_ {explanation(pick)}"

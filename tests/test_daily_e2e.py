@@ -395,6 +395,25 @@ def test_today_previews_privately_then_links_to_the_post(app, fake_slack, servic
     assert "Today's paper is *" in after and "slack.com/archives/C1/p" in after and "_Why:_ matches" in after
 
 
+def test_today_asks_slack_for_the_posts_link_once_and_answers_without_it_when_slack_fails(
+        app, fake_slack, service):
+    """Each `/paper today` asked Slack for the post's permalink again: one more round trip on every
+    ask. The link is kept with the post once Slack gave it; while Slack cannot give it, the answer
+    names the channel instead, and the next ask tries again."""
+    fake = fake_slack
+    command(app, fake, "interests add video understanding", user="UALICE")
+    command(app, fake, "schedule 09:00 UTC")
+    service.clock.now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+    service.fire(CH)
+    service.clock.now = datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+    fake.fail("chat.getPermalink", error="internal_error", times=1)
+    failed = text_of(command(app, fake, "today"))
+    assert "Today's paper is *" in failed and f"posted in <#{CH}>" in failed and "slack.com/archives" not in failed
+    answers = [text_of(command(app, fake, "today")) for _ in range(3)]
+    assert all("slack.com/archives/C1/p" in a for a in answers)
+    assert len(fake.calls("chat.getPermalink")) == 2  # the failed ask, then once
+
+
 def save_click(url: str, paper_id: str, *, user: str = "U1") -> dict:
     """A member pressing Save on the digest, as Slack sends it."""
     return {"type": "block_actions", "user": {"id": user}, "api_app_id": "A1", "team": {"id": "T1"},

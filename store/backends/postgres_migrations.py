@@ -248,6 +248,11 @@ m012_forgotten_members: list[str] = [
     # (a backup file then carries the list); both stay at one schema version (paperclub migrate).
 ]
 
+m013_post_permalinks = [
+    # A post's permalink, kept once Slack gave it: `/paper today` asks Slack once, not on every ask.
+    "alter table posts add column permalink text",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -262,4 +267,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m010_one_claims_table", m010_one_claims_table),
     ("m011_carried_nominations", m011_carried_nominations),
     ("m012_forgotten_members", m012_forgotten_members),
+    ("m013_post_permalinks", m013_post_permalinks),
 ]

@@ -107,6 +107,12 @@ class PostClaims(SQLTables):
         with self.transaction() as db:
             db.execute(self._q("update posts set abstract_ts = ? where channel = ? and key = ?"), [ts, channel, key])
 
+    def set_post_permalink(self, channel: str, key: str, ts: str, link: str) -> None:
+        """Keep the permalink Slack gave for the post's message `ts` with its row (for that ts only)."""
+        with self.transaction() as db:
+            db.execute(self._q("update posts set permalink = ? where channel = ? and key = ? and ts = ?"),
+                       [link, channel, key, ts])
+
     # -- the daily posts as a history ----------------------------------------------------------
     def post_history(self, channel: str) -> list[dict]:
         """Every day this channel was (or is being) shown a paper, oldest first."""

@@ -255,3 +255,10 @@ def m012_forgotten_members(db: sqlite_utils.Database):
     (paperclub.db.forgotten) stays, so a restore of an older file cannot shorten it. Each start merges
     the two. A database restored from before this migration gets the table, filled from the file."""
     db.execute("create table forgotten_members (hash text primary key)")
+
+
+@migrations()
+def m013_post_permalinks(db: sqlite_utils.Database):
+    """A post's permalink, kept once Slack gave it (chat.getPermalink), so that `/paper today` links
+    the day's post without asking Slack again on every ask. Null until first asked."""
+    db.execute("alter table posts add column permalink text")
