@@ -800,6 +800,32 @@ def test_a_presenter_who_leaves_the_rotation_is_replaced_and_told_so(world):
     assert "You were not in the rotation." in again and "present on" not in again
 
 
+def test_a_presenter_who_steps_down_after_the_reminder_is_off_the_reminder_too(world):
+    """Ann is named in the reminder, then types `club leave`: the reminder in the channel says
+    someone else will be asked, then names whoever the next tick asks. The paper stays."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UBOB", channel=CH)
+    for at in (AGENDA_AT, CUTOFF_AT, REMINDER_AT):
+        _tick(deps, at)
+    gone = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    [reminder] = _scheduled(fake, "reminder")
+    assert f"<@{gone}>" in text_of(reminder)
+
+    clock.now = REMINDER_AT + timedelta(minutes=10)
+    dispatch_command(app, fake, "club leave", user=gone, channel=CH)
+    [reminder] = _scheduled(fake, "reminder")
+    assert f"<@{gone}>" not in text_of(reminder) and "someone else will be asked" in text_of(reminder)
+    assert bk.esc(paper.short_name) in text_of(reminder)
+
+    _tick(deps, REMINDER_AT + timedelta(minutes=11))
+    now_presenting = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    [reminder] = _scheduled(fake, "reminder")
+    assert now_presenting not in (None, gone) and f"<@{now_presenting}>" in text_of(reminder)
+    assert f"<@{gone}>" not in text_of(reminder) and bk.esc(paper.short_name) in text_of(reminder)
+
+
 def test_an_away_covering_your_session_takes_you_off_it_and_an_offered_swap_expires(world):
     """Ann presents on 3 December and has offered Bob her slot; then she says she is away that week.
     She is off the session, the reply says which, and Bob's Accept finds the slot changed hands."""

@@ -121,7 +121,7 @@ def winner_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *, st
     if presenter:
         who = f"Presenter: {mention(presenter)}" + (", who stepped in" if stepped_in else "")
     elif stepped_in:
-        who = "Its presenter stepped down; someone else will be asked"
+        who = STEPPED_DOWN
     else:
         who = "Presenter: nobody (everyone is away)"
     if paper is None:
@@ -137,31 +137,64 @@ def winner_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *, st
         text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} ({session.get('votes') or 0} votes). {who}."
         if session.get("tiebreak"):
             text += f"\n_{bk.esc(session['tiebreak'])} ({cl.TIEBREAK})._"
-    key = f"winner:{day.isoformat()}"
+    return _note(channel, "winner", day, "The reading group has chosen", text)
+
+
+def reminder_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *,
+                     stepped_in: bool = False) -> dict | None:
+    """chat.postMessage / chat.update arguments for the session's reminder, from the store (None
+    without a paper); `stepped_in` as for winner_message."""
+    session = deps.store.get_club_session(channel, day.isoformat()) or {}
+    paper = deps.store.get_paper(session["paper_id"]) if session.get("paper_id") else None
+    if paper is None:
+        return None
+    presenter = session.get("presenter")
+    text = f"Reading group at {cl.session_start(spec, day):%H:%M}: *{bk.esc(paper.short_name)}*"
+    if presenter:
+        text += f", presented by {mention(presenter)}" + (", who stepped in." if stepped_in else ".")
+    elif stepped_in:
+        text += f". {STEPPED_DOWN}."
+    else:
+        text += ", presented by nobody yet."
+    return _note(channel, "reminder", day, "Reading group soon", text)
+
+
+def _note(channel: str, step: str, day: date, title: str, text: str) -> dict:
     return {"channel": channel, "text": bk.fallback_text(text),
-            "blocks": [b.to_dict() for b in bk.club_note_blocks("The reading group has chosen", text)],
-            # The machine's own marker: a redraw (chat.update) keeps the announcement findable by its claim.
-            "metadata": {"event_type": SCHEDULED_EVENT, "event_payload": {"kind": "winner", "key": key}}}
+            "blocks": [b.to_dict() for b in bk.club_note_blocks(title, text)],
+            # The machine's own marker: a redraw (chat.update) keeps the post findable by its claim.
+            "metadata": {"event_type": SCHEDULED_EVENT,
+                         "event_payload": {"kind": step, "key": f"{step}:{day.isoformat()}"}}}
 
 
-def redraw_winner(deps: Deps, client: WebClient | None, channel: str, day: date, *, stepped_in: bool) -> None:
-    """Redraw the session's announcement from the store if it is in the channel (its presenter
-    stepped down, or someone stepped in); a redraw that fails is logged, and the change stands."""
+STEPPED_DOWN = "Its presenter stepped down; someone else will be asked"
+NAMES_THE_PRESENTER = {"winner": winner_message, "reminder": reminder_message}  # the posts a redraw redraws
+
+
+def redraw_announced(deps: Deps, client: WebClient | None, channel: str, day: date, *, stepped_in: bool) -> None:
+    """Redraw the session's announcement and reminder from the store, each one that is in the channel
+    (its presenter stepped down, or someone stepped in); a redraw that fails is logged, and the
+    change stands."""
     spec = cl.club_for(deps.store, channel)
-    posted = deps.store.get_post(channel, f"winner:{day.isoformat()}") or {}
-    if spec is None or posted.get("status") != "posted" or not posted.get("ts") or client is None:
-        return  # no club, not announced yet, or the console
-    try:
-        client.chat_update(**winner_message(deps, channel, day, spec, stepped_in=stepped_in), ts=posted["ts"])
-    except Exception:
-        log.warning("could not redraw the announcement for %s %s", channel, day, exc_info=True)
+    if spec is None or client is None:
+        return  # no club, or the console
+    for step, build in NAMES_THE_PRESENTER.items():
+        posted = deps.store.get_post(channel, f"{step}:{day.isoformat()}") or {}
+        if posted.get("status") != "posted" or not posted.get("ts"):
+            continue  # not out yet
+        try:
+            message = build(deps, channel, day, spec, stepped_in=stepped_in)
+            if message:
+                client.chat_update(**message, ts=posted["ts"])
+        except Exception:
+            log.warning("could not redraw the %s for %s %s", step, channel, day, exc_info=True)
 
 
 def stepped_down(deps: Deps, client: WebClient | None, channel: str, days) -> None:
-    """After store.club.step_down: the announcements of those sessions no longer name the presenter
-    who left; the next tick asks someone else, and redraws them again naming them."""
+    """After store.club.step_down: the announcements and reminders of those sessions no longer name
+    the presenter who left; the next tick asks someone else, and redraws them again naming them."""
     for day in days:
-        redraw_winner(deps, client, channel, day, stepped_in=True)
+        redraw_announced(deps, client, channel, day, stepped_in=True)
 
 
 def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
@@ -271,7 +304,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
         stepped_in = bool(before.get("paper_id")) and not before.get("presenter")
         result = once(lambda: winner_message(deps, channel, day, spec, stepped_in=stepped_in))
         if result.status == "already" and session.get("presenter") != before.get("presenter"):
-            redraw_winner(deps, client, channel, day, stepped_in=stepped_in)  # it names who presents now
+            redraw_announced(deps, client, channel, day, stepped_in=stepped_in)  # they name who presents now
         if paper is not None:  # reactions on the announcement, and on the agenda from now on, are about it
             _about(store, channel, result.ts, paper.id, now)
             _about(store, channel, agenda_ts, paper.id, now)
@@ -283,10 +316,7 @@ def _run_step(deps: Deps, client, channel: str, spec: cl.ClubSpec, step: str, st
     if paper is None:
         return None
     if step == "reminder":
-        who = mention(session["presenter"]) if session.get("presenter") else "nobody yet"
-        text = f"Reading group at {start:%H:%M}: *{bk.esc(paper.short_name)}*, presented by {who}."
-        result = once(lambda: {"text": bk.fallback_text(text), "blocks": [b.to_dict() for b in
-                               bk.club_note_blocks("Reading group soon", text)]})
+        result = once(lambda: reminder_message(deps, channel, day, spec))
         _about(store, channel, result.ts, paper.id, now)
         return result
     if step == "thread":
