@@ -550,7 +550,7 @@ def step_down(store: Store, channel: str, user: str, now: datetime, *,
             continue
         fields: dict = {"presenter": None}
         if spec.mode == PRESENTER_CHOOSES and timeline(spec, start).cutoff > now:
-            fields.update(paper_id=None, nominator=None, votes=None, tiebreak=None)
+            fields.update(paper_id=None, nominator=None, votes=None, tiebreak=None, chosen=0)
         store.put_club_session(channel, row["date"], now=now.timestamp(), **fields)
         freed.append(day)
     return freed
@@ -620,7 +620,7 @@ def choose_paper(store: Store, channel: str, day: date, user: str, paper_id: str
     if row.get("paper_id") == paper_id:
         return "already"
     store.put_club_session(channel, day.isoformat(), paper_id=paper_id, nominator=nominations[paper_id].user,
-                           votes=0, tiebreak=None, now=now.timestamp())
+                           votes=0, tiebreak=None, chosen=1, now=now.timestamp())
     return "chosen"
 
 

@@ -597,6 +597,19 @@ def test_a_presenter_who_does_not_choose_gets_the_earliest_nomination_and_the_po
     assert "did not choose by the cutoff" in text_of(winner) and "<@UANN>" in text_of(winner)
 
 
+def test_a_presenter_who_never_chose_the_only_nomination_is_not_said_to_have_chosen_it(world):
+    app, fake, store, clock, deps = world
+    _presenter_club(store, fake)
+    paper = next(iter(store.iter_papers()))
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)  # Ann never pressed Choose
+    [winner] = _scheduled(fake, "winner")
+    said = text_of(winner)
+    assert bk.esc(paper.short_name) in said and "<@UANN>" in said
+    assert "who chose it" not in said and "the only nomination" in said
+
+
 def test_a_stale_swap_offer_expires_with_its_session_and_only_a_current_member_may_accept(world):
     """Ann offers Bob her 3 December slot; Bob clicks Accept on 10 December: 3 December's presenter
     stays Ann. And a member who left the rotation cannot take a live offer."""

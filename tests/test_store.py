@@ -416,3 +416,24 @@ def test_the_carried_nominations_migration_keeps_every_ballot_and_later_skips_re
             ("p1", "UANN", "2026-12-03"), ("p2", "UBOB", None)]
     finally:
         s.close()
+
+
+def test_the_presenter_choice_migration_reads_a_decided_session_as_its_announcement_said(store_url):
+    _schema_before(store_url, "m014_presenter_choice")
+    old = open_store(store_url, migrate=False)
+    club = dict(weekday=3, hour=17, minute=0, tz="Europe/Berlin", cadence="weekly", active=1)
+    old.set_club("C1", set_by="UADMIN", now=1.0, mode="presenter", **club)
+    old.set_club("C2", set_by="UADMIN", now=1.0, mode="vote", **club)
+    old.put_club_session("C1", "2026-12-03", paper_id="p1", presenter="UANN", now=2.0)  # announced "who chose it"
+    old.put_club_session("C1", "2026-12-10", paper_id="p2", presenter="UBOB", tiebreak="tied", now=2.0)
+    old.put_club_session("C1", "2026-12-17", presenter="UCY", now=2.0)  # not decided yet
+    old.put_club_session("C2", "2026-12-03", paper_id="p3", presenter="UANN", now=2.0)  # a vote
+    old.close()
+    s = open_store(store_url)
+    try:
+        assert [(r["channel"], r["date"], r["chosen"]) for r in s.club_sessions("C1") + s.club_sessions("C2")] == [
+            ("C1", "2026-12-03", 1), ("C1", "2026-12-10", 0), ("C1", "2026-12-17", 0), ("C2", "2026-12-03", 0)]
+        s.put_club_session("C1", "2026-12-17", paper_id="p4", chosen=1, now=3.0)
+        assert s.get_club_session("C1", "2026-12-17")["chosen"] == 1
+    finally:
+        s.close()

@@ -131,8 +131,12 @@ def winner_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *, st
         if session.get("tiebreak") or not (presenter or stepped_in):
             text += (f".\n_The presenter did not choose by the cutoff, so the candidates were tied: "
                      f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
-        else:
-            text += "." if stepped_in else ", who chose it."
+        elif stepped_in:
+            text += "."
+        elif session.get("chosen"):  # they pressed Choose (store.club.choose_paper)
+            text += ", who chose it."
+        else:  # one candidate, never chosen: the tally had nothing to break
+            text += ".\n_The presenter did not choose by the cutoff, and it was the only nomination._"
     else:
         text = f"We read *{bk.esc(paper.short_name)}* on {day:%a %-d %b} ({session.get('votes') or 0} votes). {who}."
         if session.get("tiebreak"):

@@ -253,6 +253,15 @@ m013_post_permalinks = [
     "alter table posts add column permalink text",
 ]
 
+m014_presenter_choice = [
+    # Whether the presenter chose the session's paper (store.club.choose_paper), so one who never
+    # pressed Choose is not announced as the one who chose it. Sessions decided before, in a club where
+    # the presenter chooses, with no tie-break, read as chosen, as their announcement said.
+    "alter table club_sessions add column chosen integer not null default 0",
+    "update club_sessions set chosen = 1 where paper_id is not null and tiebreak is null "
+    "and channel in (select channel from clubs where mode = 'presenter')",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -268,4 +277,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m011_carried_nominations", m011_carried_nominations),
     ("m012_forgotten_members", m012_forgotten_members),
     ("m013_post_permalinks", m013_post_permalinks),
+    ("m014_presenter_choice", m014_presenter_choice),
 ]

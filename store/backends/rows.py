@@ -17,7 +17,8 @@ MEMBER_ID = re.compile(r"\b[UW][A-Z0-9]+\b")  # member ids a text (a stored pick
 # The columns set_club and put_club_session may write (the names go into SQL: checked first).
 CLUB_FIELDS = ("weekday", "hour", "minute", "tz", "cadence", "anchor", "lead_hours", "cutoff_hours",
                "mode", "active")
-SESSION_FIELDS = ("state", "paper_id", "presenter", "nominator", "thread_ts", "agenda_ts", "votes", "tiebreak")
+SESSION_FIELDS = ("state", "paper_id", "presenter", "nominator", "thread_ts", "agenda_ts", "votes", "tiebreak",
+                  "chosen")
 
 
 def paper_from_row(row: dict) -> Paper:

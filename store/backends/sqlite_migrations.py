@@ -262,3 +262,13 @@ def m013_post_permalinks(db: sqlite_utils.Database):
     """A post's permalink, kept once Slack gave it (chat.getPermalink), so that `/paper today` links
     the day's post without asking Slack again on every ask. Null until first asked."""
     db.execute("alter table posts add column permalink text")
+
+
+@migrations()
+def m014_presenter_choice(db: sqlite_utils.Database):
+    """Whether the presenter chose the session's paper (store.club.choose_paper): a presenter who never
+    pressed Choose is not announced as the one who chose it. Sessions decided before this migration in a
+    club where the presenter chooses, with no tie-break, read as chosen, as their announcement said."""
+    db.execute("alter table club_sessions add column chosen integer not null default 0")
+    db.execute("update club_sessions set chosen = 1 where paper_id is not null and tiebreak is null "
+               "and channel in (select channel from clubs where mode = 'presenter')")
