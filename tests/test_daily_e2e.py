@@ -30,7 +30,7 @@ from bot.blocks import ACTION_SAVE
 from bot.deps import Feedback
 from bot.posting import EVENT_TYPE, Poster, post_daily
 from bot.scheduler import DailyService
-from conftest import card_choices, dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, make_deps, make_settings
+from conftest import card_choices, dispatch_command, text_of, APP_TOKEN, BOT_TOKEN, Locker, make_deps, make_settings
 from store import HashingEmbedder, ScheduleSpec, Searcher, next_fire
 
 # Every test on a seeded store runs on each backend: a SQLite file, then PostgreSQL.
@@ -412,6 +412,35 @@ def test_today_asks_slack_for_the_posts_link_once_and_answers_without_it_when_sl
     answers = [text_of(command(app, fake, "today")) for _ in range(3)]
     assert all("slack.com/archives/C1/p" in a for a in answers)
     assert len(fake.calls("chat.getPermalink")) == 2  # the failed ask, then once
+
+
+def test_today_answers_with_the_link_while_another_writer_holds_the_database(fake_slack, quick_busy_store):
+    """Keeping the post's link is a cache: with another connection holding the database, `/paper
+    today` still answers, link and all, and keeps it on a later ask."""
+    from bot.app import create_app
+
+    fake, store = fake_slack, quick_busy_store
+    deps = make_deps(make_settings(slack_api_url=fake.api_url, timezone="UTC"), store,
+                     Searcher(store, HashingEmbedder()))
+    app = create_app(deps, process_before_response=True)
+    service = DailyService(deps)
+    service.sleep = lambda seconds: None
+    try:
+        command(app, fake, "interests add video understanding", user="UALICE")
+        command(app, fake, "schedule 09:00 UTC")
+        service.clock.now = datetime(2024, 6, 3, 9, 0, tzinfo=UTC)
+        service.fire(CH)
+        service.clock.now = datetime(2024, 6, 3, 10, 0, tzinfo=UTC)
+        locker = Locker(store)
+        try:
+            busy = text_of(command(app, fake, "today"))
+        finally:
+            locker.release()
+        assert "Today's paper is *" in busy and "slack.com/archives/C1/p" in busy
+        assert all("slack.com/archives/C1/p" in text_of(command(app, fake, "today")) for _ in range(2))
+        assert len(fake.calls("chat.getPermalink")) == 2  # not kept while locked, then kept
+    finally:
+        service.shutdown()
 
 
 def save_click(url: str, paper_id: str, *, user: str = "U1") -> dict:

@@ -572,12 +572,19 @@ class PostgresStore(SharedTables):
     def put_summary(self, content_hash: str, backend: str, data: dict, *, now: float) -> bool:
         """Cache a summary; False (not cached) when another writer holds the row, no connection
         is free or the server is read-only (a standby), so a reply never waits on the cache."""
-        if self.read_only:  # a newer paperclub's database: the summary is shown, just not cached
+        return self._cache_write(self._SUMMARY_UPSERT,
+                                [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+
+    def _cache_write(self, sql: str, params: Sequence) -> bool:
+        """Run one write a reply may skip (a cache); False, not an error, when a newer paperclub's
+        database is open read-only, the server is read-only, no connection is free or a lock is held
+        past CACHE_BUSY_MS: the reply goes on without it."""
+        if self.read_only:
             return False
         try:
             with self.pool.connection(timeout=CACHE_BUSY_MS / 1000) as conn, conn.transaction():
                 conn.execute(f"set local lock_timeout = {CACHE_BUSY_MS}")
-                conn.execute(self._q(self._SUMMARY_UPSERT), [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+                conn.execute(self._q(sql), params)
             return True
         except (PoolTimeout, pg_errors.ReadOnlySqlTransaction, *_BUSY):
             return False

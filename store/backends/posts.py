@@ -107,11 +107,11 @@ class PostClaims(SQLTables):
         with self.transaction() as db:
             db.execute(self._q("update posts set abstract_ts = ? where channel = ? and key = ?"), [ts, channel, key])
 
-    def set_post_permalink(self, channel: str, key: str, ts: str, link: str) -> None:
-        """Keep the permalink Slack gave for the post's message `ts` with its row (for that ts only)."""
-        with self.transaction() as db:
-            db.execute(self._q("update posts set permalink = ? where channel = ? and key = ? and ts = ?"),
-                       [link, channel, key, ts])
+    def set_post_permalink(self, channel: str, key: str, ts: str, link: str) -> bool:
+        """Keep the permalink Slack gave for the post's message `ts` with its row (for that ts only);
+        a cache: False, skipped, when the database is busy or read-only (the next ask asks Slack)."""
+        return self._cache_write("update posts set permalink = ? where channel = ? and key = ? and ts = ?",
+                                [link, channel, key, ts])
 
     # -- the daily posts as a history ----------------------------------------------------------
     def post_history(self, channel: str) -> list[dict]:

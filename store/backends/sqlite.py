@@ -361,7 +361,13 @@ class SQLiteStore(SharedTables):
         Replies compute summaries on the way (search results show TL;DRs), so a cache
         write must not make a reply wait out someone else's long write, or fail after it.
         """
-        if self.read_only:  # a read-only volume: the summary is shown, just not cached
+        return self._cache_write(self._SUMMARY_UPSERT,
+                                [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+
+    def _cache_write(self, sql: str, params: Sequence) -> bool:
+        """Run one write a reply may skip (a cache); False, not an error, when the file is read-only
+        or another writer holds it past CACHE_BUSY_MS: the reply goes on without it."""
+        if self.read_only:  # a read-only volume: what was computed is shown, just not kept
             return False
         if not self._write_lock.acquire(timeout=CACHE_BUSY_MS / 1000):
             return False  # a thread of ours is queued for the write lock already
@@ -369,7 +375,7 @@ class SQLiteStore(SharedTables):
         conn.execute(f"PRAGMA busy_timeout = {CACHE_BUSY_MS}")
         try:
             with self.transaction() as db:
-                db.execute(self._SUMMARY_UPSERT, [content_hash, backend, json.dumps(data, ensure_ascii=False), now])
+                db.execute(sql, params)
             return True
         except sqlite3.OperationalError as e:
             if not is_busy(e):
