@@ -224,14 +224,15 @@ def _in_part(when: tuple[int, int] | None, word: str | None, part: str) -> tuple
 
 def _one_day(word: str, when: tuple[int, int] | None) -> ScheduleError:
     """The answer to "tomorrow" (or "today", "tonight"): the paper of the day is no one-off post."""
+    repeats = ("The paper of the day comes every day, on weekdays or on the days you choose (mon and thu), "
+               "not on one day")
     if when is None:
         at = "9pm" if word.lower() == "tonight" else "9am"
-        return ScheduleError(f"The paper of the day comes every day (or on weekdays), not on one day: leave out "
-                             f"“{word}” and give the time it comes, for example {at} or {at} weekdays.")
+        return ScheduleError(f"{repeats}: leave out “{word}” and give the time it comes, for example {at}, "
+                             f"{at} weekdays or {at} mon and thu.")
     at = f"{when[0]:02d}:{when[1]:02d}"
-    return ScheduleError(f"The paper of the day comes every day (or on weekdays), not on one day: leave out "
-                         f"“{word}” and give just the time, {at}: the first post then comes at the next {at}. "
-                         f"Write it as {USAGE}.")
+    return ScheduleError(f"{repeats}: leave out “{word}” and give just the time, {at}: the first post then "
+                         f"comes at the next {at}. Write it as {USAGE}.")
 
 
 def _looks_like_time(word: str) -> bool:

@@ -152,7 +152,7 @@ def test_bad_schedules_get_a_clear_reply(text, says):
 
 
 @pytest.mark.parametrize("text, says", [
-    ("tomorrow", "for example 9am or 9am weekdays"),
+    ("tomorrow", "for example 9am, 9am weekdays or 9am mon and thu"),
     ("tomorrow at 9", "just the time, 09:00: the first post then comes at the next 09:00"),
     ("6 tonight", "just the time, 18:00"),
 ])
@@ -162,6 +162,7 @@ def test_a_day_rather_than_a_daily_time_gets_a_hint_not_a_bare_refusal(text, say
     with pytest.raises(ScheduleError) as err:
         parse_schedule(text, "UTC")
     assert "every day" in str(err.value) and says in str(err.value)
+    assert "mon and thu" in str(err.value)  # the days a channel can choose, not only daily or weekdays
     assert "didn't understand" not in str(err.value)
 
 
