@@ -272,7 +272,8 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
     "mon-thu"), stored as days_text spells them.
 
     What the text leaves out comes from `keep` (the channel's schedule now: '9am' moves the time
-    and keeps its zone and days), else `default_tz` and every day."""
+    and keeps its zone and days, 'mondays' moves the days and keeps its time and zone), else
+    `default_tz` and every day; with no `keep`, a time is needed."""
     words = (text or "").replace(",", " ").split()
     # "every day" / "mon - fri" are two or three words for one idea.
     joined = " ".join(words).lower()
@@ -334,6 +335,8 @@ def parse_schedule(text: str, default_tz: str = "UTC", *, keep: ScheduleSpec | N
         when = _in_part(when, time_word, part)
     if one_day:
         raise _one_day(one_day, when)
+    if when is None and keep is not None and days is not None and tz is None and part is None:
+        when = keep.hour, keep.minute  # "mondays": new days at the time it has, as a time alone keeps the days
     if when is None:
         in_part = f" in the {part}" if part else ""
         raise ScheduleError(f"What time{in_part} should I post? Write it as {USAGE}.")

@@ -96,6 +96,20 @@ def test_new_days_keep_the_time_zone_of_the_schedule_they_change():
     assert parse_schedule("10:00", "UTC", keep=ScheduleSpec(9, 0, "UTC", "mon,thu")).days == "mon,thu"
 
 
+@pytest.mark.parametrize("text, days", [("mondays", "mon"), ("weekdays", WEEKDAYS), ("mon and thu", "mon,thu"),
+                                        ("every day", DAILY)])
+def test_new_days_alone_keep_the_time_and_zone_of_the_schedule_they_change(text, days):
+    """"/paper schedule mondays" on a channel posting at 09:30 asked "What time should I post?": only
+    the days change, as a time alone changes only the time."""
+    keep = ScheduleSpec(9, 30, "Europe/Berlin", "mon,wed,fri")
+    assert parse_schedule(text, "UTC", keep=keep) == ScheduleSpec(9, 30, "Europe/Berlin", days)
+
+
+def test_new_days_without_a_schedule_to_change_still_ask_for_a_time():
+    with pytest.raises(ScheduleError, match="What time should I post"):
+        parse_schedule("mon and thu", "UTC", keep=None)
+
+
 def test_chosen_days_fire_on_those_days_only():
     spec = parse_schedule("every monday and thursday at 9 Europe/Berlin", "UTC")
     fires = fires_between(spec, datetime(2024, 6, 2, tzinfo=UTC), datetime(2024, 6, 16, tzinfo=UTC))
