@@ -85,9 +85,14 @@ def handle_add(deps: Deps, call: Call) -> Reply:
     return summary_reply(deps, added.paper, note=note)
 
 
+def _papers(n: int) -> str:
+    return "no new papers" if not n else "1 new paper" if n == 1 else f"{n} new papers"
+
+
 def _feed_lines(deps: Deps, channel: str, rows: list[dict]) -> str:
     """One line per feed, saying when it was never read yet or when its source can't be reached: a feed
-    that fails says so here, or the team hears "Now following" and then nothing."""
+    that fails says so here, or the team hears "Now following" and then nothing. A working one says
+    when it was last read and how many papers that night brought, so the team sees it is alive."""
     tz = ZoneInfo(channel_tz(deps.store, channel, deps.settings.timezone))
     lines = []
     for n, r in enumerate(rows, start=1):
@@ -101,6 +106,10 @@ def _feed_lines(deps: Deps, channel: str, rows: list[dict]) -> str:
             line += f" · :warning: _couldn't reach {where} since {since:%a %-d %b}: no new papers from it until it answers_"
         elif not state.get("last_success"):
             line += " · _not read yet: feeds are read after each arXiv announcement (Sunday to Thursday evenings, US Eastern)_"
+        else:
+            read = datetime.fromtimestamp(state["last_success"], tz)
+            papers = f" ({_papers(state['last_papers'])})" if state.get("last_papers") is not None else ""
+            line += f" · read {read:%a %-d %b %H:%M}{papers}"
         lines.append(line)
     return "\n".join(lines)
 

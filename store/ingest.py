@@ -63,6 +63,7 @@ class IngestResult:
     unchanged: int = 0
     skipped: int = 0
     embedded: int = 0
+    announced: int = 0  # papers a feed announced for the first time (store.sources.feeds)
     warnings: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:

@@ -376,6 +376,29 @@ def test_a_feed_its_source_cannot_be_reached_for_says_so_in_the_feed_list(parts,
     assert "couldn't reach arXiv since Tue 1 Dec" in listed and "no new papers from it until it answers" in listed
 
 
+def test_a_healthy_feed_says_when_it_was_last_read_and_how_many_papers_it_brought(parts, fake_slack, fake_src):
+    """A feed that worked said nothing at all in the list, so a team could not tell it was alive: it now
+    says when it was last read, in the channel's time zone, and how many new papers that night brought
+    (the later read of the same listing keeps its count; a night with nothing says so)."""
+    from store.sources import poll_feeds
+
+    app, deps = parts
+    dispatch_command(app, fake_slack, "schedule 9:00 America/New_York", user="UADMIN", channel="C1")
+    dispatch_command(app, fake_slack, "feed add arxiv cs.LG", user="UADMIN", channel="C1")
+    night = make_papers(3, seed=6)
+    fake_src.listings["cs.LG"] = ([*(("new", p) for p in night), ("replace", make_papers(1, seed=4)[0])],
+                                  datetime(2026, 12, 2, 1, tzinfo=timezone.utc))  # Tuesday's announcement
+    poll = lambda at: poll_feeds(deps.store, deps.sources, deps.embedder, now=at)  # what the feeds job runs
+    assert poll(_evening(2, 12)) == {("arxiv", "cs.LG"): "new"}  # 20:30 US Eastern
+    assert poll(_evening(2, 12) + 3 * 3600 + 600) == {("arxiv", "cs.LG"): "unchanged"}  # the retry, 23:40
+    listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "1. arXiv *cs.LG*" in listed and "read Tue 1 Dec 23:40 (3 new papers)" in listed
+    fake_src.listings["cs.LG"] = ([], datetime(2026, 12, 3, 1, tzinfo=timezone.utc))  # nothing on Wednesday
+    assert poll(_evening(3, 12)) == {("arxiv", "cs.LG"): "empty"}
+    listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
+    assert "read Wed 2 Dec 20:30 (no new papers)" in listed
+
+
 def _evening(day: int, month: int = 11) -> float:
     """The feeds job's poll at 20:30 US Eastern on the evening before 2026-<month>-<day> (EST = UTC-5)."""
     return datetime(2026, month, day, 1, 30, tzinfo=timezone.utc).timestamp()

@@ -262,6 +262,12 @@ m014_presenter_choice = [
     "and channel in (select channel from clubs where mode = 'presenter')",
 ]
 
+m015_source_papers = [
+    # How many papers a feed's latest read brought that it had not announced before (its night's news),
+    # so `/paper feed` can show a working feed alive. Null until the next read of each feed.
+    "alter table source_state add column last_papers integer",
+]
+
 # name -> statements, oldest first; the names are SQLite's migration names.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m001_papers", m001_papers),
@@ -278,4 +284,5 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("m012_forgotten_members", m012_forgotten_members),
     ("m013_post_permalinks", m013_post_permalinks),
     ("m014_presenter_choice", m014_presenter_choice),
+    ("m015_source_papers", m015_source_papers),
 ]

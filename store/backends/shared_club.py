@@ -25,8 +25,9 @@ class SourceTables(SQLTables):
         return [source_from_row(r) for r in self._select("select * from source_state order by source")]
 
     def update_source(self, source: str, *, now: float, cursor: dict | None = None,
-                      ok: bool | None = None, error: str | None = None) -> None:
-        """Set a source's cursor and/or record a success (clears the failure) or an error."""
+                      ok: bool | None = None, error: str | None = None, papers: int | None = None) -> None:
+        """Set a source's cursor and/or record a success (clears the failure) or an error; `papers`:
+        how many its latest read brought that it had not announced before (None: left as it was)."""
         with self.transaction() as db:
             self._run(db, "insert into source_state(source, cursor, updated_at) values (?, '{}', ?) "
                           "on conflict do nothing", [source, now])
@@ -36,6 +37,8 @@ class SourceTables(SQLTables):
             if ok:
                 self._run(db, "update source_state set last_success = ?, failing_since = null, updated_at = ? "
                               "where source = ?", [now, now, source])
+            if papers is not None:
+                self._run(db, "update source_state set last_papers = ? where source = ?", [papers, source])
             if error is not None:
                 self._run(db, "update source_state set last_error = ?, last_error_at = ?, "
                               "failing_since = coalesce(failing_since, ?), updated_at = ? where source = ?",

@@ -272,3 +272,10 @@ def m014_presenter_choice(db: sqlite_utils.Database):
     db.execute("alter table club_sessions add column chosen integer not null default 0")
     db.execute("update club_sessions set chosen = 1 where paper_id is not null and tiebreak is null "
                "and channel in (select channel from clubs where mode = 'presenter')")
+
+
+@migrations()
+def m015_source_papers(db: sqlite_utils.Database):
+    """How many papers a feed's latest read brought that it had not announced before (its night's
+    news), so `/paper feed` can show a working feed alive. Null until the next read of each feed."""
+    db.execute("alter table source_state add column last_papers integer")

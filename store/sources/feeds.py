@@ -42,13 +42,13 @@ def ingest_batch(store: Store, records: list[Record], embedder: Embedder | None,
             result: IngestResult | None = None) -> IngestResult:
     """Ingest records; with `announce`, note the papers new to that source as announced then."""
     r = ingest_records(store, records, embedder, now=now) if records else IngestResult()
-    if result is not None:
-        for k in ("added", "updated", "unchanged", "skipped", "embedded"):
-            setattr(result, k, getattr(result, k) + getattr(r, k))
-        result.warnings += r.warnings
     if announce and records:
         ids = paper_ids(store, records)
-        store.mark_announced((pid, announce, announced_at or now) for pid in set(ids.values()))
+        r.announced = store.mark_announced((pid, announce, announced_at or now) for pid in set(ids.values()))
+    if result is not None:
+        for k in ("added", "updated", "unchanged", "skipped", "embedded", "announced"):
+            setattr(result, k, getattr(result, k) + getattr(r, k))
+        result.warnings += r.warnings
     return r
 
 
@@ -83,8 +83,9 @@ def harvest_arxiv(store: Store, sources: Sources, category: str, embedder: Embed
             ingest_batch(store, page.records, embedder, now=now, result=result)
             if announce:  # first seen now, but new as of its submission: a backfill is not "today's" news
                 ids = paper_ids(store, page.records)
-                store.mark_announced((pid, announce_source("arxiv", category), min(now, page.published[i] or now))
-                                     for i, pid in ids.items())
+                result.announced += store.mark_announced(
+                    (pid, announce_source("arxiv", category), min(now, page.published[i] or now))
+                    for i, pid in ids.items())
             nxt = at + len(page.records)
             done = not page.records or nxt >= page.total
             store.update_source(source, now=now, cursor={"query": query, "start": nxt, "total": page.total,
@@ -105,7 +106,8 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
 
     A listing holds its own night only. A stale one (the same as the last one although arXiv has
     announced since) catches up by the API, and so do nights missed since the last listing read
-    (arXiv down, or no poll), once.
+    (arXiv down, or no poll), once. A read of a night records how many papers it announced (the
+    feed's `last_papers`, for `/paper feed`); a later read of the same listing keeps that count.
     """
     source = f"arxiv-rss:{category}"
     cur = (store.source_state(source) or {"cursor": {}})["cursor"]
@@ -117,7 +119,8 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     result = IngestResult()
     at = datetime.fromtimestamp(now, timezone.utc)
     if not listing.items:  # no announcement tonight (Friday, Saturday, a holiday, a quiet category): normal
-        store.update_source(source, now=now, ok=True, cursor=_read_empty(cur, at))
+        night = _read_empty(cur, at)  # that night read (nothing new in it), or a listing that proves nothing
+        store.update_source(source, now=now, ok=True, cursor=night, papers=0 if night else None)
         return "empty", result
     if listing.signature == cur.get("listing"):
         # The same listing again is news we already have, unless arXiv has announced since we read it:
@@ -139,13 +142,13 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
         if cur.get("gap"):
             since = min(since, date.fromisoformat(cur["gap"]))
         try:
-            harvest_arxiv(store, sources, category, embedder, now=now, since=since)
+            caught = harvest_arxiv(store, sources, category, embedder, now=now, since=since)
         except SourceError:
             pass  # recorded on the API source; the listing is retried at the next poll
         else:  # the API has had everything up to now: no night before this one is missing any more, and
             # the feed is read (a holiday's listing left as it was looks stale too): not failing, the
             # stale note kept as its last error for `paperclub feeds`
-            store.update_source(source, now=now, ok=True,
+            store.update_source(source, now=now, ok=True, papers=caught.announced,
                                 cursor={**{k: v for k, v in cur.items() if k != "gap"},
                                         "slot": arxiv.last_announcement(at).timestamp()})
         return "stale", result
@@ -166,7 +169,7 @@ def poll_arxiv(store: Store, sources: Sources, category: str, embedder: Embedder
     day = (listing.announced or at).date().isoformat()
     cursor = {"listing": listing.signature, "announced": day, "items": len(listing.items), "fetched_at": now,
               "slot": slot.timestamp(), **({"gap": gap.isoformat()} if problem else {})}
-    store.update_source(source, now=now, ok=problem is None, cursor=cursor, error=problem)
+    store.update_source(source, now=now, ok=problem is None, cursor=cursor, error=problem, papers=result.announced)
     return "new", result
 
 
@@ -271,8 +274,9 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
             ingest_batch(store, page.records, embedder, now=now, result=result)
             after = paper_ids(store, page.records)
             name = announce_source("openreview", venue)
-            store.mark_announced((pid, name, page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
-                                 for i, pid in after.items() if i in new)
+            result.announced += store.mark_announced(
+                (pid, name, page.dates.get(page.records[i].url.rsplit("=", 1)[-1], now))
+                for i, pid in after.items() if i in new)
             pending -= new_keys
             nxt = at + page.notes
             done = page.notes == 0 or nxt >= page.count
@@ -288,7 +292,7 @@ def harvest_openreview(store: Store, sources: Sources, venue: str, embedder: Emb
         raise
     if since is not None and first_mark is not None and first_mark > mark:
         store.update_source(source, now=now, cursor={**cursor(), "mark": first_mark})
-    store.update_source(source, now=now, ok=True)
+    store.update_source(source, now=now, ok=True, papers=result.announced)
     return result
 
 
