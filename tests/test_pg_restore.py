@@ -1,0 +1,129 @@
+"""The PostgreSQL backup and restore docs/scaling.md gives (pg_dump -Fc, then pg_restore) keeps
+every forget-me request: a member forgotten after the dump was taken is forgotten again once the
+bot starts on the restored database, whether it is restored over the live server's database or
+onto a fresh server. The docs' shell lines run as written, with the test server's URL."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PG_SERVER
+from store import open_store
+from test_forget import traces
+
+DAN, ANN = "UDAN", "UANN"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "scaling.md"
+CLIENTS = ("pg_dump", "pg_restore", "psql")
+
+
+def backup_section() -> str:
+    text = DOCS.read_text()
+    return text[text.index("**Back up**"):text.index("**What the replicas share:**")]
+
+
+def documented_backup(url: str) -> list[str]:
+    """docs/scaling.md's pg_dump line for a backup, with this URL."""
+    line = re.search(r"`(pg_dump -Fc -f paperclub\.dump)\s+postgresql://\S+`", backup_section())
+    assert line, "docs/scaling.md gives no `pg_dump -Fc -f paperclub.dump URL` line"
+    return [*line.group(1).split(), url]
+
+
+def documented_restores() -> list[str]:
+    """The ```sh blocks of docs/scaling.md's restore: over the live database, then on a fresh server."""
+    return re.findall(r"```sh\n(.*?)```", backup_section(), re.S)
+
+
+def run_documented(block: str, url: str, cwd: Path) -> None:
+    """The block's lines as written, its URL= line pointing at the test database."""
+    script, n = re.subn(r"^\s*URL=\S+$", f"URL='{url}'", block, flags=re.M)
+    assert n == 1, f"the docs' block sets no URL= line:\n{block}"
+    subprocess.run(["bash", "-euc", script], cwd=cwd, check=True, timeout=120)
+
+
+@pytest.fixture
+def pg_clients():
+    missing = [name for name in CLIENTS if shutil.which(name) is None]
+    if missing:
+        pytest.skip(f"PostgreSQL's client programs are not installed ({', '.join(missing)}): "
+                    "the documented pg_dump / pg_restore backup cannot run here")
+
+
+@pytest.fixture
+def make_database(pg_clients):
+    """A function making a fresh, empty PostgreSQL database (a whole one: pg_dump takes a database);
+    each is dropped after the test."""
+    psycopg = pytest.importorskip("psycopg")
+    try:
+        admin = psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as e:
+        pytest.skip(f"no PostgreSQL server answers at {PG_SERVER} ({str(e).strip().splitlines()[0]})")
+    names: list[str] = []
+
+    def make() -> str:
+        name = f"paperclub_pgr_{os.getpid()}_{int(time.time())}_{len(names)}"
+        admin.execute(f'create database "{name}"')
+        names.append(name)
+        return f"{PG_SERVER}/{name}"
+
+    yield make
+    for name in names:
+        admin.execute(f'drop database if exists "{name}" with (force)')
+    admin.close()
+
+
+@pytest.fixture
+def live(make_database, tmp_path):
+    """The live database: Dan and Ann in the club, Dan presenting; the documented pg_dump taken
+    (paperclub.dump), then Dan runs forget-me, then a newest dump (newest.dump) is taken."""
+    url = make_database()
+    store = open_store(url)
+    store.set_club_member("C1", DAN, active=True, now=1.0)
+    store.set_club_member("C1", ANN, active=True, now=2.0)
+    store.put_club_session("C1", "2026-12-03", now=3.0, presenter=DAN)
+    subprocess.run(documented_backup(url), cwd=tmp_path, check=True, timeout=120)
+    store.forget_user(DAN)  # what /paper forget-me runs
+    assert traces(store, DAN) == []
+    store.close()
+    subprocess.run(["pg_dump", "-Fc", "-f", "newest.dump", url], cwd=tmp_path, check=True, timeout=120)
+    older = subprocess.run(["pg_restore", "--data-only", "--table", "club_members", "-f", "-", "paperclub.dump"],
+                           cwd=tmp_path, check=True, capture_output=True, text=True, timeout=60).stdout
+    assert DAN in older, "the older dump should still hold Dan's rows"
+    return url
+
+
+def started(url: str):
+    """The store as the bot's start opens it (migrations, then the forget-me list re-applied)."""
+    return open_store(url)
+
+
+def test_the_documented_restore_over_the_live_database_keeps_dan_forgotten(live, tmp_path):
+    blocks = documented_restores()
+    assert blocks, "docs/scaling.md gives no ```sh block for a PostgreSQL restore"
+    run_documented(blocks[0], live, tmp_path)
+    store = started(live)
+    try:
+        assert traces(store, DAN) == []
+        assert [m["user"] for m in store.club_members("C1")] == [ANN]  # the dump is back, Ann in it
+    finally:
+        store.close()
+
+
+def test_the_documented_restore_onto_a_fresh_server_takes_the_newest_dumps_list(live, make_database, tmp_path):
+    """The old server is gone (and its live list with it): the older dump restored into a fresh
+    database, the list taken from the newest dump, as the docs' second block does."""
+    blocks = documented_restores()
+    assert len(blocks) >= 2, "docs/scaling.md gives no ```sh block for a restore onto a fresh server"
+    fresh = make_database()
+    run_documented(blocks[1], fresh, tmp_path)
+    store = started(fresh)
+    try:
+        assert traces(store, DAN) == []
+        assert [m["user"] for m in store.club_members("C1")] == [ANN]
+    finally:
+        store.close()
