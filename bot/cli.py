@@ -53,7 +53,8 @@ class Ctx:
     def store(self):
         from store import open_store
 
-        return open_store(self.settings.db)
+        # A replica starting while another migrates the schema waits for it as for the server.
+        return open_store(self.settings.db, migrate_wait=self.settings.db_wait_seconds)
 
     @cached_property
     def reader(self):

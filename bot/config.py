@@ -31,7 +31,8 @@ class Settings(LogSettings):
 
     db: str = _env("PAPERCLUB_DB", default="./paperclub.db")
     # How long `paperclub run` waits for a PostgreSQL server that does not answer yet (a
-    # database container still starting) before it gives up.
+    # database container still starting), and then for another replica's schema migration,
+    # before it gives up.
     db_wait_seconds: float = _env("PAPERCLUB_DB_WAIT_SECONDS", default=60.0, ge=0)
     model: str = _env("PAPERCLUB_MODEL", default="all-MiniLM-L6-v2")
     embed_bf16: str = _env("PAPERCLUB_EMBED_BF16", default="auto")

@@ -130,3 +130,47 @@ def test_a_refusal_waiting_cannot_fix_fails_at_once_with_the_servers_reason(tmp_
     out = log.read_text()
     assert 'database "paperclub_no_such_database" does not exist' in out
     assert "waiting for PostgreSQL" not in out and "Traceback" not in out
+
+
+def test_a_replica_starting_while_another_migrates_waits_for_it_says_so_then_connects(
+        tmp_path, fake_slack, pg_url):
+    """Another replica holds the schema's migration lock (it is migrating): this one waits for it,
+    within PAPERCLUB_DB_WAIT_SECONDS, saying what it waits for, rather than exiting "busy"."""
+    import psycopg
+
+    other = psycopg.connect(pg_url)  # the other replica's migration: its transaction holds the lock
+    other.execute("select pg_advisory_xact_lock(hashtext('paperclub-migrate'))")
+    log = tmp_path / "bot.log"
+    proc = run_bot(fake_slack, pg_url, log, PAPERCLUB_DB_WAIT_SECONDS="300")
+    try:
+        fake_slack.wait_for(lambda: "migrating the schema" in log.read_text() or proc.poll() is not None,
+                            timeout=60)
+        out = log.read_text()
+        assert proc.poll() is None, out[-3000:]
+        assert "another paperclub process is migrating the schema" in out and "up to 300 s" in out, out
+        other.rollback()  # its migration is done
+        fake_slack.wait_for(lambda: "connected to Slack" in log.read_text() or proc.poll() is not None,
+                            timeout=90)
+        assert proc.poll() is None and "connected to Slack" in log.read_text(), log.read_text()[-3000:]
+    finally:
+        other.close()
+        BotProcess(proc, fake_slack, pg_url, log).stop()
+    assert "busy" not in log.read_text() and "Traceback" not in log.read_text()
+
+
+def test_a_replica_that_waited_its_whole_wait_for_a_migration_says_why_it_gives_up(
+        tmp_path, fake_slack, pg_url):
+    import psycopg
+
+    other = psycopg.connect(pg_url)
+    other.execute("select pg_advisory_xact_lock(hashtext('paperclub-migrate'))")
+    log = tmp_path / "bot.log"
+    try:
+        proc = run_bot(fake_slack, pg_url, log, PAPERCLUB_DB_WAIT_SECONDS="2")
+        assert proc.wait(120) == 1
+    finally:
+        other.close()
+    out = log.read_text()
+    assert "another paperclub process has been migrating the schema" in out, out
+    assert "PAPERCLUB_DB_WAIT_SECONDS" in out and "Traceback" not in out
+    assert "connected to Slack" not in out

@@ -14,18 +14,20 @@ _SQLITE_PREFIX = "sqlite:///"
 
 
 def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = False,
-               read_only: bool = False) -> Store:
+               read_only: bool = False, migrate_wait: float | None = None) -> Store:
     """The Store at url: a file path, sqlite:///path (':memory:' too) or postgresql://user@host/db.
 
     must_exist=True refuses to create a database (health checks, backups); migrate=False
     leaves the schema as it is; read_only=True opens an existing file without writing at all
-    (a read-only volume, or a database from a newer paperclub).
+    (a read-only volume, or a database from a newer paperclub). migrate_wait: the seconds a
+    PostgreSQL store waits for another process migrating the schema (default: its lock timeout).
     """
     text = str(url)
     if is_server_database(text):
         from .postgres import PostgresStore  # psycopg loads only for PostgreSQL
 
-        return PostgresStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only)
+        wait = {} if migrate_wait is None else {"migrate_wait": migrate_wait}
+        return PostgresStore(text, migrate=migrate, must_exist=must_exist, read_only=read_only, **wait)
     if text.startswith(_SQLITE_PREFIX):
         text = text[len(_SQLITE_PREFIX):] or ":memory:"
     elif text.startswith(("postgresql:", "postgres:")):  # a URL that went through Path() lost a slash

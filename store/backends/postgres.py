@@ -35,6 +35,7 @@ from .shared import DIALECT, SharedTables, errors_stay_inside
 from .shared_sql import storable as _storable
 
 LOCK_TIMEOUT_MS = 15_000  # as SQLite's busy timeout: a writer waits this long for a row lock
+MIGRATE_LOCK = "hashtext('paperclub-migrate')"  # the advisory lock migrate() holds
 CACHE_BUSY_MS = 100  # a cache write waits at most this long, then is skipped
 POOL_MAX = 8
 CONNECT_TIMEOUT_S = 10
@@ -170,9 +171,12 @@ class PostgresStore(SharedTables):
         conn.execute("select pg_advisory_xact_lock(hashtext(%s))", [json.dumps(name)])
 
     def __init__(self, url: str, *, migrate: bool = True, must_exist: bool = False,
-                 read_only: bool = False, max_size: int = POOL_MAX):
+                 read_only: bool = False, max_size: int = POOL_MAX,
+                 migrate_wait: float = LOCK_TIMEOUT_MS / 1000):
         self.url = url
         self.path = redact(url)
+        # How long migrate() waits for another process's migration (a replica starting first).
+        self.migrate_wait = migrate_wait
         # read_only: every session is read-only at the server (a database from a newer
         # paperclub is read, never written); nothing is migrated and cache writes are skipped.
         self.read_only = read_only
@@ -263,9 +267,7 @@ class PostgresStore(SharedTables):
     def migrate(self) -> None:
         """Apply this version's migrations; a database from a newer paperclub is refused, untouched."""
         with self.transaction() as conn:
-            # A transaction-level advisory lock: replicas starting together migrate one at a
-            # time, and the lock goes with the transaction (never held by a pooled session).
-            conn.execute("select pg_advisory_xact_lock(hashtext('paperclub-migrate'))")
+            self._take_migration_lock(conn)
             conn.execute(f"create table if not exists {MIGRATIONS_TABLE} "
                          "(name text primary key, applied_at timestamptz not null default now())")
             done = {r[0] for r in conn.execute(f"select name from {MIGRATIONS_TABLE}")}
@@ -278,6 +280,33 @@ class PostgresStore(SharedTables):
                 for sql in statements:
                     conn.execute(sql)
                 conn.execute(f"insert into {MIGRATIONS_TABLE}(name) values (%s)", [name])
+
+    def _take_migration_lock(self, conn) -> None:
+        """The schema's migration lock, waited for up to migrate_wait seconds when another process
+        holds it; StoreBusy, saying so, when that process is still migrating after the wait."""
+        # A transaction-level advisory lock: replicas starting together migrate one at a
+        # time, and the lock goes with the transaction (never held by a pooled session).
+        if conn.execute(f"select pg_try_advisory_xact_lock({MIGRATE_LOCK})").fetchone()[0]:
+            return
+        # Another replica is migrating: a big migration (an index over a million papers) takes
+        # minutes, far past the lock_timeout a row lock gets.
+        log.info("another paperclub process is migrating the schema of %s: waiting for it to "
+                 "finish (up to %.0f s, PAPERCLUB_DB_WAIT_SECONDS)", self.path, self.migrate_wait)
+        wait_ms, got = round(self.migrate_wait * 1000), False
+        if wait_ms >= 1:  # (lock_timeout 0 would wait for ever)
+            conn.execute("select set_config('lock_timeout', %s, true)", [f"{wait_ms}ms"])
+            try:
+                conn.execute(f"select pg_advisory_xact_lock({MIGRATE_LOCK})")
+                got = True
+            except pg_errors.LockNotAvailable:
+                pass
+        if not got:
+            raise StoreBusy(f"another paperclub process has been migrating the schema of {self.path} "
+                            f"for all of the {self.migrate_wait:.0f} s this one waited: it gives up. "
+                            "Start it again once that migration is done (Docker Compose's restart "
+                            "policy does); PAPERCLUB_DB_WAIT_SECONDS sets how long to wait.")
+        conn.execute("select set_config('lock_timeout', %s, true)", [f"{LOCK_TIMEOUT_MS}ms"])
+        log.info("the other process's migration of %s is done: going on", self.path)
 
     def newer_schema(self) -> str | None:
         """One line naming both versions when a newer paperclub migrated this database; else None."""
