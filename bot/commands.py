@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from slack_sdk.errors import SlackApiError
 
-from store.errors import EmptyQuery, PaperNotFound, ReadOnlyStorage, StoreBusy, StoreError
+from store.errors import EmptyQuery, PaperNotFound, PaperNotInLibrary, ReadOnlyStorage, StoreBusy, StoreError
 from store.schedule import check_timezone
 from store.text import member_tag
 
@@ -285,7 +285,11 @@ def resolve(deps: Deps, ref: str) -> tuple[Paper, str | None]:
     """(paper, note): the note says which paper was picked when it was a best guess."""
     if not has_words(ref):
         raise PaperNotFound("Which paper? Give its id, short name, or a few words from it.")
-    paper, exact = deps.searcher.resolve(ref)
+    try:
+        paper, exact = deps.searcher.resolve(ref)
+    except PaperNotInLibrary as e:
+        raise PaperNotFound(f"{e} {deps.command} add {e.ident} brings it in from {e.where}; then ask "
+                            "again.") from None
     return paper, None if exact else _guess_note(deps, ref, paper)
 
 

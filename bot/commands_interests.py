@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from store import closeness
 from store.pick import areas_show, like_text
-from store.sources import SourceError, add_paper, known_paper, parse_ref
+from store.sources import SourceError, add_paper, known_paper, paper_link
 from store.text import parse_number
 
 from . import blocks as bk
@@ -159,12 +159,10 @@ def _paper_given(deps: Deps, text: str) -> Paper | Reply | None:
     """The paper an interest names instead of a topic: an arXiv or OpenReview link or an arXiv id (fetched
     when the library lacks it), or a library id; a Reply, adding nothing, when its source can't give it;
     None for a topic. A bare word that could be an OpenReview forum id ("GFlowNets") stays a topic."""
-    words = text.split()
-    if len(words) != 1:
-        return None
-    ref = parse_ref(words[0])
-    if ref is None or ref[0] == "openreview" and "openreview.net" not in words[0].lower():
-        return deps.store.get_paper(words[0].lower())
+    ref = paper_link(text)
+    if ref is None:
+        words = text.split()
+        return deps.store.get_paper(words[0].lower()) if len(words) == 1 else None
     kind, ident = ref
     where = {"arxiv": "arXiv", "openreview": "OpenReview"}[kind]
     hint = (f"Try again in a few minutes, or describe its topic in a few words: "

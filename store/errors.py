@@ -9,6 +9,16 @@ class PaperNotFound(StoreError):
     """No paper matches the reference."""
 
 
+class PaperNotInLibrary(PaperNotFound):
+    """The reference is an arXiv id or link, or an OpenReview link, of a paper the library lacks."""
+
+    WHERE = {"arxiv": "arXiv", "openreview": "OpenReview"}
+
+    def __init__(self, kind: str, ident: str):
+        self.kind, self.ident, self.where = kind, ident, self.WHERE.get(kind, kind)
+        super().__init__(f"{self.where} paper {ident} is not in the library yet.")
+
+
 class IngestError(StoreError):
     """A file could not be read; names the file and line."""
 

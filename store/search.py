@@ -19,9 +19,10 @@ import numpy as np
 
 from .base import Store
 from .embed import Embedder, aspect_model
-from .errors import EmptyQuery, PaperNotFound
+from .errors import EmptyQuery, PaperNotFound, PaperNotInLibrary
 from .ingest import source_ids
 from .paper import Paper
+from .sources.papers import known_paper, paper_link
 from .rerank import RERANK, QueryTerms, aspect_gains, combine, overlap, positions, reorder
 from .text import ASPECTS, BOILERPLATE, aspect_texts
 from .text import STOPWORDS as BASE_STOPWORDS
@@ -666,8 +667,8 @@ class Searcher:
         return out
 
     def resolve(self, ref: str) -> tuple[Paper, bool]:
-        """The one way to turn a reference into a paper: id or short name (exact: True), else
-        the best search hit (False) when it shares a word or its cosine clears RESOLVE_MIN_COSINE.
+        """The one way to turn a reference into a paper: id, short name, arXiv id or paper link (exact:
+        True; PaperNotInLibrary for a link to a paper the library lacks), else the best search hit (False) when it shares a word or its cosine clears RESOLVE_MIN_COSINE.
 
         PaperNotFound when nothing qualifies (or the reference has nothing to search for)."""
         ref = (ref or "").strip()
@@ -678,6 +679,12 @@ class Searcher:
     def _resolve(self, ref: str, index: DenseIndex) -> tuple[Paper, bool]:
         paper = self.find_exact(ref, index=index)
         if paper:
+            return paper, True
+        link = paper_link(ref)
+        if link is not None:  # its words ("https", "abs") would find some other paper: never a guess
+            paper = known_paper(self.store, link)
+            if paper is None:
+                raise PaperNotInLibrary(*link)
             return paper, True
         if ref.lstrip("#").isdigit():  # a card's place in a list: searched, it would match any paper saying "1"
             raise PaperNotFound(f"{ref} is a number in a list, not a paper: give the paper's id (as its card "

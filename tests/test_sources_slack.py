@@ -444,3 +444,25 @@ def test_a_listing_left_as_it_was_on_a_holiday_and_caught_up_is_no_fault_in_the_
     listed = text_of(dispatch_command(app, fake_slack, "feed", user="U1", channel="C1"))
     assert "1. arXiv *cs.LG*" in listed and "couldn't reach" not in listed
     assert "stale" in deps.store.source_state("arxiv-rss:cs.LG")["last_error"]  # for `paperclub feeds`
+
+
+# -- a paper named by its link -------------------------------------------------------------------
+def test_a_paper_named_by_its_link_is_that_paper_and_one_the_library_lacks_is_never_a_guess(parts, fake_slack,
+                                                                                           fake_src):
+    """`/paper summary https://openreview.net/forum?id=…` showed an unrelated library paper as the
+    "Best match" for the link's words ("https", "forum"); `save 2501.01234` said "No paper matches"."""
+    app, deps = parts
+    p = fake_src.papers[1]
+    dispatch_command(app, fake_slack, f"add {p.arxiv_id}", user="U1", channel="C1")
+    known = text_of(dispatch_command(app, fake_slack, f"summary <https://arxiv.org/abs/{p.arxiv_id}v2>",
+                                     user="U1", channel="C1"))
+    assert p.title.split(":")[0] in known and "Best match" not in known
+    asked = len(fake_src.requests)
+    for line in ("summary https://openreview.net/forum?id=abc123XYZ",
+                 "similar <https://arxiv.org/abs/2612.99999>",
+                 "save 2612.99999",
+                 "for-me arXiv:2612.99999"):
+        reply = text_of(dispatch_command(app, fake_slack, line, user="U1", channel="C1"))
+        assert "Best match" not in reply and "More like" not in reply and "Saved" not in reply, line
+        assert "not in the library" in reply and "/paper add" in reply, line
+    assert deps.store.saved_papers("U1") == [] and len(fake_src.requests) == asked

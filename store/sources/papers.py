@@ -33,6 +33,16 @@ def parse_ref(text: str) -> tuple[str, str] | None:
     return ("openreview", forum) if forum else None
 
 
+def paper_link(text: str) -> tuple[str, str] | None:
+    """parse_ref of one word that can only name a paper: an arXiv id or link, or an openreview.net link.
+    A bare word that could be an OpenReview forum id ("GFlowNets") is not one: it may be a topic or a name."""
+    words = (text or "").split()
+    ref = parse_ref(words[0]) if len(words) == 1 else None
+    if ref is None or ref[0] == "openreview" and "openreview.net" not in words[0].lower():
+        return None
+    return ref
+
+
 def _key(kind: str, ident: str) -> str:
     return f"ext:{kind}:{ident.lower()}"
 
