@@ -285,6 +285,17 @@ def fuse(lexical: Sequence[tuple[str, float]], dense: Sequence[tuple[str, float]
 # -- the searcher --------------------------------------------------------------------
 
 
+_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "„": "“", "`": "`"}
+
+
+def unquoted(text: str) -> str:
+    """The text inside one pair of quotes around all of it (straight, curly or guillemets); else the text."""
+    text = text.strip()
+    if len(text) > 2 and _QUOTES.get(text[0]) == text[-1]:
+        return text[1:-1].strip()
+    return text
+
+
 class Searcher:
     """Search over one Store with one embedder; safe to share across threads."""
 
@@ -720,8 +731,9 @@ class Searcher:
     def find_exact(self, ref: str, *, index: DenseIndex | None = None) -> Paper | None:
         """A paper by id or short name, case-insensitive, latest update winning; None otherwise.
 
-        Names are kept in memory (no table scan); resolve() starts here."""
-        ref = " ".join((ref or "").split()).lower()
+        Names are kept in memory (no table scan); resolve() starts here. A name in quotes ("SPIKE",
+        “SPIKE”, as phones and Macs type them) is that name."""
+        ref = " ".join(unquoted(ref or "").split()).lower()
         if not ref or len(ref) > 200:
             return None
         paper = self.store.get_paper(ref)

@@ -194,3 +194,15 @@ def test_the_console_says_it_prepares_the_fast_query_encoder_only_when_it_does(h
     assert ("Preparing the fast query encoder" in out.getvalue()) is not cached, out.getvalue()
     assert graph.exports == (0 if cached else 1) and embedder.query_backend == "onnx"
     assert "paperclub console" in out.getvalue()
+
+
+@pytest.mark.parametrize("quoted", ['"{}"', "“{}”", "'{}'", "‘{}’"])
+def test_a_paper_name_in_quotes_is_found_by_its_name_as_without_them(hashing_store, quoted):
+    """`search "CaReBench"` answered "No good match" above CaReBench itself, and `summary “SPIKE”`
+    (the quotes a phone or a Mac types) was only a "Best match" with two runners-up."""
+    names = {p.short_name: p for p in hashing_store.iter_papers()}
+    bench, spike = names["CaReBench"], names["SPIKE"]
+    text = console(hashing_store, f"search {quoted.format('CaReBench')}\nsummary {quoted.format('SPIKE')}\n")
+    found, summary = text.split("TL;DR", 1)[0], text.split(f"id {bench.id}", 1)[1]
+    assert "No good match" not in found and "name match" in found.split(f"id {bench.id}")[0]
+    assert "Best match" not in summary and f"id {spike.id}" in summary
