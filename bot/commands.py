@@ -69,6 +69,10 @@ _LINK = re.compile(r"<((?:https?|mailto):[^<>|\s]+)(?:\|([^<>]*))?>")
 _MARKUP = re.compile(r"<[@#!][^<>]*>")
 _SHORTCODE = re.compile(r"(?<![\w:]):[a-z0-9][a-z0-9_+'-]*:(?:skin-tone-\d:)?(?![\w])", re.I)
 _WORDLIKE = re.compile(r"[^\W_]", re.UNICODE)
+# *bold*, _italic_, ~strike~, `code` as Slack reads them: the marks stand at the edges of words (so
+# "snake_case", a forum id "rJx_bJ" or a link's path keep theirs). The words stay; the marks would
+# pair with the bot's own bold wherever the text is shown back (an interest, a search's title).
+_EMPHASIS = re.compile(r"(?:(?<=[\s(])|^)(```|`|\*|_|~)(?=\S)(.+?)(?<=\S)\1(?=[\s.,;:!?)]|$)")
 
 
 def _keep_char(ch: str) -> bool:
@@ -81,12 +85,15 @@ def _keep_char(ch: str) -> bool:
 
 
 def clean_input(text: str | None) -> str:
-    """Slack's escaped command text -> plain words: links kept, mentions/emoji/control chars dropped."""
+    """Slack's escaped command text -> plain words: links kept, mentions/emoji/control chars and
+    *bold*/_italic_/~strike~/`code` marks dropped."""
     text = text or ""
     text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
     text = _MARKUP.sub(" ", text)
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     text = _SHORTCODE.sub(" ", text)
+    for _ in range(3):  # *_nested_* marks, outermost first
+        text = _EMPHASIS.sub(r"\2", text)
     text = "".join(ch if _keep_char(ch) else " " for ch in text)
     return " ".join(text.split())
 

@@ -452,6 +452,8 @@ def test_every_subscribed_event_has_a_listener(app, ev):
     ("fast :rocket: models 🚀👍🏽", "fast models"),
     ("tab\tand\x00null\x1b", "tab and null"),
     ("time 10:30:00", "time 10:30:00"),
+    ("*diffusion* `models` (_video_) ~x~", "diffusion models (video) x"),
+    ("snake_case rJx_bJeHFPS https://x.org/_a_/b 2*3*4", "snake_case rJx_bJeHFPS https://x.org/_a_/b 2*3*4"),
 ])
 def test_clean_input(raw, clean):
     assert clean_input(raw) == clean

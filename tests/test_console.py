@@ -206,3 +206,15 @@ def test_a_paper_name_in_quotes_is_found_by_its_name_as_without_them(hashing_sto
     found, summary = text.split("TL;DR", 1)[0], text.split(f"id {bench.id}", 1)[1]
     assert "No good match" not in found and "name match" in found.split(f"id {bench.id}")[0]
     assert "Best match" not in summary and f"id {spike.id}" in summary
+
+
+def test_slack_formatting_typed_into_an_interest_is_not_kept_as_its_words(hashing_store):
+    """`interests add *diffusion* `models`` was kept with its marks and came back as "**diffusion*
+    models*" in the list and as "near *…, diffusion* models, spread…*" in the calibration round, its
+    asterisks pairing with the bot's own bold."""
+    text = console(hashing_store, "interests add *diffusion* `models` for _video_ ~editing~\ncalibrate\n"
+                                  "search *CaReBench*\n")
+    assert [r["text"] for r in hashing_store.interests(CONSOLE_CHANNEL)] == ["diffusion models for video editing"]
+    assert "*" not in text and "`" not in text and "~" not in text
+    bench = next(p for p in hashing_store.iter_papers() if p.short_name == "CaReBench")
+    assert "name match" in text.split("Top 5 for")[1].split(f"id {bench.id}")[0]
