@@ -72,7 +72,10 @@ _WORDLIKE = re.compile(r"[^\W_]", re.UNICODE)
 # *bold*, _italic_, ~strike~, `code` as Slack reads them: the marks stand at the edges of words (so
 # "snake_case", a forum id "rJx_bJ" or a link's path keep theirs). The words stay; the marks would
 # pair with the bot's own bold wherever the text is shown back (an interest, a search's title).
-_EMPHASIS = re.compile(r"(?:(?<=[\s(])|^)(```|`|\*|_|~)(?=\S)(.+?)(?<=\S)\1(?=[\s.,;:!?)]|$)")
+# The span is bounded (EMPHASIS_CHARS): unbounded, a pasted "*a *a *a ..." was a scan to the end from
+# every mark, a second at 9,000 characters.
+EMPHASIS_CHARS = 300
+_EMPHASIS = re.compile(r"(?:(?<=[\s(])|^)(```|`|\*|_|~)(?=\S)(.{1,%d}?)(?<=\S)\1(?=[\s.,;:!?)]|$)" % EMPHASIS_CHARS)
 
 
 def _keep_char(ch: str) -> bool:
