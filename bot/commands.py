@@ -383,10 +383,10 @@ def share_in_channel(deps: Deps, client, paper, user_id: str, channel: str) -> R
         if e.response.get("error") in ("not_in_channel", "channel_not_found"):
             return reply
         raise
-    # It is out already, so a busy database is waited out: "try again" would post it twice.
+    # It is out already, so a busy or read-only database is waited out: "try again" would post it twice.
     wait_out_busy(lambda: deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share",
                                                           posted_by=user_id or None, now=deps.clock().timestamp()),
-                  what=f"the share of {paper.id} in {channel}")
+                  what=f"the share of {paper.id} in {channel}", no_reply=True)
     text = f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>."
     return Reply(text, bk.message_blocks(text))
 

@@ -1,6 +1,7 @@
 """Slow work off the ack path: `later(job, respond)` runs a job on the work pool, and a job that
 fails is logged and answered with a short apology (report_error, also the app's error handler).
-A member's write that meets a busy database is waited out there (`wait_out_busy`), not dropped."""
+A member's write that meets a busy database is waited out there (`wait_out_busy`), not dropped; so is
+one no reply can follow (a reaction) that meets a read-only database (a failover)."""
 from __future__ import annotations
 
 import logging
@@ -63,17 +64,23 @@ def work_pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=WORK_THREADS, thread_name_prefix="work")
 
 
-def wait_out_busy(job: Callable[[], T], *, what: str, sleep: Callable[[float], None] = time.sleep) -> T:
+def wait_out_busy(job: Callable[[], T], *, what: str, sleep: Callable[[float], None] = time.sleep,
+                  no_reply: bool = False) -> T:
     """Run a write a member made (a reaction, a verdict, a form...), waiting out a busy database (a long
     backup, a big ingest, another replica's write) for minutes rather than dropping it; StoreBusy
-    only once it stayed busy all that time. `what` names the write in the log."""
+    only once it stayed busy all that time. `what` names the write in the log. `no_reply`: work
+    that cannot tell the member to try again (a reaction, a member leaving, a post already out)
+    waits out a read-only database too (a standby while a failover ends), within the same time;
+    otherwise ReadOnlyStorage goes at once to the member's friendly reply (report_error)."""
+    waited = (StoreBusy, ReadOnlyStorage) if no_reply else (StoreBusy,)
     for attempt, delay in enumerate((*RETRY_DELAYS, None), start=1):
         try:
             return job()
-        except StoreBusy as e:
+        except waited as e:
             if delay is None:
                 log.error("could not write %s after %d attempts: %s", what, attempt, e)
                 raise
-            log.warning("database busy while writing %s (attempt %d); retrying in %s s", what, attempt, delay)
+            state = "read-only" if isinstance(e, ReadOnlyStorage) else "busy"
+            log.warning("database %s while writing %s (attempt %d); retrying in %s s", state, what, attempt, delay)
             sleep(delay)
     raise AssertionError("unreachable")

@@ -3,7 +3,8 @@
 A reaction on one of the bot's paper messages (a daily post, its abstract
 reply, a shared paper) is logged once per Slack event_id; reactions on
 anything else are acked and ignored. A write that meets a busy database
-(`StoreBusy`) is retried for minutes (bot.later.wait_out_busy), so it is not lost. What the team reads
+(`StoreBusy`) or a read-only one (`ReadOnlyStorage`: a failover) is retried for minutes
+(bot.later.wait_out_busy), so it is not lost; a verdict, which is answered, says a read-only one at once. What the team reads
 back lives elsewhere: /paper digest and saved in bot/reading.py, the App Home
 in bot/home.py, the pick's feedback and the digest's tally in store/daily.py and bot/posting.py.
 """
@@ -244,8 +245,9 @@ def _handle(deps: Deps, body: dict, added: bool, client, bot_user_id, sleep,
             return log_it()
         return result
 
+    # Nobody can be told to react again: a read-only database (a failover) is waited out too.
     result = wait_out_busy(record, what=f"reaction {event_id} ({emoji} by {member_tag(user)} on {channel}/{ts})",
-                           sleep=sleep)
+                           sleep=sleep, no_reply=True)
     if result.status != "ignored":
         log.info("reaction %s %s by %s on %s: %s", emoji, "added" if added else "removed", member_tag(user),
                  result.paper_id, result.status)

@@ -397,22 +397,32 @@ class Locker:
         """Hold the lock until the bot says it will try a write the lock refused again (its "database
         busy ... retrying" warning), and free it then, so the retry finds the file free; freed on the way out in any case.
         Yields the retry warnings seen (none: nothing was retried)."""
-        seen: list[str] = []
-        locker = self
-
-        class OnRetry(logging.Handler):
-            def emit(self, record):
-                if "database busy" in record.getMessage():
-                    seen.append(record.getMessage())
-                    locker.release()
-
-        handler = OnRetry(logging.WARNING)
-        logging.getLogger().addHandler(handler)
         try:
-            yield seen
+            with until_retried("database busy", self.release) as seen:
+                yield seen
         finally:
-            logging.getLogger().removeHandler(handler)
             self.release()
+
+
+@contextmanager
+def until_retried(says: str, then):
+    """Call `then()` when the bot warns that it will try a refused write again (a warning holding
+    `says`: "database busy", "database read-only"), so its retry finds the database free, with no
+    sleep in the test. Yields the retry warnings seen (none: nothing was retried)."""
+    seen: list[str] = []
+
+    class OnRetry(logging.Handler):
+        def emit(self, record):
+            if says in record.getMessage():
+                seen.append(record.getMessage())
+                then()
+
+    handler = OnRetry(logging.WARNING)
+    logging.getLogger().addHandler(handler)
+    try:
+        yield seen
+    finally:
+        logging.getLogger().removeHandler(handler)
 
 
 class Clock:

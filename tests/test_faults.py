@@ -23,7 +23,7 @@ from slack_sdk import WebClient
 
 from bot import blocks as bk
 from bot.later import SORRY
-from conftest import BOT_TOKEN, Locker, block_action_body, copy_db, make_deps, make_settings
+from conftest import BOT_TOKEN, Locker, block_action_body, copy_db, make_deps, make_settings, until_retried
 from figures import record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -657,9 +657,11 @@ def read_only_env(fake_slack, hashing_db, pg_database):
         assert all(copy.ok for copy in migrate_store(str(hashing_db), url))
         store = open_store(url)
         env = Env(fake_slack, store, Searcher(store, HashingEmbedder()))
+        sessions_end = ("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", [name])
         env.turn_read_only = lambda: admin(
-            (f'alter database "{name}" set default_transaction_read_only = on',),
-            ("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", [name]))
+            (f'alter database "{name}" set default_transaction_read_only = on',), sessions_end)
+        env.turn_writable = lambda: admin(  # the failover is over: the pool reconnects to a primary
+            (f'alter database "{name}" reset default_transaction_read_only',), sessions_end)
         yield env
         env.close()
         store.close()
@@ -692,3 +694,24 @@ def test_a_read_only_postgresql_still_answers_reads_and_says_kindly_that_writes_
     assert env.store.interests(CH) == [] and env.store.saved_papers("U3") == []
     assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
     assert any("read-only" in r.getMessage() and "PAPERCLUB_DB" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reaction_on_a_read_only_postgresql_is_waited_out_and_lands_once_it_is_writable(read_only_env):
+    """A failover usually ends within minutes. A reaction has nobody to tell "try again later", so
+    it is retried as on a busy database and counts once the database takes writes again; a typed
+    verdict is answered at once, as any typed write."""
+    env = read_only_env
+    env.post_daily(now=NOW)
+    ts = env.store.get_post(CH, "2024-06-03")["ts"]
+    paper = a_paper(env.store)
+    env.turn_read_only()
+
+    typed = env.command(f"for-me {paper.id}", user="U3")
+    assert "can't be saved right now" in text_of(typed) and SORRY not in text_of(typed)
+
+    reaction = {"type": "reaction_added", "user": "U2", "reaction": "fire", "item_user": "UBOT",
+                "item": {"type": "message", "channel": CH, "ts": ts}, "event_ts": f"{time.time():.6f}"}
+    with until_retried("database read-only", env.turn_writable) as retried:
+        assert env.event(reaction, "EvRO1") == 200
+    assert retried, "the reaction should have met the read-only database"
+    assert [(r["user"], r["emoji"]) for r in env.store.reactions(channel=CH)] == [("U2", "fire")]

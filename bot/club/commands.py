@@ -543,9 +543,9 @@ def register(app: App, deps: Deps) -> None:
         if not channel or not user or user == context.get("bot_user_id"):
             return
 
-        def job():  # nobody typed it, so nobody could retry it: a busy database is waited out
+        def job():  # nobody typed it, so nobody could retry it: a busy or read-only database is waited out
             freed = wait_out_busy(lambda: cl.left_channel(store, channel, user, deps.clock()),
-                                  what=f"{member_tag(user)} leaving {channel}'s rotation")
+                                  what=f"{member_tag(user)} leaving {channel}'s rotation", no_reply=True)
             if freed:
                 log.info("%s left %s: no longer presents on %s", member_tag(user), channel,
                          ", ".join(d.isoformat() for d in freed))
