@@ -121,6 +121,49 @@ def pg_database():
         admin.close()
 
 
+class OwnDatabase:
+    """A PostgreSQL database of one test's own (the hashing seed in it), which the test can make
+    read-only, as a hot standby during a failover answers (or an operator's
+    default_transaction_read_only in a full-disk emergency), and writable again. Each switch ends
+    the database's sessions, so a pool reconnects under the new setting."""
+
+    def __init__(self, server: str, name: str):
+        self.server, self.name, self.url = server, name, f"{server}/{name}"
+
+    def admin(self, *statements) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{self.server}/postgres", autocommit=True) as conn:
+            for sql, *args in statements:
+                conn.execute(sql, *args)
+
+    def _set(self, setting: str) -> None:
+        self.admin((f'alter database "{self.name}" {setting}',),
+                   ("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", [self.name]))
+
+    def turn_read_only(self) -> None:
+        self._set("set default_transaction_read_only = on")
+
+    def turn_writable(self) -> None:
+        self._set("reset default_transaction_read_only")
+
+
+@pytest.fixture
+def own_pg_database(pg_database, hashing_db):
+    """An OwnDatabase, writable to begin with; reset and dropped afterwards, so no other test meets it."""
+    from store import migrate_store
+
+    server, run_db = pg_database.rsplit("/", 1)
+    db = OwnDatabase(server, f"{run_db}_own")
+    db.admin((f'create database "{db.name}"',))
+    try:
+        assert all(copy.ok for copy in migrate_store(str(hashing_db), db.url))
+        yield db
+    finally:
+        db.admin((f'alter database "{db.name}" reset default_transaction_read_only',),
+                 (f'drop database if exists "{db.name}" with (force)',))
+
+
 def pg_schema_url(database_url: str, schema: str) -> str:
     """The URL of one schema in the test database (its search_path)."""
     import psycopg

@@ -634,40 +634,17 @@ def test_reconnects_when_apps_connections_open_fails(bot, kind, times):
 
 
 @pytest.fixture
-def read_only_env(fake_slack, hashing_db, pg_database):
-    """The bot on a PostgreSQL database of its own that turns read-only while the bot runs (as after
-    a failover to a hot standby, or an operator's default_transaction_read_only in a full-disk
-    emergency): env.turn_read_only() sets it and ends the pool's sessions, which reconnect read-only.
-    The setting is reset and the database dropped afterwards, so no other test meets it."""
-    import psycopg
+def read_only_env(fake_slack, own_pg_database):
+    """The bot on a PostgreSQL database of its own (conftest.OwnDatabase) that turns read-only while
+    the bot runs: env.turn_read_only(), and env.turn_writable() when the failover is over."""
+    from store import HashingEmbedder, Searcher, open_store
 
-    from store import HashingEmbedder, Searcher, migrate_store, open_store
-
-    server, run_db = pg_database.rsplit("/", 1)
-    name = f"{run_db}_ro"
-
-    def admin(*statements):
-        with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
-            for sql, *args in statements:
-                conn.execute(sql, *args)
-
-    admin((f'create database "{name}"',))
-    try:
-        url = f"{server}/{name}"
-        assert all(copy.ok for copy in migrate_store(str(hashing_db), url))
-        store = open_store(url)
-        env = Env(fake_slack, store, Searcher(store, HashingEmbedder()))
-        sessions_end = ("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", [name])
-        env.turn_read_only = lambda: admin(
-            (f'alter database "{name}" set default_transaction_read_only = on',), sessions_end)
-        env.turn_writable = lambda: admin(  # the failover is over: the pool reconnects to a primary
-            (f'alter database "{name}" reset default_transaction_read_only',), sessions_end)
-        yield env
-        env.close()
-        store.close()
-    finally:
-        admin((f'alter database "{name}" reset default_transaction_read_only',),
-              (f'drop database if exists "{name}" with (force)',))
+    store = open_store(own_pg_database.url)
+    env = Env(fake_slack, store, Searcher(store, HashingEmbedder()))
+    env.turn_read_only, env.turn_writable = own_pg_database.turn_read_only, own_pg_database.turn_writable
+    yield env
+    env.close()
+    store.close()
 
 
 def test_a_read_only_postgresql_still_answers_reads_and_says_kindly_that_writes_wait(read_only_env, caplog):
