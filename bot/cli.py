@@ -59,8 +59,9 @@ class Ctx:
     @cached_property
     def reader(self):
         """The store for a command that only reads: opened read-only when it cannot be written
-        (a read-only volume) or must not be (a newer paperclub's schema, with a warning)."""
-        from store import NewerSchema, NoDatabase, ReadOnlyStorage, StoreError, open_store
+        (a read-only volume, a PostgreSQL standby: refused if its schema is older than this code)
+        or must not be (a newer paperclub's schema, with a warning)."""
+        from store import NewerSchema, NoDatabase, ReadOnlyStorage, StoreError, is_server_database, open_store
 
         try:  # a read never creates a database: a mistyped --db must not look like an empty one
             open_store(self.settings.db, must_exist=True, migrate=False).close()
@@ -72,7 +73,8 @@ class Ctx:
         try:
             return self.store
         except ReadOnlyStorage:
-            if not os.path.isfile(str(self.settings.db)):
+            db = str(self.settings.db)
+            if not (is_server_database(db) or os.path.isfile(db)):
                 raise  # nothing to read: say why it cannot be made
         except NewerSchema as e:
             say(f"{e} Reading it anyway; commands that write refuse.", prefix="warning: ", level=logging.WARNING)

@@ -127,3 +127,52 @@ def test_a_mistyped_time_zone_in_dot_env_stops_the_start_with_the_zone_it_meant(
     assert load_settings().timezone == "Europe/Paris"
     (tmp_path / ".env").write_text("PAPERCLUB_TIMEZONE=America/New York\n")  # a space for the _: fine
     assert load_settings().timezone == "America/New_York"
+
+
+def paperclub(capsys, *args: str) -> tuple[int, str, str]:
+    """The entry point as a shell runs it: (exit code, stdout, stderr)."""
+    from bot.cli import main
+
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in ENV.items():
+            env.setenv(key, value)
+        with pytest.raises(SystemExit) as code:
+            main(list(args))
+    out = capsys.readouterr()
+    return code.value.code, out.out, out.err
+
+
+def test_reads_work_on_a_read_only_postgresql_and_writes_say_why(own_pg_database, capsys):
+    """A standby (during a failover, or one kept for reports) refuses every write: the commands that
+    only read answer from it, without trying to migrate it; those that write say it is read-only."""
+    db = own_pg_database
+    code, out, _ = paperclub(capsys, "--db", db.url, "papers", "--limit", "1", "--json")
+    assert code == 0, out
+    first = json.loads(out)[0]["id"]
+    db.turn_read_only()
+    reads = {"papers": ["--limit", "3"], "search": ["video", "grounding"], "show": [first], "similar": [first],
+             "summary": [first], "feeds": [], "overview": ["video"], "pick": ["--channel", "C1"], "replay": []}
+    for name, args in reads.items():
+        code, out, err = paperclub(capsys, "--db", db.url, name, *args)
+        assert code == 0 and (out + err).strip(), (name, out, err)
+        assert "read-only" not in err, (name, err)
+    code, _, err = paperclub(capsys, "--db", db.url, "reparse")
+    assert code == 1 and "is read-only" in err and "primary" in err, err
+
+
+def test_reads_on_a_read_only_postgresql_older_than_the_code_are_refused_clearly(own_pg_database, capsys):
+    """A read-only database cannot be migrated: an older schema is refused at once, with what to do,
+    rather than read until a column this code expects is missing."""
+    import psycopg
+
+    from store.backends.postgres_migrations import MIGRATIONS, MIGRATIONS_TABLE
+
+    db = own_pg_database
+    with psycopg.connect(db.url, autocommit=True) as conn:  # as an older paperclub left it
+        conn.execute(f"delete from {MIGRATIONS_TABLE} where name = %s", [MIGRATIONS[-1][0]])
+    db.turn_read_only()
+    code, out, err = paperclub(capsys, "--db", db.url, "search", "video")
+    assert code == 1 and not out, out
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: ") and "older" in line and "cannot be migrated" in line, line
+    assert f"{len(MIGRATIONS) - 1}" in line and f"{len(MIGRATIONS)}" in line

@@ -4,8 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import StoreError
+from ..errors import NewerSchema, SchemaError, StoreError
 from .conninfo import is_server_database, redact
+from .rows import older_schema_line
 
 if TYPE_CHECKING:
     from ..base import RestoreResult, Store
@@ -18,10 +19,29 @@ def open_store(url: str | Path, *, migrate: bool = True, must_exist: bool = Fals
     """The Store at url: a file path, sqlite:///path (':memory:' too) or postgresql://user@host/db.
 
     must_exist=True refuses to create a database (health checks, backups); migrate=False
-    leaves the schema as it is; read_only=True opens an existing file without writing at all
-    (a read-only volume, or a database from a newer paperclub). migrate_wait: the seconds a
-    PostgreSQL store waits for another process migrating the schema (default: its lock timeout).
+    leaves the schema as it is; read_only=True opens an existing database without writing at all
+    (a read-only volume, a standby, or a database from a newer paperclub), and refuses one older
+    than this code (SchemaError), which it cannot migrate and would fail to read. migrate_wait:
+    the seconds a PostgreSQL store waits for another process migrating the schema (default: its
+    lock timeout).
     """
+    store = _open(url, migrate=migrate, must_exist=must_exist, read_only=read_only, migrate_wait=migrate_wait)
+    if read_only:
+        try:
+            older = older_schema_line(store.path, *store.schema_version())
+        except NewerSchema:
+            older = None  # read anyway: the caller says so
+        except BaseException:
+            store.close()
+            raise
+        if older:
+            store.close()
+            raise SchemaError(older)
+    return store
+
+
+def _open(url: str | Path, *, migrate: bool, must_exist: bool, read_only: bool,
+          migrate_wait: float | None) -> Store:
     text = str(url)
     if is_server_database(text):
         from .postgres import PostgresStore  # psycopg loads only for PostgreSQL

@@ -207,8 +207,12 @@ class PostgresStore(SharedTables):
             self.pool.close()
             raise StoreError(f"no database at {self.path} (no paperclub tables there)")
         if migrate:
-            self.migrate()
-            self.reapply_forgotten()
+            try:
+                self.migrate()
+                self.reapply_forgotten()
+            except BaseException:  # a standby refuses the migration: its pool is no one's to close
+                self.pool.close()
+                raise
 
     # -- connections -------------------------------------------------------
     def _check_connection(self, conn: psycopg.Connection) -> None:

@@ -98,6 +98,17 @@ def newer_schema_line(where: str, applied: set[str], known: list[str]) -> str | 
             "made by this version.")
 
 
+def older_schema_line(where: str, applied: int, known: int) -> str | None:
+    """One line for a database opened read-only at a schema older than this code's, which it
+    cannot migrate; None when it is current (or newer: newer_schema_line says that)."""
+    if applied >= known:
+        return None
+    return (f"database {where} is at schema {applied}, older than this paperclub's schema {known}, and "
+            "cannot be migrated: it is read-only here (a standby, a read-only role or volume). Run "
+            "paperclub once against the primary (or a writable copy) to migrate it, or use the paperclub "
+            "version that made it.")
+
+
 def source_from_row(row: dict) -> dict:
     """A source_state row with its cursor decoded ({} before the first page)."""
     return {**row, "cursor": json.loads(row["cursor"]) if row.get("cursor") else {}}
