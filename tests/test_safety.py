@@ -391,11 +391,12 @@ def test_on_a_read_only_volume_reading_works_and_writing_says_why(hashing_db, tm
         assert "database reachable" in out.stderr and "never connected" in out.stderr, out.stderr
         (base / "x.txt").write_text("An abstract about robots that learn to grasp objects from video.\n")
         writes = {"ingest": [str(base / "x.txt")], "fetch": ["arxiv", "cs.LG"], "reparse": [], "run": [],
-                  "console": [], "enrich": ["openreview", "--venue", "ICLR.cc/2026/Conference"]}
+                  "console": [], "enrich": ["openreview", "--venue", "ICLR.cc/2026/Conference"],
+                  "restore": [str(base / "copy.db")]}
         for name, args in writes.items():
             out = cli(name, *args)
             assert out.returncode == 1, (name, out.stderr)
-            assert out.stderr.strip().splitlines()[-1].startswith(f"error: cannot write the database {db}"), name
+            assert out.stderr.strip().splitlines()[-1].startswith(f"error: cannot write the database {db}"), (name, out.stderr)
         # Every command is one or the other, or never opens the database.
         from bot.cli import cli as commands
         assert set(commands.commands) == {*reads, "health", *writes, "export-onnx", "summarize", "migrate"}

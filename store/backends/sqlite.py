@@ -587,6 +587,8 @@ def restore_sqlite(backup: str | Path, target: str | Path, *, lists: Iterable[st
         raise NoDatabase(f"no backup at {backup}")
     if target.exists() and backup.resolve() == target.resolve():
         raise StoreError(f"{backup} is the database itself: give a backup made by `paperclub backup`")
+    if why := _unwritable(str(target)):  # a read-only volume: said as for any write, nothing read or changed
+        raise ReadOnlyStorage(why)
     beside = sorted(p for p in backup.absolute().parent.glob("*.forgotten") if not p.name.startswith("."))
     read = [Path(p) for p in dict.fromkeys([*beside, *map(Path, lists)])]
     listed: set[str] = set()
