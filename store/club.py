@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 WEEKLY, FORTNIGHTLY = "weekly", "fortnightly"
 VOTE, PRESENTER_CHOOSES = "vote", "presenter"
 MAX_VOTES = 3  # approval voting: at most this many papers per member and session
+# club_sessions.chosen: the session's paper was chosen by its presenter (choose_paper), or by one
+# before a swap (accept_swap), whose id is not kept: the credit stays theirs without naming them.
+CHOSEN, CHOSEN_BEFORE_SWAP = 1, 2
 MAX_LEAD_HOURS = 24 * 13  # nominations close at most two weeks before the session
 TIEBREAK = "ties go to the nominator with fewer earlier sessions, then to the earlier nomination"
 
@@ -597,7 +600,8 @@ def accept_swap(store: Store, channel: str, day: date, from_user: str, to_user: 
         return "not_member"
     if is_away(to_user, day, aways_for(store, channel)):
         return "away"
-    store.put_club_session(channel, day.isoformat(), presenter=to_user, now=now.timestamp())
+    fields = {"chosen": CHOSEN_BEFORE_SWAP} if row.get("chosen") == CHOSEN else {}
+    store.put_club_session(channel, day.isoformat(), presenter=to_user, now=now.timestamp(), **fields)
     return "swapped"
 
 
@@ -617,10 +621,10 @@ def choose_paper(store: Store, channel: str, day: date, user: str, paper_id: str
     nominations = {n.paper_id: n for n in nominations_for(store, channel, day)}
     if paper_id not in nominations:
         return "unknown"
-    if row.get("paper_id") == paper_id:
-        return "already"
+    if row.get("paper_id") == paper_id and row.get("chosen") == CHOSEN:
+        return "already"  # a paper chosen before a swap becomes theirs when they choose it
     store.put_club_session(channel, day.isoformat(), paper_id=paper_id, nominator=nominations[paper_id].user,
-                           votes=0, tiebreak=None, chosen=1, now=now.timestamp())
+                           votes=0, tiebreak=None, chosen=CHOSEN, now=now.timestamp())
     return "chosen"
 
 

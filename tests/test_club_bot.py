@@ -1017,3 +1017,44 @@ def test_the_announcement_names_the_presenter_of_now_after_the_one_who_chose_lea
     _tick(deps, CUTOFF_AT + timedelta(hours=1, minutes=2))  # nothing more to redraw
     assert len([c for c in fake.calls("chat.update") if c.params.get("ts") == winner["ts"]]) == 2
 
+
+def _accept_swap(app, fake, *, offered_by, to):
+    offer = dispatch_command(app, fake, f"club swap <@{to}>", user=offered_by, channel=CH)
+    value = next(e["value"] for b in offer["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == bk.ACTION_SWAP_ACCEPT)
+    click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user=to, ephemeral=True)
+
+
+def test_a_presenter_who_takes_over_a_chosen_paper_is_not_announced_as_having_chosen_it(world):
+    """Ann chose Cy's paper, then swapped her slot to Bob, who accepted: the announcement names Bob
+    as the one who took over, not as the one who chose it (Ann, who is no longer named)."""
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    value = lambda p: f"{DAY.isoformat()}|{p.id}"  # noqa: E731
+    click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN", message_ts=agenda["ts"])
+    clock.now = AGENDA_AT + timedelta(hours=1)
+    _accept_swap(app, fake, offered_by="UANN", to="UBOB")
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    said = text_of(winner)
+    assert bk.esc(papers[1].short_name) in said and "<@UBOB>, who took over after it was chosen." in said
+    assert "who chose it" not in said and "did not choose" not in said and "<@UANN>" not in said
+
+
+def test_bob_choosing_the_paper_ann_chose_before_the_swap_makes_it_his_choice(world):
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    value = lambda p: f"{DAY.isoformat()}|{p.id}"  # noqa: E731
+    click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UANN", message_ts=agenda["ts"])
+    clock.now = AGENDA_AT + timedelta(hours=1)
+    _accept_swap(app, fake, offered_by="UANN", to="UBOB")
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, value(papers[1]), user="UBOB",
+                                        message_ts=agenda["ts"])[0])
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    assert "<@UBOB>, who chose it." in text_of(winner) and "took over" not in text_of(winner)

@@ -133,8 +133,10 @@ def winner_message(deps: Deps, channel: str, day: date, spec: cl.ClubSpec, *, st
                      f"{bk.esc(session.get('tiebreak') or 'the earlier nomination wins')} ({cl.TIEBREAK})._")
         elif stepped_in:
             text += "."
-        elif session.get("chosen"):  # they pressed Choose (store.club.choose_paper)
+        elif session.get("chosen") == cl.CHOSEN:  # they pressed Choose (store.club.choose_paper)
             text += ", who chose it."
+        elif session.get("chosen") == cl.CHOSEN_BEFORE_SWAP:  # the one who chose swapped the slot away
+            text += ", who took over after it was chosen."
         else:  # one candidate, never chosen: the tally had nothing to break
             text += ".\n_The presenter did not choose by the cutoff, and it was the only nomination._"
     else:
