@@ -794,15 +794,17 @@ def notice_view(title: str, text: str) -> dict:
 
 def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, note: str | None,
                   cutoff_label: str, closed: bool = False, chooser: str | None = None,
-                  chosen: str | None = None) -> list[Block]:
+                  chosen: str | None = None, read: str | None = None) -> list[Block]:
     """The agenda: each candidate (paper, nominator, votes) with a Vote button; counts update in place.
 
     In a club where the presenter chooses, `chooser` is that presenter: each candidate has a Choose
-    button instead (only they may press it) and `chosen` marks their choice so far."""
+    button instead (only they may press it) and `chosen` marks their choice so far; `read` marks the
+    paper the session reads though nobody chose it (closed: the only nomination, or a tie-break)."""
     blocks: list[Block] = [header(f"Reading group, {day_label}: what shall we read?")]
     if chooser:
-        blocks.append(section(f"{mention(chooser)} presents this session and chooses the paper"
-                              f"{'' if closed else ' by ' + esc(cutoff_label)}."))
+        blocks.append(section(f"{mention(chooser)} presents this session." if closed else
+                              f"{mention(chooser)} presents this session and chooses the paper by "
+                              f"{esc(cutoff_label)}."))
     if note:
         blocks.append(context(note))
     # Every candidate gets a section while the message has room; the rest are named after them
@@ -819,7 +821,9 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
         by = f"nominated by {mention(nominator)}" if nominator else ""
         if chooser:
-            tail = " · ".join(x for x in (":white_check_mark: *chosen*" if paper.id == chosen else "", by) if x)
+            mark = (":white_check_mark: *chosen*" if paper.id == chosen else
+                    ":white_check_mark: *we read this*" if paper.id == read else "")
+            tail = " · ".join(x for x in (mark, by) if x)
         else:
             tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
         text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}"

@@ -1058,3 +1058,24 @@ def test_bob_choosing_the_paper_ann_chose_before_the_swap_makes_it_his_choice(wo
     _tick(deps, CUTOFF_AT)
     [winner] = _scheduled(fake, "winner")
     assert "<@UBOB>, who chose it." in text_of(winner) and "took over" not in text_of(winner)
+
+
+@pytest.mark.parametrize("nominations", [1, 2])
+def test_the_closed_agenda_marks_a_paper_nobody_chose_as_read_not_chosen(world, nominations):
+    """A presenter who never pressed Choose: the only nomination, or the tie-break's pick of two,
+    is the paper read. The closed agenda says so, as the announcement does, and not that it was chosen."""
+    app, fake, store, clock, deps = world
+    if nominations == 2:
+        papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    else:
+        _presenter_club(store, fake)
+        papers = [next(iter(store.iter_papers()))]
+        dispatch_command(app, fake, f"nominate {papers[0].id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    _tick(deps, CUTOFF_AT)
+    closed = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
+    assert "*chosen*" not in text_of(closed) and "presents this session and chooses" not in text_of(closed)
+    [read] = [b for b in closed["blocks"] if "we read this" in json.dumps(b)]
+    assert read["block_id"].endswith(papers[0].id)
+    assert "<@UANN> presents this session." in text_of(closed) and "The choice is closed" in text_of(closed)

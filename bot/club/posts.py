@@ -67,14 +67,16 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
                   if n["paper_id"] in papers]
     start = [s for s in cl.session_starts(spec, deps.clock() - timedelta(days=15), count=6) if s.date() == day]
     cutoff = cl.timeline(spec, start[0]).cutoff if start else None
-    chooser = chosen = None
+    chooser = chosen = read = None
     if spec.mode == cl.PRESENTER_CHOOSES:
         row = store.get_club_session(channel, day.isoformat()) or {}
-        chooser, chosen = row.get("presenter"), row.get("paper_id")
+        chooser = row.get("presenter")
+        # A paper nobody chose (the only nomination, a tie-break: store.club.decide) is read, not chosen.
+        chosen, read = (row.get("paper_id"), None) if row.get("chosen") else (None, row.get("paper_id"))
     blocks = bk.agenda_blocks(f"{day:%a %-d %b}", candidates, session=day.isoformat(),
                               note=bk.esc(note) if note else None,
                               cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
-                              chooser=chooser, chosen=chosen)
+                              chooser=chooser, chosen=chosen, read=read if closed else None)
     what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
     return _agenda(channel, day, what, blocks)
 
