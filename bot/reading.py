@@ -12,12 +12,14 @@ from zoneinfo import ZoneInfo
 
 from slack_sdk.models.blocks import Block
 
+from store import club as cl
 from store import feedback as fb
 from store.schedule import channel_tz
 from store.text import parse_number
 
 from . import blocks as bk
 from .blocks import code, mention
+from .club.posts import stepped_down
 from .commands import CONSOLE_CHANNEL, Call, Reply, Subcommand, channel_of, member_zone, problem_reply, resolve
 from .confirm import ask_first, split_confirm
 
@@ -201,7 +203,12 @@ def handle_forget_me(deps: Deps, call: Call) -> Reply:
                          text="This deletes your reactions and your reading list, takes your name off the "
                               "interests, feeds and shared papers you added, and takes you out of the reading "
                               "group's rotation and votes. It cannot be undone.")
+    # Off the sessions they were to present first, as `club leave` takes them off (while the store
+    # still names them), so the announcement and reminder in each channel say so now.
+    freed = cl.step_down_everywhere(deps.store, call.user_id, deps.clock())
     counts = fb.forget_member(deps.store, call.user_id)
+    for channel, days in freed.items():
+        stepped_down(deps, deps.slack, channel, days)
     if not any(counts.values()):
         text = "I had nothing stored about you: no reactions, no saved papers, no interests with your name."
         return Reply(text, bk.message_blocks(text))

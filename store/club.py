@@ -559,6 +559,13 @@ def step_down(store: Store, channel: str, user: str, now: datetime, *,
     return freed
 
 
+def step_down_everywhere(store: Store, user: str, now: datetime) -> dict[str, list[date]]:
+    """`user` off every session they were to present, in every club (step_down), as forget-me does
+    before it unlinks them: the days, by channel."""
+    freed = {row["channel"]: step_down(store, row["channel"], user, now) for row in store.clubs()}
+    return {channel: days for channel, days in freed.items() if days}
+
+
 def leave_rotation(store: Store, channel: str, user: str, now: datetime) -> tuple[bool, list[date]]:
     """`user` leaves the presenter rotation (`club leave`): whether they were in it, and the days they
     were to present, now someone else's to take (step_down)."""

@@ -212,3 +212,25 @@ def test_a_presenter_who_leaves_the_channel_is_replaced_and_out_of_the_rotation(
     assert [m for m in fake.dm_messages(now_presenting)
             if (m.get("metadata") or {}).get("event_payload", {}).get("kind") == "presenter_dm"]
     assert f"<@{gone}>" not in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
+
+
+def test_a_presenter_who_runs_forget_me_is_off_the_announcement_and_reminder_at_once(world):
+    """Cy, announced and reminded as the presenter, runs forget-me: both posts in the channel say
+    someone else will be asked straight away, not at the next tick, and no longer name Cy."""
+    from conftest import dispatch_command
+
+    fake, store, clock, deps = world
+    app = _app(deps)
+    paper = next(iter(store.iter_papers()))
+    store.add_nomination(CH, DAY.isoformat(), paper.id, "UCY", now=MONDAY.timestamp())
+    for step in ("agenda", "winner", "reminder"):
+        tick(deps, MOMENTS[step] + timedelta(minutes=1))
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UCY"  # the nominator, nobody presented yet
+    clock.now = MOMENTS["reminder"] + timedelta(minutes=5)
+    assert "out of the reading group" in text_of(dispatch_command(app, fake, "forget-me confirm", user="UCY",
+                                                                  channel=CH))
+    name = paper.short_name.replace("&", "&amp;")
+    for step in ("winner", "reminder"):
+        [post] = scheduled(fake)[step]
+        assert "<@UCY>" not in text_of(post) and "someone else will be asked" in text_of(post)
+        assert name in text_of(post)
