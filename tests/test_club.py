@@ -11,9 +11,10 @@ from hypothesis import given, settings, strategies as st
 from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    club_for, csv_cell, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
-    skipped_for, tally, timeline, to_bibtex, unskip_session,
+    club_for, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
+    skipped_for, tally, timeline, unskip_session,
 )
+from store.club_export import csv_cell, to_bibtex
 from store.schedule import ScheduleError
 
 BERLIN = ZoneInfo("Europe/Berlin")

@@ -424,7 +424,7 @@ def test_map_is_a_real_png_of_the_stated_size_labelled_from_the_store(world):
     import struct
 
     from bot.club import MAP_SIZE
-    from store.club import map_points
+    from store.club_export import map_points
 
     app, fake, store, clock, deps = world
     _club(store)
@@ -470,7 +470,7 @@ def test_the_club_map_draws_interests_written_like_math_as_the_text_they_are(wor
 @given(st.lists(st.text(alphabet=st.sampled_from("$\\^_{}%#&~ax1"), min_size=1, max_size=12), min_size=1, max_size=3))
 def test_any_text_on_the_map_is_drawn_without_error(labels):
     from bot.club.reports import render_map
-    from store.club import MapPoints
+    from store.club_export import MapPoints
 
     png = render_map(MapPoints(sessions=[(t, i, -i) for i, t in enumerate(labels)], daily=[(0.5, 0.5)],
                                interests=[(f"UANN: {t}", -i, i) for i, t in enumerate(labels)]), size=(300, 200))

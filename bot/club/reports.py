@@ -6,7 +6,7 @@ import re
 from datetime import date
 from typing import TYPE_CHECKING
 
-from store import club as cl
+from store import club_export as ex
 
 from .. import blocks as bk
 from ..blocks import code, mention
@@ -46,7 +46,7 @@ def history_reply(deps: Deps, channel: str) -> Reply:
 
 def export_reply(deps: Deps, channel: str, user: str) -> Reply:
     """The club's reading list as BibTeX and CSV, uploaded to the channel (files_upload_v2)."""
-    rows = cl.export_rows(deps.store, channel)
+    rows = ex.export_rows(deps.store, channel)
     if not rows:
         return Reply("The club has not read any papers yet, so there is nothing to export.")
     client = deps.slack
@@ -54,9 +54,9 @@ def export_reply(deps: Deps, channel: str, user: str) -> Reply:
         return Reply(f"{len(rows)} papers; exports are uploaded to Slack (not available in the console).")
     client.files_upload_v2(
         channel=channel, initial_comment=f"The reading group's reading list ({len(rows)} papers), for {mention(user)}",
-        file_uploads=[{"content": cl.to_bibtex(rows).encode(), "filename": "reading-group.bib",
+        file_uploads=[{"content": ex.to_bibtex(rows).encode(), "filename": "reading-group.bib",
                        "title": "Reading group (BibTeX)"},
-                      {"content": cl.to_csv(rows).encode(), "filename": "reading-group.csv",
+                      {"content": ex.to_csv(rows).encode(), "filename": "reading-group.csv",
                        "title": "Reading group (CSV)"}])
     return Reply(f"Uploaded the reading list ({len(rows)} papers) as BibTeX and CSV to this channel.")
 
@@ -85,7 +85,7 @@ def _day(iso: str) -> str:
         return iso
 
 
-def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> bytes:
+def render_map(points: ex.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> bytes:
     """The map as PNG bytes (matplotlib, Agg backend: no display needed): the sessions numbered
     and joined in the order the group read them, each with its date; interests as regions."""
     import io
@@ -152,7 +152,7 @@ def render_map(points: cl.MapPoints, *, size: tuple[int, int] = MAP_SIZE) -> byt
 
 def map_reply(deps: Deps, channel: str) -> Reply:
     """A picture of the club's reading history, uploaded to the channel."""
-    points = cl.map_points(deps.store, channel, deps.searcher.embedder.name)
+    points = ex.map_points(deps.store, channel, deps.searcher.embedder.name)
     if points is None:
         return Reply("The club has not read any papers yet, so there is nothing to map.")
     png = render_map(points)
