@@ -1,13 +1,15 @@
 """The PostgreSQL backup and restore docs/scaling.md gives (pg_dump -Fc, then pg_restore) keeps
 every forget-me request: a member forgotten after the dump was taken is forgotten again once the
 bot starts on the restored database, whether it is restored over the live server's database or
-onto a fresh server. The docs' shell lines run as written, with the test server's URL."""
+onto a fresh server, a dump from before an upgrade too, and with Docker Compose. The docs' shell
+lines run as written, with the test server's URL."""
 from __future__ import annotations
 
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -166,5 +168,87 @@ def test_the_documented_restore_of_a_dump_from_before_an_upgrade_starts(upgraded
         assert [i["text"] for i in store.interests("C1")] == ["video grounding", "mixture of experts routing"]
         assert store.club_members("C1") == []  # the club came after the dump: the dump's state, not a mix
         assert traces(store, DAN) == []
+    finally:
+        store.close()
+
+
+COMPOSE = "docker compose -f deploy/compose.yaml --profile postgres"
+# No Docker daemon runs the tests: this `docker` stands in for Compose. `exec -T postgres CMD ...`
+# runs CMD here against the test database (the service's `-U paperclub` dropped, its database
+# `paperclub` named by the test's URL), stdin and stdout passed through as Compose's -T does;
+# anything else (stop, up) is written to the log. An exec without -T fails, as its terminal
+# would mangle a binary dump.
+FAKE_DOCKER = """#!{python}
+import os, subprocess, sys
+args = sys.argv[1:]
+assert args[:5] == ["compose", "-f", "deploy/compose.yaml", "--profile", "postgres"], args
+verb, rest = args[5], args[6:]
+with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
+    log.write(" ".join([verb, *rest]) + "\\n")
+if verb == "exec":
+    if rest[:2] != ["-T", "postgres"]:
+        sys.exit("exec without -T postgres: " + " ".join(rest))
+    cmd, out = rest[2:], []
+    while cmd:
+        arg = cmd.pop(0)
+        if arg == "-U":
+            assert cmd.pop(0) == "paperclub"
+        else:
+            out.append(os.environ["FAKE_DOCKER_DB"] if arg == "paperclub" else arg)
+    sys.exit(subprocess.run(out).returncode)
+"""
+
+
+@pytest.fixture
+def compose(tmp_path, monkeypatch):
+    """Runs a docs line or block as written, its `docker compose` reaching the given database;
+    returns the log of what Compose was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER.format(python=sys.executable))
+    docker.chmod(0o755)
+    log = tmp_path / "docker.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(log))
+
+    def run(script: str, url: str) -> list[str]:
+        log.write_text("")
+        subprocess.run(["bash", "-euc", script], cwd=tmp_path, check=True, timeout=120,
+                       env={**os.environ, "FAKE_DOCKER_DB": url})
+        return log.read_text().splitlines()
+    return run
+
+
+def documented_compose_backup() -> str:
+    line = re.search(rf"`({re.escape(COMPOSE)} exec -T postgres pg_dump [^`]*> paperclub\.dump)`", backup_section())
+    assert line, "docs/scaling.md gives no Compose pg_dump line"
+    return line.group(1)
+
+
+def documented_compose_restore() -> str:
+    blocks = [b for b in documented_restores() if "docker compose" in b]
+    assert blocks, "docs/scaling.md gives no ```sh block for a restore with Docker Compose"
+    return blocks[0]
+
+
+def test_the_documented_compose_backup_and_restore_keep_dan_forgotten(make_database, compose):
+    """The Compose pg_dump line taken, Dan forgotten after it; the Compose restore block run as
+    written stops the bots, brings the dump back with Dan forgotten again on start, then starts them."""
+    url = make_database()
+    store = open_store(url)
+    store.set_club_member("C1", DAN, active=True, now=1.0)
+    store.set_club_member("C1", ANN, active=True, now=2.0)
+    compose(documented_compose_backup(), url)
+    store.forget_user(DAN)
+    store.set_club_member("C1", "UCAT", active=True, now=3.0)  # after the dump: gone with the restore
+    store.close()
+    asked = compose(documented_compose_restore(), url)
+    assert asked[0] == "stop bot-pg" and asked[-1] == "up -d bot-pg"
+    assert all(line.startswith("exec -T postgres ") for line in asked[1:-1])
+    store = started(url)
+    try:
+        assert traces(store, DAN) == []
+        assert [m["user"] for m in store.club_members("C1")] == [ANN]
     finally:
         store.close()
