@@ -280,7 +280,8 @@ def _ago(t: float | None, now: float) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: each source with its channels.")
 @pass_ctx
 def feeds(c: Ctx, as_json):
-    """Each source's cursor, last success and last error, and the channels following each feed."""
+    """Each source's cursor, last success (and the new papers it brought), last error, and its channels."""
+    from .commands_feeds import new_papers
     from store.sources import feed_source
 
     now = time.time()
@@ -299,7 +300,9 @@ def feeds(c: Ctx, as_json):
     for n in names:
         st = states.get(n) or {}
         cur = ", ".join(f"{k}={v}" for k, v in sorted((st.get("cursor") or {}).items()) if k != "listing") or "-"
-        click.echo(f"{n}\n  cursor: {cur}\n  last success: {_ago(st.get('last_success'), now)}")
+        # The last read's news, as /paper feed tells it (none before a read since the count was kept).
+        brought = f" ({new_papers(st['last_papers'])})" if st.get("last_papers") is not None else ""
+        click.echo(f"{n}\n  cursor: {cur}\n  last success: {_ago(st.get('last_success'), now)}{brought}")
         if st.get("failing_since"):
             click.echo(f"  last error: {st['last_error']} ({_ago(st.get('last_error_at'), now)}, "
                        f"failing since {_ago(st['failing_since'], now)})")

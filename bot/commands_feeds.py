@@ -85,7 +85,8 @@ def handle_add(deps: Deps, call: Call) -> Reply:
     return summary_reply(deps, added.paper, note=note)
 
 
-def _papers(n: int) -> str:
+def new_papers(n: int) -> str:
+    """How many new papers a feed's last read brought, as `/paper feed` and `paperclub feeds` say it."""
     return "no new papers" if not n else "1 new paper" if n == 1 else f"{n} new papers"
 
 
@@ -108,7 +109,7 @@ def _feed_lines(deps: Deps, channel: str, rows: list[dict]) -> str:
             line += " · _not read yet: feeds are read after each arXiv announcement (Sunday to Thursday evenings, US Eastern)_"
         else:
             read = datetime.fromtimestamp(state["last_success"], tz)
-            papers = f" ({_papers(state['last_papers'])})" if state.get("last_papers") is not None else ""
+            papers = f" ({new_papers(state['last_papers'])})" if state.get("last_papers") is not None else ""
             line += f" · read {read:%a %-d %b %H:%M}{papers}"
         lines.append(line)
     return "\n".join(lines)

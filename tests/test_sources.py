@@ -368,6 +368,28 @@ def test_cli_fetch_and_feeds(fake, tmp_path, monkeypatch):
     assert r.exit_code != 0
 
 
+def test_cli_feeds_says_how_many_new_papers_each_feeds_last_read_brought(tmp_path):
+    """`paperclub feeds` tells what `/paper feed` tells: a feed's last read and how many new papers it
+    brought (none said before the feed's first read since the count was kept)."""
+    from click.testing import CliRunner
+
+    from bot.cli import cli
+
+    db = open_store(tmp_path / "feeds.db")
+    for category, papers in (("cs.LG", 3), ("cs.CV", 0), ("cs.CL", 1), ("stat.ML", None)):
+        db.add_feed("C1", "arxiv", category, "UANN", now=NOW)
+        db.update_source(f"arxiv-rss:{category}", now=NOW, ok=True, papers=papers)
+    db.close()
+    r = CliRunner().invoke(cli, ["--db", str(tmp_path / "feeds.db"), "feeds"])
+    assert r.exit_code == 0, r.output
+    last = {src: line for src, line in zip(r.output.splitlines(), r.output.splitlines()[2:])
+            if src.startswith("arxiv-rss:")}  # each source's "last success" line, two below its name
+    assert last["arxiv-rss:cs.LG"].endswith(" ago (3 new papers)")
+    assert last["arxiv-rss:cs.CV"].endswith(" ago (no new papers)")
+    assert last["arxiv-rss:cs.CL"].endswith(" ago (1 new paper)")
+    assert last["arxiv-rss:stat.ML"].endswith(" ago")
+
+
 def test_the_same_listing_before_the_next_announcement_is_unchanged_not_stale(fake, sources, db):
     _listing(fake, make_papers(2), ["new", "new"], datetime(2026, 12, 1, 1, tzinfo=timezone.utc))
     assert poll_arxiv(db, sources, "cs.LG", EMB, now=NOW)[0] == "new"
