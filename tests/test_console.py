@@ -5,8 +5,10 @@ Lines are piped into the real console loop (bot/console.py) over a weightless st
 from __future__ import annotations
 
 import io
+import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,8 @@ from bot.console import run_console
 from conftest import make_settings
 from store import feedback as fb
 from store.embed import HashingEmbedder
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -218,3 +222,19 @@ def test_slack_formatting_typed_into_an_interest_is_not_kept_as_its_words(hashin
     assert "*" not in text and "`" not in text and "~" not in text
     bench = next(p for p in hashing_store.iter_papers() if p.short_name == "CaReBench")
     assert "name match" in text.split("Top 5 for")[1].split(f"id {bench.id}")[0]
+
+
+def test_a_time_typed_without_a_zone_is_the_laptops_own_after_copying_the_example_env(hashing_store, monkeypatch,
+                                                                                    tmp_path):
+    """The quick start copies .env.example to .env; its PAPERCLUB_TIMEZONE=UTC counted as a zone the
+    operator chose, so the console read "9am" as 09:00 UTC, not the laptop's 9am as it promises."""
+    from bot.config import load_settings
+
+    (tmp_path / ".env").write_text((ROOT / ".env.example").read_text())
+    monkeypatch.chdir(tmp_path)
+    for name in [n for n in os.environ if n.startswith("PAPERCLUB_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    out = io.StringIO()
+    run_console(load_settings(), hashing_store, HashingEmbedder(), stdin=io.StringIO("schedule 9am\n"), out=out)
+    assert "set the paper of the day to every day at 09:00 Asia/Tokyo" in out.getvalue()
