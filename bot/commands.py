@@ -253,6 +253,12 @@ def search_reply(deps: Deps, query: str, *, note: str | None = None) -> Reply:
     """Top papers for free text as result blocks with buttons."""
     if not has_words(query):
         raise EmptyQuery("I need some words to search for.")
+    try:  # a paper's link or arXiv id names that paper: its words ("https", "abs") are no topic
+        paper = deps.searcher.linked(query)
+    except PaperNotInLibrary as e:
+        raise not_in_library(deps, e) from None
+    if paper is not None:
+        return summary_reply(deps, paper)
     hits = deps.searcher.search(query, limit=RESULTS)
     shown = bk.cut_chars(query, ECHO_CHARS)
     good = any(h.relevant for h in hits)
@@ -291,6 +297,11 @@ def _guess_note(deps: Deps, ref: str, paper) -> str:
     return note
 
 
+def not_in_library(deps: Deps, e: PaperNotInLibrary) -> PaperNotFound:
+    """The answer to a link or arXiv id of a paper the library lacks: how to bring it in."""
+    return PaperNotFound(f"{e} {deps.command} add {e.ident} brings it in from {e.where}; then ask again.")
+
+
 def resolve(deps: Deps, ref: str) -> tuple[Paper, str | None]:
     """(paper, note): the note says which paper was picked when it was a best guess."""
     if not has_words(ref):
@@ -298,8 +309,7 @@ def resolve(deps: Deps, ref: str) -> tuple[Paper, str | None]:
     try:
         paper, exact = deps.searcher.resolve(ref)
     except PaperNotInLibrary as e:
-        raise PaperNotFound(f"{e} {deps.command} add {e.ident} brings it in from {e.where}; then ask "
-                            "again.") from None
+        raise not_in_library(deps, e) from None
     return paper, None if exact else _guess_note(deps, ref, paper)
 
 

@@ -691,11 +691,8 @@ class Searcher:
         paper = self.find_exact(ref, index=index)
         if paper:
             return paper, True
-        link = paper_link(ref)
-        if link is not None:  # its words ("https", "abs") would find some other paper: never a guess
-            paper = known_paper(self.store, link)
-            if paper is None:
-                raise PaperNotInLibrary(*link)
+        paper = self.linked(ref)
+        if paper is not None:
             return paper, True
         if ref.lstrip("#").isdigit():  # a card's place in a list: searched, it would match any paper saying "1"
             raise PaperNotFound(f"{ref} is a number in a list, not a paper: give the paper's id (as its card "
@@ -710,6 +707,18 @@ class Searcher:
             raise PaperNotFound(f"No paper matches '{ref[:80]}'." +
                                 (f" Did you mean {near.id} ({near.short_name})?" if near else ""))
         return hits[0].paper, False
+
+    def linked(self, ref: str) -> Paper | None:
+        """The paper a reference that can only name a paper (an arXiv id or link, an openreview.net link)
+        names; PaperNotInLibrary when the library lacks it; None when `ref` is no such reference.
+        Its words ("https", "abs") would find some other paper: searched or resolved, never a guess."""
+        link = paper_link(ref)
+        if link is None:
+            return None
+        paper = known_paper(self.store, link)
+        if paper is None:
+            raise PaperNotInLibrary(*link)
+        return paper
 
     def _near_miss(self, ref: str, index: DenseIndex) -> Paper | None:
         """The paper whose id or short name is one slip away from a one-word reference

@@ -466,3 +466,23 @@ def test_a_paper_named_by_its_link_is_that_paper_and_one_the_library_lacks_is_ne
         assert "Best match" not in reply and "More like" not in reply and "Saved" not in reply, line
         assert "not in the library" in reply and "/paper add" in reply, line
     assert deps.store.saved_papers("U1") == [] and len(fake_src.requests) == asked
+
+
+def test_a_search_for_a_paper_link_or_arxiv_id_is_that_paper_or_says_the_library_lacks_it(parts, fake_slack,
+                                                                                         fake_src):
+    """`/paper search https://arxiv.org/abs/…` searched for papers saying "https"; a search for a link
+    or an arXiv id now shows that paper, or says it is not in the library yet, as `summary` does."""
+    app, deps = parts
+    p = fake_src.papers[1]
+    dispatch_command(app, fake_slack, f"add {p.arxiv_id}", user="U1", channel="C1")
+    for line in (f"search <https://arxiv.org/abs/{p.arxiv_id}v2>", f"search {p.arxiv_id}",
+                 f"https://arxiv.org/abs/{p.arxiv_id}"):
+        known = text_of(dispatch_command(app, fake_slack, line, user="U1", channel="C1"))
+        assert p.title.split(":")[0] in known and "Top " not in known and "No good match" not in known, line
+    asked = len(fake_src.requests)
+    for line in ("search https://openreview.net/forum?id=abc123XYZ", "search <https://arxiv.org/abs/2612.99999>",
+                 "search 2612.99999", "find arXiv:2612.99999", "https://arxiv.org/abs/2612.99999"):
+        reply = text_of(dispatch_command(app, fake_slack, line, user="U1", channel="C1"))
+        assert "Top " not in reply and "No good match" not in reply and "closest" not in reply, line
+        assert "is not in the library yet" in reply and "/paper add" in reply, line
+    assert len(fake_src.requests) == asked
