@@ -81,6 +81,16 @@ def how_to_save(deps: Deps) -> str:
             "or react :eyes: to a paper posted in a channel.")
 
 
+def _pages_hint(deps: Deps, count: int, pages: int) -> str:
+    """What to type instead of a page the reading list lacks: only pages it has."""
+    saved = deps.command + " saved"
+    if not count:
+        return how_to_save(deps)
+    if pages == 1:
+        return f"{code(saved)} shows it."
+    return f"{code(saved)} shows the first page, {code(f'{saved} {pages}')} shows the last."
+
+
 def handle_saved(deps: Deps, call: Call) -> Reply:
     verb, _, rest = call.args.partition(" ")
     items = fb.reading_list(deps.store, call.user_id)
@@ -91,7 +101,7 @@ def handle_saved(deps: Deps, call: Call) -> Reply:
         if page is None or rest.strip():
             return problem_reply(deps, f"There is no page {verb}: your reading list has "
                                        f"{_count(len(items), 'paper')}, {_count(pages, 'page')} of {MAX_LISTED}.",
-                                 hint=f"{code(deps.command + ' saved 2')} shows the second page.")
+                                 hint=_pages_hint(deps, len(items), pages))
     elif verb.lower() in ("remove", "rm", "delete", "del", "-"):
         which = " ".join(rest.split()).lstrip("#")
         number = parse_number(which, 1, len(items))

@@ -153,3 +153,21 @@ def test_a_reading_list_dates_each_save_in_the_members_own_zone(world):  # noqa:
     assert len([c for c in fake.calls("users.info") if c.params.get("user") == "UANN"]) == 1
     fake.fail("users.info", error="user_not_found")
     assert "saved Tue 1 Dec" in text_of(dispatch_command(app, fake, "saved", user="UCAT", channel=CH))
+
+
+def test_a_page_past_the_end_of_the_reading_list_suggests_only_pages_that_exist(world):  # noqa: F811
+    """`saved 2` on a one-page list said there is no page 2, then that `/paper saved 2` shows the second
+    page: the command that had just failed."""
+    app, fake, store = world
+    papers = store.list_papers(limit=20)
+    empty = text_of(dispatch_command(app, fake, "saved 2", user="UANN", channel=CH))
+    assert "There is no page 2" in empty and "saved 2" not in empty.split("There is no page 2")[1]
+    assert "Press *Save*" in empty  # how a list starts, not a page it lacks
+    store.save_paper("UANN", papers[0].id, now=1_764_000_000)
+    one = text_of(dispatch_command(app, fake, "saved 2", user="UANN", channel=CH))
+    assert "There is no page 2" in one and "saved 2" not in one.split("There is no page 2")[1]
+    assert "`/paper saved` shows it" in one
+    for n, paper in enumerate(papers[1:], start=1):
+        store.save_paper("UANN", paper.id, now=1_764_000_000 + n)
+    two = text_of(dispatch_command(app, fake, "saved 3", user="UANN", channel=CH))
+    assert "There is no page 3" in two and "`/paper saved 2` shows the last" in two
