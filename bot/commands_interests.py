@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from store import closeness
+from store import closeness, loosely_related
 from store.pick import areas_show, like_text
 from store.sources import SourceError, add_paper, known_paper, paper_link
 from store.text import parse_number
@@ -84,14 +85,33 @@ def _interests_reply(deps: Deps, channel: str, *, note: str | None = None, rows:
     return Reply(bk.esc(f"{len(rows)} interests: " + "; ".join(r["text"] for r in rows)), blocks)
 
 
-def _closest(deps: Deps, vector, exclude: str | None = None) -> str:
+def _closest_hits(deps: Deps, vector, exclude: str | None = None) -> list[tuple[Paper, float]]:
+    """The three papers closest to an interest's vector, with their cosines; none if the index can't say."""
     try:
         hits = deps.searcher.index().search(vector, 4, exclude=exclude)
     except Exception:
-        return ""
+        return []
     papers = {p.id: p for p in deps.store.get_papers([pid for pid, _ in hits])}
-    names = [f"*{bk.esc(papers[pid].short_name)}* ({closeness(score)})" for pid, score in hits[:3] if pid in papers]
+    return [(papers[pid], score) for pid, score in hits[:3] if pid in papers]
+
+
+def _closest(hits: list[tuple[Paper, float]]) -> str:
+    names = [f"*{bk.esc(paper.short_name)}* ({closeness(score)})" for paper, score in hits]
     return f"Closest papers right now: {', '.join(names)}." if names else ""
+
+
+# Commas, semicolons or "and" between what may be separate topics ("LLM agents, RLHF and diffusion").
+_JOINED = re.compile(r"\s*[,;]\s*|\s+(?:and|&)\s+", re.I)
+
+
+def _several_topics(deps: Deps, text: str, hits: list[tuple[Paper, float]]) -> str:
+    """A hint to add each topic on its own, for words joined by commas or "and" whose closest papers are
+    all only loosely related; "" otherwise. Never split for the member: "vision, language and action" is
+    one topic, and its papers are close."""
+    parts = [p.strip() for p in _JOINED.split(text) if has_words(p)]
+    if len(parts) < 2 or not hits or not all(loosely_related(score) for _, score in hits):
+        return ""
+    return f"Several topics? Add each on its own: {code(f'{deps.command} interests add {parts[0]}')}."
 
 
 def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
@@ -147,9 +167,11 @@ def _add_interest(deps: Deps, call: Call, text: str) -> Reply:
         closest = (f"It is as wide as this library, so its words can't say where to look: {brings} until "
                    "your ratings and reactions show what you read. A narrower topic, in a few words, gets "
                    "closer picks at once.")
-    else:
-        closest = _closest(deps, vector, exclude=paper_id)
-    reply = _interests_reply(deps, channel, note=f"{said} {closest}".strip(), rows=rows, broad=flags)
+    hits = _closest_hits(deps, vector, exclude=paper_id)
+    if not broad:
+        closest = _closest(hits)
+    several = "" if like else _several_topics(deps, label, hits)
+    reply = _interests_reply(deps, channel, note=f"{said} {closest} {several}".strip(), rows=rows, broad=flags)
     # A new interest tells the pick little yet: offer a calibration round, right under the note.
     reply.blocks[2:2] = offer_blocks(deps, label, broad=broad)
     return reply
@@ -189,6 +211,17 @@ def _number_of(rows: list[dict], text: str, user: str) -> int | None:
     return (own or same or [None])[0]
 
 
+def _holding(rows: list[dict], words: str) -> dict[str, list[int]]:
+    """Each distinct interest (its wording) holding all of `words` as words, with its numbers."""
+    wanted = set(re.findall(r"\w+", words.casefold()))
+    out: dict[str, list[int]] = {}
+    for n, row in enumerate(rows, start=1):
+        if wanted and wanted <= set(re.findall(r"\w+", row["text"].casefold())):
+            same = next((t for t in out if t.casefold() == row["text"].casefold()), row["text"])
+            out.setdefault(same, []).append(n)
+    return out
+
+
 def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
     channel = channel_of(call)
     arg, confirmed = split_confirm(arg)
@@ -207,6 +240,14 @@ def _remove_interest(deps: Deps, call: Call, arg: str) -> Reply:
         if number is None:
             return problem_reply(deps, f"The list changed since: {worded} is not on it any more, so nothing was "
                                  "removed.", hint=listed)
+    if number is None:  # words of one interest ("diffusion" of "LLM agents, RLHF and diffusion") name it
+        holding = {} if arg.lstrip("#").isdigit() else _holding(rows, arg)  # a number is a place in the list
+        if len(holding) > 1:
+            named = "; ".join(f"{', '.join(str(n) for n in ns)}. {text}" for text, ns in holding.items())
+            return problem_reply(deps, f"Several interests say {arg}: {named}. Which one? Nothing was removed.",
+                                 hint=f"{code(deps.command + ' interests remove <number>')} · {listed}")
+        if holding:
+            number = _number_of(rows, next(iter(holding)), call.user_id)
     if number is None:
         have = f"this channel has {len(rows)}" if rows else "this channel has none"
         return problem_reply(deps, f"There is no interest {arg}; {have}.", hint=listed)

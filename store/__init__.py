@@ -24,7 +24,7 @@ _LAZY = {
     "store.embed": ["Embedder", "make_embedder", "HashingEmbedder", "SentenceTransformerEmbedder", "OnnxQueryEmbedder"],
     "store.ingest": ["Record", "IngestResult", "ingest_paths", "ingest_records", "embed_missing", "reparse",
                      "read_file", "bundled_sample_paths"],
-    "store.search": ["Searcher", "Hit", "hits_json", "closeness"],
+    "store.search": ["Searcher", "Hit", "hits_json", "closeness", "loosely_related"],
     "store.daily": ["pick_for_day", "broad_interests", "interests_for"],
     "store.calibrate": ["calibration_round", "CalibrationRound"],
     "store.pick": ["pick_daily", "DailyPick", "PickSettings", "Interest", "PastPost", "like_text"],
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # what a type checker and an editor see; at run time __getatt
     )
     from .backends.copy import TableCopy, migrate_store  # noqa: F401
     from .lease import FencedStore, Lease  # noqa: F401
-    from .search import Hit, Searcher, closeness, hits_json  # noqa: F401
+    from .search import Hit, Searcher, closeness, hits_json, loosely_related  # noqa: F401
     from .summary import Summary, paper_summaries, paper_summary, summarize, summarize_jsonl  # noqa: F401
 
 

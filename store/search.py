@@ -104,6 +104,11 @@ RELEVANT_COSINE = 0.35  # close in meaning with no shared words
 LOOSE_COSINE = 0.20  # enough with the query's words in the paper
 
 
+def loosely_related(cos: float | None) -> bool:
+    """Whether a cosine is below related in meaning: what `closeness` calls "loosely related"."""
+    return (cos or 0.0) < RELEVANT_COSINE
+
+
 def closeness(cos: float | None) -> str:
     """A cosine in words, for people."""
     cos = cos or 0.0
@@ -111,7 +116,7 @@ def closeness(cos: float | None) -> str:
         return "very close in meaning"
     if cos >= 0.45:
         return "close in meaning"
-    if cos >= RELEVANT_COSINE:
+    if not loosely_related(cos):
         return "related in meaning"
     return "loosely related"
 

@@ -26,3 +26,28 @@ def test_an_interest_longer_than_a_topic_is_refused_and_nothing_is_stored(app, s
     reply = one(command(app, slack, "interests add " + "video grounding with language " * 40))
     assert "at most 200 characters" in all_text(reply)
     assert module_store.interests("C1") == before
+
+
+def test_several_topics_added_as_one_interest_get_a_hint_and_remove_finds_one_by_its_words(app, slack,
+                                                                                          module_store):
+    """`interests add LLM agents, RLHF and diffusion` is one interest (a topic such as "vision, language
+    and action" is one, so nothing is split); its closest papers all only loosely related, the reply says
+    how to add each on its own. `interests remove diffusion` said "There is no interest diffusion": words
+    that only one interest holds now name it, and several candidates are listed."""
+    channel = "CTOPICS"
+    mixed = all_text(one(command(app, slack, "interests add LLM agents, RLHF and diffusion", channel=channel)))
+    assert "Several topics? Add each on its own: `/paper interests add LLM agents`" in mixed, mixed
+    one_topic = all_text(one(command(app, slack, "interests add video understanding and grounding",
+                                     channel=channel)))
+    assert "Several topics?" not in one_topic, one_topic
+    assert [r["text"] for r in module_store.interests(channel)] == ["LLM agents, RLHF and diffusion",
+                                                                     "video understanding and grounding"]
+    asked = all_text(one(command(app, slack, "interests remove diffusion", channel=channel)))
+    assert "There is no interest" not in asked and "LLM agents, RLHF and diffusion" in asked
+    done = all_text(one(command(app, slack, "interests remove diffusion confirm", channel=channel)))
+    assert "Removed 1. *LLM agents, RLHF and diffusion*" in done
+    assert [r["text"] for r in module_store.interests(channel)] == ["video understanding and grounding"]
+    command(app, slack, "interests add video generation", channel=channel)
+    several = all_text(one(command(app, slack, "interests remove video confirm", channel=channel)))
+    assert "video understanding and grounding" in several and "video generation" in several
+    assert "Removed" not in several and len(module_store.interests(channel)) == 2
