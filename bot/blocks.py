@@ -821,9 +821,7 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
         by = f"nominated by {mention(nominator)}" if nominator else ""
         if chooser:
-            mark = (":white_check_mark: *chosen*" if paper.id == chosen else
-                    ":white_check_mark: *we read this*" if paper.id == read else "")
-            tail = " · ".join(x for x in (mark, by) if x)
+            tail = " · ".join(x for x in (_choice_mark(paper.id, chosen, read), by) if x)
         else:
             tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
         text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}"
@@ -838,8 +836,13 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     if rest:
         first = len(candidates) + 1
         how = "" if closed else (" in the menu below" if len(rest) <= MAX_SELECT_OPTIONS else " in the menus below")
-        names = [f"{first + i}. {esc(cut_chars(p.short_name, 60))}" + ("" if chooser else f" ({v})")
-                 for i, (p, _, v) in enumerate(rest)]
+        marked: list[str] = []  # the session's paper leads the line, so a long one never hides it
+        names: list[str] = []
+        for i, (p, _, v) in enumerate(rest):
+            mark = _choice_mark(p.id, chosen, read) if chooser else ""
+            tail = f" ({mark})" if mark else "" if chooser else f" ({v})"
+            (marked if mark else names).append(f"{first + i}. {esc(cut_chars(p.short_name, 60))}{tail}")
+        names = marked + names
         blocks.append(context(f"*{len(rest)} more nomination{'s' if len(rest) != 1 else ''}*{how}: "
                               + fit_items(names, CONTEXT_TEXT - 80)))
         if not closed:
@@ -861,6 +864,12 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
     else:
         blocks.append(context("Voting has closed."))
     return blocks[:MAX_MESSAGE_BLOCKS]
+
+
+def _choice_mark(paper_id: str, chosen: str | None, read: str | None) -> str:
+    """How the agenda marks the paper the session reads: its presenter's choice, or read though nobody chose it."""
+    return (":white_check_mark: *chosen*" if paper_id == chosen else
+            ":white_check_mark: *we read this*" if paper_id == read else "")
 
 
 def cancelled_agenda_blocks(day_label: str, next_label: str | None) -> list[Block]:

@@ -147,3 +147,51 @@ def test_club_history_lists_recent_sessions_whole_and_says_how_many_older_ones_i
     assert len(listed) == len(set(listed)) and 0 < len(listed) < 40
     assert f"The last {len(listed)} of 40 sessions; {40 - len(listed)} older ones are not listed" in text_of(reply)
     assert all(len(t) <= bk.SECTION_TEXT and not _OPEN_MARKUP.search(t) and "…" not in t for t in sections)
+
+
+@pytest.mark.parametrize("chose", [True, False])
+def test_a_session_paper_among_the_more_nominations_is_marked_there(world, chose):
+    """A club where the presenter chooses, with 60 nominations: the paper the session reads is one the
+    agenda names only in its "more nominations" line. That line marks it, as a section would: chosen
+    (Ann chose it from the menu), or we read this (she did not: the tie-break gave it to the one
+    nominator without an earlier session)."""
+    from store.club import PRESENTER_CHOOSES
+
+    app, fake, store, clock, deps = world
+    set_club(store, CH, ClubSpec(3, 17, 0, "Europe/Berlin", lead_hours=48, cutoff_hours=24, mode=PRESENTER_CHOOSES),
+             by="U0", now=MONDAY)
+    store.set_club_member(CH, "UANN", active=True, now=MONDAY.timestamp())
+    ids = _papers(store, 60)
+    late = ids[55]
+    for n, pid in enumerate(ids):  # all but one nominated by UOLD, whose nomination was read last week
+        store.add_nomination(CH, DAY.isoformat(), pid, "UNEW" if pid == late else "UOLD", now=MONDAY.timestamp() + n)
+    store.put_club_session(CH, "2026-11-26", presenter="UANN", paper_id=ids[0], nominator="UOLD", state="held",
+                           now=MONDAY.timestamp())
+    fake.add_members("UANN", "UOLD", "UNEW")
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)
+    club_tick(deps, deps.slack, clock.now, sleep=lambda s: None, budget=30)
+    [agenda] = [m for m in fake.messages(CH) if "what shall we read" in text_of(m)]
+    ts = agenda["ts"]
+    sections = [b["block_id"] for b in agenda["blocks"] if b["type"] == "section" and b.get("block_id")]
+    assert not any(b.endswith(late) for b in sections)  # named only in the line of more nominations
+    name = bk.esc(store.get_paper(late).short_name)
+    mark = ":white_check_mark: *chosen*" if chose else ":white_check_mark: *we read this*"
+
+    def more_line() -> str:
+        message = next(m for m in fake.messages(CH) if m["ts"] == ts)
+        [line] = [e["text"] for b in message["blocks"] if b["type"] == "context" for e in b["elements"]
+                  if "more nominations" in e.get("text", "")]
+        return line
+
+    if chose:
+        option = next(o for b in agenda["blocks"] if b["type"] == "actions" for e in b["elements"]
+                      if e["type"] == "static_select" for o in e["options"] if o["value"].endswith(f"|{late}"))
+        _click(app, fake, {"action_id": bk.ACTION_CLUB_CHOOSE, "block_id": "m", "type": "static_select",
+                           "selected_option": option}, user="UANN", ts=ts)
+        assert f"{name} ({mark})" in more_line()  # so far: open, the menu still there
+    clock.now = datetime(2026, 12, 2, 16, 1, tzinfo=timezone.utc)
+    club_tick(deps, deps.slack, clock.now, sleep=lambda s: None, budget=30)
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] == late
+    line = more_line()
+    assert f"{name} ({mark})" in line and line.count(":white_check_mark:") == 1
+    assert line.split(": ", 1)[1].startswith(f"56. {name} ({mark}), 47. ")  # it leads: a long line never hides it
