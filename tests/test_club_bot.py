@@ -1079,3 +1079,28 @@ def test_the_closed_agenda_marks_a_paper_nobody_chose_as_read_not_chosen(world, 
     [read] = [b for b in closed["blocks"] if "we read this" in json.dumps(b)]
     assert read["block_id"].endswith(papers[0].id)
     assert "<@UANN> presents this session." in text_of(closed) and "The choice is closed" in text_of(closed)
+
+
+def _now(fake, message) -> dict:
+    """The message as it stands in the channel now (after any chat.update)."""
+    return next(m for m in fake.messages(CH) if m["ts"] == message["ts"])
+
+
+@pytest.mark.parametrize("mode", ["vote", "presenter"])
+def test_the_closed_agendas_notification_text_says_it_is_closed_as_its_blocks_do(world, mode):
+    """Slack shows an agenda's `text` in notifications: once closed it must not invite a choice or votes."""
+    app, fake, store, clock, deps = world
+    if mode == "presenter":
+        _presenter_club_with_two_nominations(app, fake, store, clock)
+    else:
+        _club(store)
+        dispatch_command(app, fake, f"nominate {next(iter(store.iter_papers())).id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    assert ("the presenter chooses" if mode == "presenter" else "vote on the agenda") in agenda["text"]
+    _tick(deps, CUTOFF_AT)
+    closed = _now(fake, agenda)
+    said = "The choice is closed" if mode == "presenter" else "Voting has closed"
+    assert said in text_of({"blocks": closed["blocks"]})
+    assert said.lower() in closed["text"].lower()
+    assert "chooses" not in closed["text"] and "vote on" not in closed["text"]

@@ -77,7 +77,9 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
                               note=bk.esc(note) if note else None,
                               cutoff_label=_label(cutoff) if cutoff else "the cutoff", closed=closed,
                               chooser=chooser, chosen=chosen, read=read if closed else None)
-    what = "the presenter chooses from the agenda" if chooser else "vote on the agenda"
+    # The notification text says what the blocks' last line says: open, or closed.
+    what = (("the choice is closed" if closed else "the presenter chooses from the agenda") if chooser else
+            "voting has closed" if closed else "vote on the agenda")
     return _agenda(channel, day, what, blocks)
 
 
