@@ -1086,6 +1086,73 @@ def _now(fake, message) -> dict:
     return next(m for m in fake.messages(CH) if m["ts"] == message["ts"])
 
 
+def test_a_swap_after_the_reminder_redraws_every_post_that_names_the_presenter(world):
+    """Ann chose Cy's paper and is named in the announcement ("who chose it"), the reminder and the
+    closed agenda; an hour before the session she swaps her slot to Bob, who accepts. At once each of
+    those posts names Bob, as the one who took over, and none names Ann. A later tick redraws nothing."""
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    click(app, fake, bk.ACTION_CLUB_CHOOSE, f"{DAY.isoformat()}|{papers[1].id}", user="UANN", message_ts=agenda["ts"])
+    for at in (CUTOFF_AT, REMINDER_AT):
+        _tick(deps, at)
+    [winner], [reminder] = _scheduled(fake, "winner"), _scheduled(fake, "reminder")
+    assert "<@UANN>, who chose it." in text_of(winner) and "<@UANN>" in text_of(reminder)
+
+    clock.now = REMINDER_AT + timedelta(minutes=5)
+    _accept_swap(app, fake, offered_by="UANN", to="UBOB")
+    assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UBOB"
+    said = text_of(_now(fake, winner))
+    assert "<@UBOB>, who took over after it was chosen." in said and bk.esc(papers[1].short_name) in said
+    assert "<@UANN>" not in said and "who chose it" not in said
+    said = text_of(_now(fake, reminder))
+    assert "presented by <@UBOB>." in said and "<@UANN>" not in said
+    said = text_of(_now(fake, agenda))
+    assert "<@UBOB> presents this session." in said and "<@UANN>" not in said
+    assert "The choice is closed" in said and bk.ACTION_CLUB_CHOOSE not in said
+    [chosen] = [b for b in _now(fake, agenda)["blocks"] if "*chosen*" in json.dumps(b)]
+    assert chosen["block_id"].endswith(papers[1].id)  # the choice stands: it was made, by whoever
+    updates = len(fake.calls("chat.update"))
+    _tick(deps, REMINDER_AT + timedelta(minutes=6))  # nothing left to redraw
+    assert len(fake.calls("chat.update")) == updates
+
+
+def test_a_swap_before_the_cutoff_hands_the_choice_and_the_agenda_names_the_new_presenter(world):
+    """In a club where the presenter chooses, Ann swaps her slot to Bob before choosing: the agenda in
+    the channel says at once that Bob presents and chooses, and his Choose counts."""
+    app, fake, store, clock, deps = world
+    papers = _presenter_club_with_two_nominations(app, fake, store, clock)
+    _tick(deps, AGENDA_AT)
+    [agenda] = _scheduled(fake, "agenda")
+    assert "<@UANN> presents this session and chooses" in text_of(agenda)
+    clock.now = AGENDA_AT + timedelta(hours=1)
+    _accept_swap(app, fake, offered_by="UANN", to="UBOB")
+    said = text_of(_now(fake, agenda))
+    assert "<@UBOB> presents this session and chooses" in said and "<@UANN>" not in said
+    assert "You chose" in text_of(click(app, fake, bk.ACTION_CLUB_CHOOSE, f"{DAY.isoformat()}|{papers[1].id}",
+                                        user="UBOB", message_ts=agenda["ts"])[0])
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    assert "<@UBOB>, who chose it." in text_of(winner)
+
+
+def test_a_swap_in_a_voting_club_after_the_announcement_names_the_new_presenter(world):
+    app, fake, store, clock, deps = world
+    _club(store)
+    paper = next(iter(store.iter_papers()))
+    dispatch_command(app, fake, f"nominate {paper.id}", user="UBOB", channel=CH)
+    _tick(deps, AGENDA_AT)
+    _tick(deps, CUTOFF_AT)
+    [winner] = _scheduled(fake, "winner")
+    gone = store.get_club_session(CH, DAY.isoformat())["presenter"]
+    taker = next(m for m in ("UANN", "UBOB", "UCY") if m != gone)
+    clock.now = CUTOFF_AT + timedelta(hours=1)
+    _accept_swap(app, fake, offered_by=gone, to=taker)
+    said = text_of(_now(fake, winner))
+    assert f"Presenter: <@{taker}>." in said and f"<@{gone}>" not in said and "stepped" not in said
+
+
 @pytest.mark.parametrize("mode", ["vote", "presenter"])
 def test_the_closed_agendas_notification_text_says_it_is_closed_as_its_blocks_do(world, mode):
     """Slack shows an agenda's `text` in notifications: once closed it must not invite a choice or votes."""

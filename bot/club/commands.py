@@ -36,7 +36,8 @@ from ..commands import (
 )
 from ..confirm import ask_first, split_confirm
 from ..later import wait_out_busy
-from .posts import SETUP_USAGE, _label, _spec, agenda_update, dm_presenter, redraw_agenda, stepped_down
+from .posts import (SETUP_USAGE, _label, _spec, agenda_update, dm_presenter, redraw_agenda, stepped_down,
+                    swapped)
 from .reports import export_reply, history_reply, map_reply
 
 if TYPE_CHECKING:
@@ -579,6 +580,7 @@ def register(app: App, deps: Deps) -> None:
             if outcome != "swapped":
                 return ephemeral(respond, SWAP_REFUSED[outcome].format(day=day, me=mention(to_user)))
             text = f"{mention(to_user)} presents on {day} instead of {mention(from_user)}. Thank you!"
+            swapped(deps, client, channel, when, now)  # the posts out already name who presents now
             deps.later(lambda: dm_presenter(deps, client, channel, when, deps.clock()))
         else:
             row = store.get_club_session(channel, day) or {}

@@ -207,6 +207,13 @@ def stepped_down(deps: Deps, client: WebClient | None, channel: str, days) -> No
         redraw_announced(deps, client, channel, day, stepped_in=True)
 
 
+def swapped(deps: Deps, client: WebClient | None, channel: str, day: date, now: datetime) -> None:
+    """After store.club.accept_swap: the session's agenda (in a club where the presenter chooses, it
+    names them), announcement and reminder in the channel name the member who took the slot."""
+    redraw_agenda(deps, client, channel, day, now)
+    redraw_announced(deps, client, channel, day, stepped_in=False)
+
+
 def post_agenda(deps: Deps, client: WebClient, channel: str, day: date) -> str | None:
     """Post the session's agenda now (once; the scheduler's path); its ts."""
     start = next(s for s in cl.session_starts(_spec(deps, channel), deps.clock() - timedelta(days=15), count=6)
