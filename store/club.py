@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from .dates import DateError, parse_dates
 from .errors import StoreError
-from .schedule import (DAILY, DAY_NAMES, ScheduleSpec, channel_tz, check_timezone, fire_on, next_fire, parse_time,
-                       weekday_number)
+from .schedule import (DAILY, DAY_NAMES, ScheduleSpec, channel_tz, check_timezone, fire_on, local_today,
+                       next_fire, parse_time, weekday_number)
 from .text import parse_number
 
 log = logging.getLogger(__name__)
@@ -264,23 +265,17 @@ class Away:
 
 
 def parse_away(text: str, today: date) -> tuple[date, date]:
-    """'2026-12-10', '2026-12-10..2026-12-24' or '2026-12-10 to 2026-12-24' -> (start, end)."""
-    cleaned = text.strip().replace(" to ", "..").replace(" - ", "..")
-    parts = [p.strip() for p in cleaned.split("..")] if ".." in cleaned else [cleaned]
-    if not 1 <= len(parts) <= 2 or not all(parts):
-        raise ClubError("Write a date or a range: 2026-12-10 or 2026-12-10..2026-12-24.")
+    """An away as typed ('2026-12-10', 'next week', '10 dec - 24 dec', 'until friday': store.dates)
+    -> (start, end); ClubError when it cannot be read, is past or lasts over a year."""
     try:
-        days = [date.fromisoformat(p) for p in parts]
-    except ValueError:
-        raise ClubError(f"I could not read {text.strip()!r} as a date: write it as YYYY-MM-DD.") from None
-    start, end = days[0], days[-1]
-    if end < start:
-        raise ClubError("The range ends before it starts.")
-    if end < today:
+        days = parse_dates(text, today)
+    except DateError as exc:
+        raise ClubError(str(exc)) from None
+    if days.end < today:
         raise ClubError("That is in the past.")
-    if (end - start).days > 366:
+    if (days.end - days.start).days > 366:
         raise ClubError("An away can last at most a year.")
-    return start, end
+    return days.start, days.end
 
 
 def is_away(user: str, day: date, aways: Sequence[Away]) -> bool:
@@ -446,6 +441,43 @@ class Skip:
 def _upcoming(spec: ClubSpec, day: date, now: datetime) -> bool:
     """Whether the club meets on `day`, from now on (skipped or not)."""
     return day in {s.date() for s in session_starts(spec, now, count=60)}
+
+
+def session_day(spec: ClubSpec, text: str, now: datetime) -> date:
+    """The session a typed date names, for skip and unskip (skipped or not), read by store.dates in
+    the club's zone: a date ('2026-12-10', '10 Dec', 'tomorrow'), a weekday alone ('thursday': the
+    club's next session on a Thursday, whichever week that is), or a span holding one session ('next
+    week'). ClubError says why not: no session then (naming the next one), or more than one."""
+    try:
+        days = parse_dates(text, local_today(spec.tz, now))
+    except DateError as exc:
+        raise ClubError(str(exc)) from None
+    upcoming = [s.date() for s in session_starts(spec, now, count=60)]
+    if not upcoming:
+        raise ClubError("The reading group is off: it has no sessions.")
+    if days.weekday is not None:
+        on = [d for d in upcoming if d.weekday() == days.weekday]
+        if not on:
+            raise ClubError(f"The club meets on {DAY_NAMES[spec.weekday].title()}s, "
+                            f"not on {DAY_NAMES[days.weekday].title()}s.")
+        return on[0]
+    on = [d for d in upcoming if days.start <= d <= days.end]
+    if len(on) == 1:
+        return on[0]
+    if on:
+        raise ClubError(f"That holds {len(on)} sessions ({', '.join(f'{d:%a %-d %b}' for d in on[:4])}"
+                        f"{', ...' if len(on) > 4 else ''}): name one of them.")
+    when = (f"on {days.start:%a %-d %b %Y}" if days.start == days.end
+            else f"from {days.start:%a %-d %b} to {days.end:%a %-d %b %Y}")
+    single = days.start == days.end and _meets_on(spec, days.start)
+    if single and days.start <= local_today(spec.tz, now):
+        raise ClubError(f"The session {when} has begun or is over.")
+    if days.end < local_today(spec.tz, now):
+        raise ClubError(f"That is in the past: the club's next session is on {upcoming[0]:%a %-d %b %Y}.")
+    if single:
+        raise ClubError("That is too far ahead: name a session within the next year.")
+    raise ClubError(f"The club does not meet {when}: it meets {spec.describe()}, "
+                    f"next on {upcoming[0]:%a %-d %b %Y}.")
 
 
 def skip_session(store: Store, spec: ClubSpec, channel: str, day: date, now: datetime) -> Skip:

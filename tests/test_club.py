@@ -11,9 +11,10 @@ from hypothesis import given, settings, strategies as st
 from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    club_for, decide, next_session, nominate, parse_away, propose, session_starts, set_club, skip_session,
-    skipped_for, tally, timeline, unskip_session,
+    club_for, decide, next_session, nominate, parse_away, propose,
+    session_day, session_starts, set_club, skip_session, skipped_for, tally, timeline, unskip_session,
 )
+from store.dates import DateError, parse_dates
 from store.club_export import csv_cell, to_bibtex
 from store.schedule import ScheduleError
 
@@ -70,9 +71,81 @@ def test_parse_away():
     assert parse_away("2026-12-10", today) == (date(2026, 12, 10), date(2026, 12, 10))
     assert parse_away("2026-12-10..2026-12-24", today) == (date(2026, 12, 10), date(2026, 12, 24))
     assert parse_away("2026-12-10 to 2026-12-24", today) == (date(2026, 12, 10), date(2026, 12, 24))
+    assert parse_away("next week", today) == (date(2026, 12, 7), date(2026, 12, 13))
     for bad in ("soon", "2026-12-24..2026-12-10", "2025-01-01"):
         with pytest.raises(ClubError):
             parse_away(bad, today)
+
+
+MON = date(2026, 11, 30)  # a Monday
+D = lambda m, d, y=2026: date(y, m, d)  # noqa: E731
+
+
+@pytest.mark.parametrize("text, start, end", [
+    ("2026-12-10", D(12, 10), D(12, 10)),
+    ("10 Dec", D(12, 10), D(12, 10)), ("Dec 10", D(12, 10), D(12, 10)), ("10 December", D(12, 10), D(12, 10)),
+    ("december 10th", D(12, 10), D(12, 10)), ("Thu 10 Dec", D(12, 10), D(12, 10)),
+    ("10 Nov", D(11, 10, 2027), D(11, 10, 2027)),  # the next such date: next year's
+    ("30 nov", MON, MON), ("today", MON, MON), ("tomorrow", D(12, 1), D(12, 1)),
+    ("thursday", D(12, 3), D(12, 3)), ("this Thursday", D(12, 3), D(12, 3)), ("thu", D(12, 3), D(12, 3)),
+    ("monday", MON, MON), ("next thursday", D(12, 10), D(12, 10)), ("next monday", D(12, 7), D(12, 7)),
+    ("next week", D(12, 7), D(12, 13)), ("this week", MON, D(12, 6)),
+    ("10 dec - 24 dec", D(12, 10), D(12, 24)), ("10 Dec to 24 Dec", D(12, 10), D(12, 24)),
+    ("10-24 Dec", D(12, 10), D(12, 24)), ("Dec 10..24", D(12, 10), D(12, 24)),
+    ("10 dec – 24 dec", D(12, 10), D(12, 24)), ("2026-12-10 through 2026-12-24", D(12, 10), D(12, 24)),
+    ("2026-12-10..2026-12-24", D(12, 10), D(12, 24)),
+    ("until friday", MON, D(12, 4)), ("through Friday", MON, D(12, 4)),
+    ("thursday to tuesday", D(12, 3), D(12, 8)), ("mon-wed", MON, D(12, 2)),
+    ("28 dec - 3 jan", D(12, 28), D(1, 3, 2027)),
+])
+def test_dates_as_people_type_them(text, start, end):
+    days = parse_dates(text, MON)
+    assert (days.start, days.end) == (start, end)
+
+
+def test_a_holiday_across_new_year_typed_during_it_is_the_one_under_way():
+    assert parse_away("28 dec - 3 jan", D(12, 30)) == (D(12, 28), D(1, 3, 2027))
+
+
+def test_numbers_only_dates_are_refused_with_both_readings():
+    with pytest.raises(DateError) as refused:
+        parse_dates("10/12", MON)
+    assert "10 Dec or 12 Oct" in str(refused.value) and "2026-12-10" in str(refused.value)
+    with pytest.raises(DateError) as refused:
+        parse_dates("13/12", MON)
+    assert "13 Dec" in str(refused.value) and "2026-12-13" in str(refused.value)
+
+
+@pytest.mark.parametrize("bad", ["soon", "31 nov", "10", "dec", "10 dec -", "Fri 10 Dec", "24 dec 2026 - 10 dec 2026",
+                                 "2026-02-30"])
+def test_what_is_no_date_is_refused(bad):
+    with pytest.raises(DateError):
+        parse_dates(bad, MON)
+
+
+def test_skip_reads_a_weekday_as_the_clubs_next_session_on_that_day():
+    fort = ClubSpec(THU, 17, 0, "Europe/Berlin", cadence=FORTNIGHTLY, anchor=date(2026, 12, 10))
+    now = utc(2026, 11, 30, 8)
+    assert session_day(fort, "thursday", now) == D(12, 10)  # not 3 Dec: the club does not meet then
+    assert session_day(fort, "next week", now) == D(12, 10)
+    assert session_day(fort, "10 Dec", now) == D(12, 10)
+    assert session_day(ClubSpec(THU, 17, 0, "Europe/Berlin"), "next thursday", now) == D(12, 10)
+    for text, says in (("friday", "meets on Thursdays"), ("3 Dec", "does not meet on Thu 3 Dec 2026"),
+                       ("10/12", "10 Dec or 12 Oct"), ("next 3 weeks", "could not read"),
+                       ("2026-11-26", "is over")):
+        with pytest.raises(ClubError, match=says):
+            session_day(fort, text, now)
+    weekly = ClubSpec(THU, 17, 0, "Europe/Berlin")
+    with pytest.raises(ClubError, match="holds 2 sessions"):
+        session_day(weekly, "1 dec - 14 dec", now)
+
+
+def test_today_is_the_clubs_today():
+    """23:30 UTC on Wednesday is already Thursday in Tokyo: there, 'today' is the session day."""
+    tokyo = ClubSpec(THU, 19, 0, "Asia/Tokyo")
+    assert session_day(tokyo, "today", utc(2026, 12, 2, 23, 30)) == D(12, 3)
+    with pytest.raises(ClubError, match="does not meet"):
+        session_day(ClubSpec(THU, 19, 0, "UTC"), "today", utc(2026, 12, 2, 23, 30))
 
 
 def test_presenter_fewest_then_longest_since_then_nominator_never_away():

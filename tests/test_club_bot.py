@@ -15,7 +15,7 @@ from bot.app import create_app
 from bot.club import post_agenda
 from conftest import Clock, Locker, dispatch_command, make_deps, make_settings, text_of
 from store import HashingEmbedder, Searcher
-from store.club import ClubSpec, set_club
+from store.club import ClubSpec, set_club, skipped_for
 
 # Each test runs on both store backends: a SQLite file, then PostgreSQL.
 pytestmark = pytest.mark.both_backends
@@ -193,7 +193,8 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
     assert "already" in text_of(dispatch_command(app, fake, "club join", user="UANN", channel=CH))
     assert "away 2026-12-10 to 2026-12-17" in text_of(
         dispatch_command(app, fake, "club away 2026-12-10..2026-12-17", user="UANN", channel=CH))
-    assert "YYYY-MM-DD" in text_of(dispatch_command(app, fake, "club away next week", user="UANN", channel=CH))
+    assert "away 2026-12-07 to 2026-12-13" in text_of(
+        dispatch_command(app, fake, "club away next week", user="UANN", channel=CH))
     papers = list(store.iter_papers())[:3]
     first = dispatch_command(app, fake, f"nominate {papers[0].id}", user="UANN", channel=CH)
     assert "Nominated" in text_of(first) and "2026-12-03" in text_of(first)
@@ -257,6 +258,34 @@ def test_skip_and_off_are_for_admins(world):
     assert "Thu 10 Dec" in text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
     assert "is off" in text_of(dispatch_command(app, fake, "club off confirm", user=ADMIN, channel=CH))
     assert "reading group here is off" in text_of(dispatch_command(app, fake, "nominate 1", user="UANN", channel=CH))
+
+
+def test_dates_typed_in_words_for_away_skip_and_unskip(world):
+    """Monday 30 November: the club meets on Thursdays. Dates come as people type them, read in the
+    club's zone; a numbers-only date and a day the club does not meet are refused with an example."""
+    app, fake, store, clock, deps = world
+    _club(store)
+    said = text_of(dispatch_command(app, fake, "club away 10 dec - 24 dec", user="UANN", channel=CH))
+    assert "Noted: you are away 2026-12-10 to 2026-12-24" in said
+    said = text_of(dispatch_command(app, fake, "club away until friday", user="UBOB", channel=CH))
+    assert "Noted: you are away 2026-11-30 to 2026-12-04" in said
+    refused = text_of(dispatch_command(app, fake, "club away 10/12", user="UCY", channel=CH))
+    assert "could be 10 Dec or 12 Oct" in refused and "club away next week" in refused
+    assert sorted((a["user"], a["start"], a["end"]) for a in store.club_aways(CH)) == [
+        ("UANN", "2026-12-10", "2026-12-24"), ("UBOB", "2026-11-30", "2026-12-04")]
+
+    skipped = text_of(dispatch_command(app, fake, "club skip next thursday", user=ADMIN, channel=CH))
+    assert "The session on 2026-12-10 is cancelled" in skipped and "*Next session:* Thu 3 Dec" in skipped
+    refused = text_of(dispatch_command(app, fake, "club skip friday", user=ADMIN, channel=CH))
+    assert "The club meets on Thursdays, not on Fridays" in refused and "club skip 2026-12-03" in refused
+    refused = text_of(dispatch_command(app, fake, "club skip 9 Dec", user=ADMIN, channel=CH))
+    assert "does not meet on Wed 9 Dec 2026" in refused and "club skip 2026-12-03" in refused
+    refused = text_of(dispatch_command(app, fake, "club unskip 2026-12-04", user=ADMIN, channel=CH))
+    assert "does not meet" in refused and "club unskip 2026-12-10" in refused  # the skipped one
+    assert "is on again" in text_of(dispatch_command(app, fake, "club unskip 10 Dec", user=ADMIN, channel=CH))
+    assert "The session on 2026-12-03 is cancelled" in text_of(
+        dispatch_command(app, fake, "club skip thursday", user=ADMIN, channel=CH))
+    assert skipped_for(store, CH) == {date(2026, 12, 3)}
 
 
 def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(world):

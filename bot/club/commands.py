@@ -117,7 +117,11 @@ def handle_club(deps: Deps, call: Call) -> Reply:
         return status_reply(deps, channel, call.user_id, note=note)
     if word == "away":
         spec = _spec(deps, channel)
-        start, end = cl.parse_away(rest, now.astimezone(_zone(spec)).date())
+        try:
+            start, end = cl.parse_away(rest, now.astimezone(_zone(spec)).date())
+        except cl.ClubError as exc:
+            return problem_reply(deps, str(exc), hint=f"For example {code(deps.command + ' club away next week')} "
+                                                      f"or {code(deps.command + ' club away 10 Dec - 24 Dec')}.")
         freed = cl.add_away(store, channel, call.user_id, start, end, now)
         stepped_down(deps, deps.slack, channel, freed)
         span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
@@ -166,11 +170,19 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
     spec = _spec(deps, channel)
     if not is_admin(deps, call.user_id):
         return admins_only(deps, "skip a session" if word == "skip" else "hold a skipped session")
+    now = deps.clock()
+
+    def refuse(message: str) -> Reply:
+        example = code(f"{deps.command} club {word} {_example_day(deps, channel, spec, word, now)}")
+        return problem_reply(deps, message, hint=f"For example {example}.")
+
+    if not rest:
+        return refuse("Which session? Give its date or its weekday.")
     try:
-        day = date.fromisoformat(rest)
-    except ValueError:
-        return problem_reply(deps, f"Which session? Write its date: {deps.command} club {word} 2026-12-10.")
-    when, now = day.isoformat(), deps.clock()
+        day = cl.session_day(spec, rest, now)
+    except cl.ClubError as exc:
+        return refuse(str(exc))
+    when = day.isoformat()
     undo = f"`{deps.command} club unskip {when}`"  # plain: status_reply escapes its note
     if word == "unskip":
         unskip = cl.unskip_session(deps.store, spec, channel, day, now)
@@ -197,6 +209,16 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
     redraw_agenda(deps, deps.slack, channel, day, deps.clock())
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
+
+
+def _example_day(deps: Deps, channel: str, spec: cl.ClubSpec, word: str, now: datetime) -> str:
+    """The date a refused skip (or unskip) shows in its example: the next session (or skipped one)."""
+    skipped = cl.skipped_for(deps.store, channel)
+    if word == "unskip":
+        ahead = [s.date() for s in cl.session_starts(spec, now, count=60) if s.date() in skipped]
+    else:
+        ahead = [s.date() for s in cl.session_starts(spec, now, skipped=skipped)]
+    return ahead[0].isoformat() if ahead else "2026-12-10"
 
 
 def _votes(n: int) -> str:
@@ -617,7 +639,7 @@ SUBCOMMANDS = (
     Subcommand("club", handle_club,
                usage="club [join | leave | away <date or range> | setup <weekday> <HH:MM> [zone] | skip <date> "
                      "| unskip <date> | off | history | swap @member | export | map]",
-               example="club away 2026-12-10..2026-12-24",
+               example="club away 10 Dec - 24 Dec",
                help="The reading group: the next session, the presenter rotation, and its history.",
                aliases=("meeting", "session"), working=uploading_line),
     Subcommand("nominate", handle_nominate, usage="nominate <paper>", example="nominate SPIKE",
