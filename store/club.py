@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .dates import DateError, parse_dates
 from .errors import StoreError
-from .schedule import (DAILY, DAY_NAMES, ScheduleSpec, channel_tz, check_timezone, fire_on, local_today,
+from .schedule import (DAILY, DAY_NAMES, ScheduleSpec, channel_tz, check_timezone, city_zone, fire_on, local_today,
                        next_fire, parse_time, weekday_number)
 from .text import parse_number
 
@@ -117,23 +117,43 @@ def form_values(current: dict | None, tz: str) -> dict[str, str]:
 
 
 _HOURS = re.compile(r"(\d+)\s*h?", re.I)
+# How people say fortnightly: "every other friday", "every two weeks", "bi-weekly", "alternate fridays".
+_EVERY = re.compile(r"\b(?:every|each)\s+(?:(other|second|2nd|two|2)\s+)?(weeks?|[a-z]+)\b|\balternate\b|\bbi-?weekly\b",
+                    re.I)
+
+
+def _cadence_words(m: re.Match) -> str:
+    """'every other friday' -> 'fortnightly friday', 'every thursday' -> 'weekly thursday'."""
+    if m.group(0).lower() in ("alternate", "biweekly", "bi-weekly"):
+        return FORTNIGHTLY
+    other, what = m.group(1), m.group(2)
+    if not other and weekday_number(what) is None and what.lower() not in ("week", "weeks"):
+        return m.group(0)  # "every" before something else: left for the loop to name
+    day = "" if what.lower() in ("week", "weeks") else f" {what}"
+    return (FORTNIGHTLY if other else WEEKLY) + day
 
 
 def form_from_words(text: str, form: dict[str, str]) -> dict[str, str]:
     """The setup form's fields from a typed line, for `club setup` where there is no modal:
     'thursday 17:00 Europe/Berlin fortnightly presenter nominations 48 votes 24', any order, each
-    part optional (`form`'s value: setup_form, the club's current one else the default). ClubFormError
-    names a word it cannot place; the values themselves are checked by club_from_form, as the modal's are."""
+    part optional (`form`'s value: setup_form, the club's current one else the default); the cadence
+    also as said ('every other friday', 'every two weeks', 'biweekly'), the zone also as its city
+    ('London'). ClubFormError names a word it cannot place; the values themselves are checked by
+    club_from_form, as the modal's are."""
     values = dict(form)
-    words = text.split()
+    words = _EVERY.sub(_cadence_words, text).split()
     i = 0
     while i < len(words):
         word = words[i].lower().rstrip(",")
         day = weekday_number(word)
-        if day is not None:
+        city = city_zone(f"{word}_{words[i + 1]}") if i + 1 < len(words) else None  # "new york"
+        if city:
+            values["tz"] = city
+            i += 1
+        elif day is not None:
             values["weekday"] = str(day)
-        elif word in (WEEKLY, FORTNIGHTLY, "biweekly"):
-            values["cadence"] = FORTNIGHTLY if word == "biweekly" else word
+        elif word in (WEEKLY, FORTNIGHTLY):
+            values["cadence"] = word
         elif word in (VOTE, PRESENTER_CHOOSES):
             values["mode"] = word
         elif word in ("nominations", "votes") and i + 1 < len(words):
@@ -144,10 +164,12 @@ def form_from_words(text: str, form: dict[str, str]) -> dict[str, str]:
             values["time"] = words[i]
         elif "/" in word or word in ("utc", "gmt"):
             values["tz"] = words[i]
+        elif city_zone(word):
+            values["tz"] = city_zone(word)
         else:
             raise ClubFormError({"words": f"I can't place “{words[i][:40]}”: give a weekday, a time, a zone, "
-                                          "weekly or fortnightly, vote or presenter, nominations <hours>, "
-                                          "votes <hours>."})
+                                          "weekly or fortnightly (every other friday), vote or presenter, "
+                                          "nominations <hours>, votes <hours>."})
         i += 1
     return values
 

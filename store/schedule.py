@@ -164,6 +164,11 @@ def _cities() -> dict[str, str]:
     return {city: next(iter(named)) for city, named in zones.items() if len(named) == 1}
 
 
+def city_zone(name: str) -> str | None:
+    """The zone of a city as people type it ("London", "new york", "New_York"), else None."""
+    return _cities().get(re.sub(r"[\s_]+", "_", (name or "").strip().lower()))
+
+
 def check_timezone(name: str) -> str:
     """The canonical IANA name for `name` (case-insensitive), or a ScheduleError that helps."""
     raw = (name or "").strip()

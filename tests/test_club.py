@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from store import StoreError, open_store
 from store.club import (
     FORTNIGHTLY, MAX_VOTES, Away, ClubError, ClubSpec, Nomination, PastSession, cast_vote, choose_presenter,
-    club_for, decide, next_session, nominate, parse_away, propose,
+    FORM_DEFAULTS, club_for, club_from_form, decide, form_from_words, next_session, nominate, parse_away, propose,
     session_day, session_starts, set_club, skip_session, skipped_for, tally, timeline, unskip_session,
 )
 from store.dates import DateError, parse_dates
@@ -146,6 +146,13 @@ def test_today_is_the_clubs_today():
     assert session_day(tokyo, "today", utc(2026, 12, 2, 23, 30)) == D(12, 3)
     with pytest.raises(ClubError, match="does not meet"):
         session_day(ClubSpec(THU, 19, 0, "UTC"), "today", utc(2026, 12, 2, 23, 30))
+
+
+@pytest.mark.parametrize("words", ["every other friday 16:00 London", "biweekly friday 16:00 Europe/London",
+                                   "every two weeks on friday 16:00 london", "friday 4pm london every 2 weeks"])
+def test_setup_reads_every_other_friday_as_fortnightly(words):
+    spec = club_from_form(form_from_words(words.replace(" on ", " "), {**FORM_DEFAULTS, "tz": "UTC"}))
+    assert (spec.weekday, spec.hour, spec.cadence, spec.tz) == (4, 16, FORTNIGHTLY, "Europe/London")
 
 
 def test_presenter_fewest_then_longest_since_then_nominator_never_away():

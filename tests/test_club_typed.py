@@ -46,6 +46,14 @@ def test_club_setup_typed_in_slack_sets_the_club_as_the_modal_would(world):
     assert (club["hour"], club["tz"], club["cadence"], club["lead_hours"]) == (18, "Europe/Berlin", "fortnightly", 48)
 
 
+def test_club_setup_reads_every_other_friday_and_a_city(world):
+    app, fake, store = world
+    reply = text_of(dispatch_command(app, fake, "club setup every other friday 16:00 London", user=ADMIN,
+                                     channel=CH))
+    assert "Meets fortnightly on Friday at 16:00 Europe/London" in reply
+    assert (store.get_club(CH)["cadence"], store.get_club(CH)["anchor"]) == ("fortnightly", "2026-12-04")
+
+
 def test_club_setup_names_every_wrong_field_and_changes_nothing(world):
     app, fake, store = world
     reply = text_of(dispatch_command(app, fake, "club setup thursday 25:99 Mars/Olympus nominations 10 votes 20",
