@@ -57,6 +57,16 @@ class _When:
     next_week: bool = False
 
 
+def days_label(start: date, end: date | None = None) -> str:
+    """The days as the club's posts write them, for the member to check how their words were read:
+    'Thu 10 Dec', 'Thu 10 Dec to Thu 24 Dec'; a span into another year names both years."""
+    if end is None or end == start:
+        return f"{start:%a %-d %b}"
+    if end.year != start.year:
+        return f"{start:%a %-d %b %Y} to {end:%a %-d %b %Y}"
+    return f"{start:%a %-d %b} to {end:%a %-d %b}"
+
+
 def month_number(word: str) -> int | None:
     """'dec', 'Dec.', 'december', 'sept' -> 12, 12, 12, 9; else None."""
     w = word.lower().rstrip(".")

@@ -191,9 +191,9 @@ def test_join_away_nominate_and_votes_update_the_agenda_in_place(world):
     assert "You are in the presenter rotation" in text_of(dispatch_command(app, fake, "club join", user="UANN",
                                                                           channel=CH))
     assert "already" in text_of(dispatch_command(app, fake, "club join", user="UANN", channel=CH))
-    assert "away 2026-12-10 to 2026-12-17" in text_of(
+    assert "away Thu 10 Dec to Thu 17 Dec" in text_of(
         dispatch_command(app, fake, "club away 2026-12-10..2026-12-17", user="UANN", channel=CH))
-    assert "away 2026-12-07 to 2026-12-13" in text_of(
+    assert "away Mon 7 Dec to Sun 13 Dec" in text_of(
         dispatch_command(app, fake, "club away next week", user="UANN", channel=CH))
     papers = list(store.iter_papers())[:3]
     first = dispatch_command(app, fake, f"nominate {papers[0].id}", user="UANN", channel=CH)
@@ -265,25 +265,35 @@ def test_dates_typed_in_words_for_away_skip_and_unskip(world):
     club's zone; a numbers-only date and a day the club does not meet are refused with an example."""
     app, fake, store, clock, deps = world
     _club(store)
+    # The reply says the days as the club's posts do, so the member sees how their words were read.
     said = text_of(dispatch_command(app, fake, "club away 10 dec - 24 dec", user="UANN", channel=CH))
-    assert "Noted: you are away 2026-12-10 to 2026-12-24" in said
+    assert "Noted: you are away Thu 10 Dec to Thu 24 Dec;" in said
     said = text_of(dispatch_command(app, fake, "club away until friday", user="UBOB", channel=CH))
-    assert "Noted: you are away 2026-11-30 to 2026-12-04" in said
+    assert "Noted: you are away Mon 30 Nov to Fri 4 Dec;" in said
+    said = text_of(dispatch_command(app, fake, "club away 28 dec - 3 jan", user="UANN", channel=CH))
+    assert "Noted: you are away Mon 28 Dec 2026 to Sun 3 Jan 2027;" in said  # the year, as it changes
+    said = text_of(dispatch_command(app, fake, "club away 2026-12-03", user="UCY", channel=CH))
+    assert "Noted: you are away Thu 3 Dec;" in said
+    status = text_of(dispatch_command(app, fake, "club", user="UANN", channel=CH))
+    assert "*You are away:* Thu 10 Dec to Thu 24 Dec, Mon 28 Dec 2026 to Sun 3 Jan 2027" in status
+    assert "You are away" not in text_of(dispatch_command(app, fake, "club", user=ADMIN, channel=CH))
     refused = text_of(dispatch_command(app, fake, "club away 10/12", user="UCY", channel=CH))
     assert "could be 10 Dec or 12 Oct" in refused and "club away next week" in refused
     assert sorted((a["user"], a["start"], a["end"]) for a in store.club_aways(CH)) == [
-        ("UANN", "2026-12-10", "2026-12-24"), ("UBOB", "2026-11-30", "2026-12-04")]
+        ("UANN", "2026-12-10", "2026-12-24"), ("UANN", "2026-12-28", "2027-01-03"),
+        ("UBOB", "2026-11-30", "2026-12-04"), ("UCY", "2026-12-03", "2026-12-03")]
 
     skipped = text_of(dispatch_command(app, fake, "club skip next thursday", user=ADMIN, channel=CH))
-    assert "The session on 2026-12-10 is cancelled" in skipped and "*Next session:* Thu 3 Dec" in skipped
+    assert "The session on Thu 10 Dec is cancelled" in skipped and "*Next session:* Thu 3 Dec" in skipped
     refused = text_of(dispatch_command(app, fake, "club skip friday", user=ADMIN, channel=CH))
     assert "The club meets on Thursdays, not on Fridays" in refused and "club skip 2026-12-03" in refused
     refused = text_of(dispatch_command(app, fake, "club skip 9 Dec", user=ADMIN, channel=CH))
     assert "does not meet on Wed 9 Dec 2026" in refused and "club skip 2026-12-03" in refused
     refused = text_of(dispatch_command(app, fake, "club unskip 2026-12-04", user=ADMIN, channel=CH))
     assert "does not meet" in refused and "club unskip 2026-12-10" in refused  # the skipped one
-    assert "is on again" in text_of(dispatch_command(app, fake, "club unskip 10 Dec", user=ADMIN, channel=CH))
-    assert "The session on 2026-12-03 is cancelled" in text_of(
+    assert "The session on Thu 10 Dec is on again" in text_of(
+        dispatch_command(app, fake, "club unskip 10 Dec", user=ADMIN, channel=CH))
+    assert "The session on Thu 3 Dec is cancelled" in text_of(
         dispatch_command(app, fake, "club skip thursday", user=ADMIN, channel=CH))
     assert skipped_for(store, CH) == {date(2026, 12, 3)}
 
@@ -298,7 +308,7 @@ def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(wo
     store.add_nomination(CH, DAY.isoformat(), other.id, "UBOB", now=MONDAY.timestamp() + 1)
 
     reply = text_of(dispatch_command(app, fake, "club skip 2026-12-03", user=ADMIN, channel=CH))
-    assert "The session on 2026-12-03 is cancelled" in reply
+    assert "The session on Thu 3 Dec is cancelled" in reply
     assert "Its 2 nominations carried over to Thu 10 Dec at 17:00 Europe/Berlin; the 1 vote cast for it does not" in reply
     assert "*Next session:* Thu 10 Dec" in reply and "*Nominations:* 2" in reply
     assert sorted((n["paper_id"], n["user"]) for n in store.nominations(CH, "2026-12-10")) == sorted(
@@ -309,7 +319,7 @@ def test_a_skipped_sessions_nominations_carry_over_and_the_skip_can_be_undone(wo
     assert "was already cancelled" in again and "is cancelled" not in again
 
     back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
-    assert "The session on 2026-12-03 is on again. Its 2 nominations came back from Thu 10 Dec" in back
+    assert "The session on Thu 3 Dec is on again. Its 2 nominations came back from Thu 10 Dec" in back
     assert "*Next session:* Thu 3 Dec" in back and "*Nominations:* 2 · *votes so far:* 1" in back
     assert "nothing to undo" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
     assert "admins" in text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user="UANN", channel=CH))
@@ -333,7 +343,7 @@ def test_an_unskipped_session_gets_its_ballot_back_and_the_next_keeps_its_own(wo
         store.add_vote(CH, "2026-12-10", "UBOB", pid, limit=3, now=MONDAY.timestamp())
 
     back = text_of(dispatch_command(app, fake, "club unskip 2026-12-03", user=ADMIN, channel=CH))
-    assert ("The session on 2026-12-03 is on again. Its 2 nominations came back from Thu 10 Dec at 17:00 "
+    assert ("The session on Thu 3 Dec is on again. Its 2 nominations came back from Thu 10 Dec at 17:00 "
             "Europe/Berlin; the 1 vote cast for them there is withdrawn.") in back
     assert "*Next session:* Thu 3 Dec" in back and "*Nominations:* 2 · *votes so far:* 1" in back  # UCY's, again
     # The next session keeps what was nominated for it (the paper on both ballots too) and UBOB's other vote.
@@ -885,7 +895,7 @@ def test_an_away_covering_your_session_takes_you_off_it_and_an_offered_swap_expi
     assert store.get_club_session(CH, DAY.isoformat())["presenter"] == "UANN"
 
     said = text_of(dispatch_command(app, fake, "club away 2026-12-01..2026-12-12", user="UANN", channel=CH))
-    assert "Noted: you are away 2026-12-01 to 2026-12-12" in said
+    assert "Noted: you are away Tue 1 Dec to Sat 12 Dec" in said
     assert "You were to present on Thu 3 Dec and Thu 10 Dec; someone else will be asked." in said
     assert [store.get_club_session(CH, d)["presenter"] for d in (DAY.isoformat(), "2026-12-10")] == [None, None]
     late = click(app, fake, bk.ACTION_SWAP_ACCEPT, value, user="UBOB", ephemeral=True)

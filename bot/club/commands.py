@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 from slack_sdk.errors import SlackApiError
 
 from store import club as cl
+from store.dates import days_label
 from store.errors import StoreError
 from store.text import member_tag
 
@@ -56,7 +57,7 @@ def _next(deps: Deps, channel: str, spec: cl.ClubSpec) -> datetime | None:
 
 # -- /paper club -------------------------------------------------------------------------------
 def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None) -> Reply:
-    """The next session: date, paper, presenter, votes so far, who is in."""
+    """The next session: date, paper, presenter, votes so far, who is in, and when `user` is away."""
     spec = cl.club_for(deps.store, channel)
     members = [m["user"] for m in deps.store.club_members(channel)]
     lines = [bk.esc(note)] if note else []
@@ -83,6 +84,11 @@ def status_reply(deps: Deps, channel: str, user: str, *, note: str | None = None
                 lines.append(f"*Nominations:* {len(noms)} · the presenter chooses among them")
             else:
                 lines.append(f"*Nominations:* {len(noms)} · *votes so far:* {len(votes)}")
+        today = cl.local_today(spec.tz, deps.clock())
+        away = [a for a in cl.aways_for(deps.store, channel) if a.user == user and a.end >= today]
+        if away:  # as the away reply said them, so the member sees what they told the club
+            spans = [days_label(a.start, a.end) for a in sorted(away, key=lambda a: (a.start, a.end))]
+            lines.append("*You are away:* " + bk.fit_items(spans, 600))
     if members:  # as many as the message holds, and how many more there are
         label = f"*Members ({len(members)}):* "
         room = bk.SECTION_TEXT - len("\n".join(lines)) - len(label) - 1
@@ -124,8 +130,7 @@ def handle_club(deps: Deps, call: Call) -> Reply:
                                                       f"or {code(deps.command + ' club away 10 Dec - 24 Dec')}.")
         freed = cl.add_away(store, channel, call.user_id, start, end, now)
         stepped_down(deps, deps.slack, channel, freed)
-        span = start.isoformat() if start == end else f"{start.isoformat()} to {end.isoformat()}"
-        return Reply(f"Noted: you are away {span}; you will not be asked to present then.{_stepped_down(freed)}")
+        return Reply(f"Noted: you are away {days_label(start, end)}; you will not be asked to present then.{_stepped_down(freed)}")
     if word in ("skip", "unskip"):
         return skip_reply(deps, call, channel, word, rest)
     if word == "off":
@@ -182,8 +187,8 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
         day = cl.session_day(spec, rest, now)
     except cl.ClubError as exc:
         return refuse(str(exc))
-    when = day.isoformat()
-    undo = f"`{deps.command} club unskip {when}`"  # plain: status_reply escapes its note
+    when = days_label(day)
+    undo = f"`{deps.command} club unskip {day.isoformat()}`"  # plain: status_reply escapes its note
     if word == "unskip":
         unskip = cl.unskip_session(deps.store, spec, channel, day, now)
         if unskip.outcome == "no_session":
@@ -191,7 +196,7 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
         if unskip.outcome == "not_skipped":
             return status_reply(deps, channel, call.user_id,
                                 note=f"The session on {when} was not cancelled: nothing to undo.")
-        log.info("club session %s restored in %s by %s", when, channel, member_tag(call.user_id))
+        log.info("club session %s restored in %s by %s", day, channel, member_tag(call.user_id))
         redraw_agenda(deps, deps.slack, channel, day, deps.clock())
         return status_reply(deps, channel, call.user_id, note=f"The session on {when} is on again. {_back(unskip)}")
     skip = cl.skip_session(deps.store, spec, channel, day, now)
@@ -205,7 +210,7 @@ def skip_reply(deps: Deps, call: Call, channel: str, word: str, rest: str) -> Re
                f"{_label(skip.next) if skip.next else 'the next session'}"
                + (f"; the {_votes(skip.votes_dropped)} cast for it {'do' if skip.votes_dropped != 1 else 'does'} not."
                   if skip.votes_dropped else "."))
-    log.info("club session %s skipped in %s by %s", when, channel, member_tag(call.user_id))
+    log.info("club session %s skipped in %s by %s", day, channel, member_tag(call.user_id))
     redraw_agenda(deps, deps.slack, channel, day, deps.clock())
     return status_reply(deps, channel, call.user_id, note=f"The session on {when} is cancelled. {carried} "
                                                           f"Undo with {undo}.")
