@@ -799,7 +799,8 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
 
     In a club where the presenter chooses, `chooser` is that presenter: each candidate has a Choose
     button instead (only they may press it) and `chosen` marks their choice so far; `read` marks the
-    paper the session reads though nobody chose it (closed: the only nomination, or a tie-break)."""
+    paper the session reads though nobody chose it (closed: the only nomination, or a tie-break); in a
+    voting club, `read` marks the vote's winner once closed."""
     blocks: list[Block] = [header(f"Reading group, {day_label}: what shall we read?")]
     if chooser:
         blocks.append(section(f"{mention(chooser)} presents this session." if closed else
@@ -820,10 +821,8 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
         candidates, rest = candidates[:cut], candidates[cut:]
     for n, (paper, nominator, votes) in enumerate(candidates, start=1):
         by = f"nominated by {mention(nominator)}" if nominator else ""
-        if chooser:
-            tail = " · ".join(x for x in (_choice_mark(paper.id, chosen, read), by) if x)
-        else:
-            tail = f"*{votes}* vote{'s' if votes != 1 else ''}" + (f" · {by}" if by else "")
+        count = "" if chooser else f"*{votes}* vote{'s' if votes != 1 else ''}"
+        tail = " · ".join(x for x in (count, _choice_mark(paper.id, chosen, read), by) if x)
         text = f"{_name_line(paper, number=n)}\n{esc(cut_sentences(paper.headline, 300))}"
         if tail:
             text += f"\n{tail}"
@@ -839,8 +838,9 @@ def agenda_blocks(day_label: str, candidates: Sequence[tuple], *, session: str, 
         marked: list[str] = []  # the session's paper leads the line, so a long one never hides it
         names: list[str] = []
         for i, (p, _, v) in enumerate(rest):
-            mark = _choice_mark(p.id, chosen, read) if chooser else ""
-            tail = f" ({mark})" if mark else "" if chooser else f" ({v})"
+            mark = _choice_mark(p.id, chosen, read)
+            inside = " · ".join(x for x in ("" if chooser else str(v), mark) if x)
+            tail = f" ({inside})" if inside else ""
             (marked if mark else names).append(f"{first + i}. {esc(cut_chars(p.short_name, 60))}{tail}")
         names = marked + names
         blocks.append(context(f"*{len(rest)} more nomination{'s' if len(rest) != 1 else ''}*{how}: "

@@ -66,6 +66,9 @@ def test_full_cycle_with_proposals_votes_thread_and_recap(world):
     assert "(1 votes)" in text_of(winner)
     closed = next(m for m in fake.messages(CH) if m["ts"] == agenda["ts"])
     assert "Voting has closed" in text_of(closed)  # the agenda was updated in place
+    # It marks the paper we read, as the announcement names it, and only that one.
+    marked = [b for b in closed["blocks"] if ":white_check_mark: *we read this*" in str(b)]
+    assert [b["block_id"].endswith(paper.id) for b in marked] == [True]
     tick(deps, MOMENTS["reminder"] + timedelta(minutes=1))
     tick(deps, MOMENTS["thread"] + timedelta(minutes=1))
     thread = scheduled(fake)["thread"][0]

@@ -195,3 +195,29 @@ def test_a_session_paper_among_the_more_nominations_is_marked_there(world, chose
     line = more_line()
     assert f"{name} ({mark})" in line and line.count(":white_check_mark:") == 1
     assert line.split(": ", 1)[1].startswith(f"56. {name} ({mark}), 47. ")  # it leads: a long line never hides it
+
+
+def test_a_vote_winner_among_the_more_nominations_is_marked_there(world):
+    """A voting club with 60 nominations: the winner is one the agenda names only in its "more
+    nominations" line. Closed, that line marks it as the announcement has it (we read this), first."""
+    app, fake, store, clock, deps = world
+    ids = _papers(store, 60)
+    late = ids[55]
+    fake.add_members("UANN", "UBOB")
+    for n, pid in enumerate(ids):
+        store.add_nomination(CH, DAY.isoformat(), pid, "UANN", now=MONDAY.timestamp() + n)
+    for user in ("UANN", "UBOB"):
+        store.add_vote(CH, DAY.isoformat(), user, late, limit=3, now=MONDAY.timestamp())
+    store.add_vote(CH, DAY.isoformat(), "UBOB", ids[0], limit=3, now=MONDAY.timestamp())
+    clock.now = datetime(2026, 12, 1, 16, 30, tzinfo=timezone.utc)
+    ts = post_agenda(deps, deps.slack, CH, DAY)
+    clock.now = datetime(2026, 12, 2, 16, 1, tzinfo=timezone.utc)
+    club_tick(deps, deps.slack, clock.now, sleep=lambda s: None, budget=30)
+    assert store.get_club_session(CH, DAY.isoformat())["paper_id"] == late
+    closed = next(m for m in fake.messages(CH) if m["ts"] == ts)
+    [line] = [e["text"] for b in closed["blocks"] if b["type"] == "context" for e in b["elements"]
+              if "more nominations" in e.get("text", "")]
+    name = bk.esc(store.get_paper(late).short_name)
+    assert line.count(":white_check_mark:") == 1
+    assert line.split(": ", 1)[1].startswith(f"56. {name} (2 · :white_check_mark: *we read this*), ")
+    assert ":white_check_mark:" not in str([b for b in closed["blocks"] if b["type"] == "section"])

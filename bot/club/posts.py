@@ -67,9 +67,10 @@ def agenda_message(deps: Deps, channel: str, day: date, *, closed: bool = False)
                   if n["paper_id"] in papers]
     start = [s for s in cl.session_starts(spec, deps.clock() - timedelta(days=15), count=6) if s.date() == day]
     cutoff = cl.timeline(spec, start[0]).cutoff if start else None
-    chooser = chosen = read = None
+    row = store.get_club_session(channel, day.isoformat()) or {}
+    chooser = chosen = None
+    read = row.get("paper_id")  # the vote's winner (store.club.decide), as the announcement names it
     if spec.mode == cl.PRESENTER_CHOOSES:
-        row = store.get_club_session(channel, day.isoformat()) or {}
         chooser = row.get("presenter")
         # A paper nobody chose (the only nomination, a tie-break: store.club.decide) is read, not chosen.
         chosen, read = (row.get("paper_id"), None) if row.get("chosen") else (None, row.get("paper_id"))
