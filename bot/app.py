@@ -29,13 +29,13 @@ from .commands import (
     Reply,
     for_channel,
     run_command,
-    share_in_channel,
     similar_reply,
     summary_reply,
     working_line,
 )
 from .deps.build import make_client
 from .later import make_later, report_error
+from .sharing import share_in_channel
 from .outgoing import gate_middleware, gated
 
 if TYPE_CHECKING:

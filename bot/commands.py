@@ -15,7 +15,6 @@ import time
 import unicodedata
 from typing import TYPE_CHECKING
 
-from slack_sdk.errors import SlackApiError
 
 from store.errors import EmptyQuery, PaperNotFound, PaperNotInLibrary, ReadOnlyStorage, StoreBusy, StoreError
 from store.schedule import check_timezone
@@ -24,7 +23,6 @@ from store.text import member_tag
 from . import blocks as bk
 from .blocks import code
 from .grammar import Call, Reply, Subcommand
-from .later import wait_out_busy
 
 if TYPE_CHECKING:
     from store import Store
@@ -380,38 +378,6 @@ def handle_similar(deps: Deps, call: Call) -> Reply:
     return similar_reply(deps, paper, note=note)
 
 
-def share_in_channel(deps: Deps, client, paper, user_id: str, channel: str) -> Reply:
-    """Post a paper in the channel crediting the sharer, and remember the message (its reactions are
-    feedback, the digest lists it); the private "Shared" to answer with. Where the bot may not post
-    (not a member, a DM between people), the post itself, for the command's response_url to carry."""
-    reply = for_channel(deps, share_reply(deps, paper, user_id), channel)
-    message = reply.to_message()
-    try:
-        posted = client.chat_postMessage(channel=channel, text=message["text"], blocks=message["blocks"],
-                                         unfurl_links=False, unfurl_media=False)
-    except SlackApiError as e:
-        if e.response.get("error") in ("not_in_channel", "channel_not_found"):
-            return reply
-        raise
-    # It is out already, so a busy or read-only database is waited out: "try again" would post it twice.
-    wait_out_busy(lambda: deps.store.record_message_paper(channel, posted["ts"], paper.id, kind="share",
-                                                          posted_by=user_id or None, now=deps.clock().timestamp()),
-                  what=f"the share of {paper.id} in {channel}", no_reply=True)
-    text = f"Shared *{bk.esc(paper.short_name)}* in <#{channel}>."
-    return Reply(text, bk.message_blocks(text))
-
-
-def handle_share(deps: Deps, call: Call) -> Reply:
-    paper, note = resolve(deps, call.args)
-    if note:  # never post a guess for everyone to see: show it privately first
-        reply = summary_reply(deps, paper, note=note + " Press *Share to channel* if it's the one.")
-        return reply
-    if deps.slack is None or not call.channel_id:  # the console: the reply is the post
-        return share_reply(deps, paper, call.user_id)
-    # Posted as the Share button posts it, so the digest and the reactions know the message.
-    return share_in_channel(deps, deps.slack, paper, call.user_id, call.channel_id)
-
-
 SUBCOMMANDS = (
     Subcommand("help", handle_help, usage="help", example="help", help="This list.", aliases=("?", "h")),
     Subcommand("search", handle_search, usage="search <words>", example="search video grounding with actions",
@@ -420,6 +386,4 @@ SUBCOMMANDS = (
                help="A paper's TL;DR, key points and abstract.", aliases=("show", "tldr", "sum")),
     Subcommand("similar", handle_similar, usage="similar <paper>", example="similar temporal video grounding",
                help="Papers closest to that one.", aliases=("like", "related", "more")),
-    Subcommand("share", handle_share, usage="share <paper>", example="share temporal video grounding",
-               help="Post a paper in this channel for everyone, with your name on it."),
 )

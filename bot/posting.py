@@ -57,6 +57,8 @@ EVENT_TYPE = "paperclub_daily"  # metadata of the paper of the day: {"date", "pa
 SCHEDULED_EVENT = "paperclub_scheduled"  # metadata of every other post: {"kind", "key"}
 DAILY = "daily"  # posts.kind of the paper of the day (store/backends/posts.py)
 POST_BUDGET = 600.0  # seconds the post loop keeps retrying before leaving it to the next start
+SHARE_BUDGET = 4.0  # a member pressed Share and waits: a retry or two (backoff 1-2 s, then 2-4 s), then the
+# apology; pressing again is safe, as the machine looks for the post before sending it again
 LOOK_BACK = timedelta(hours=36)  # how far back a daily claim looks for its post already in the channel
 HISTORY_PAGE = 999  # conversations.history's largest page
 NEWEST_PAGES = 5  # pages read when a post has no claim time to look back from

@@ -3,6 +3,8 @@ lists, and numbers on a list that changed since it was shown (the real Bolt app 
 Slack, a real store; the fixtures of tests/test_save.py)."""
 from __future__ import annotations
 
+import json
+
 from slack_bolt import BoltRequest
 
 from bot import blocks as bk
@@ -171,3 +173,27 @@ def test_a_page_past_the_end_of_the_reading_list_suggests_only_pages_that_exist(
         store.save_paper("UANN", paper.id, now=1_764_000_000 + n)
     two = text_of(dispatch_command(app, fake, "saved 3", user="UANN", channel=CH))
     assert "There is no page 3" in two and "`/paper saved 2` shows the last" in two
+
+
+def test_share_pressed_twice_or_typed_after_posts_the_paper_once(world):  # noqa: F811
+    """Share pressed twice on the same card (a double click on a slow button, or the same card pressed
+    again later that day), then `/paper share` of that paper, posted it three times in the channel.
+    A paper is now shared once a day in a channel: the second press says where it is already."""
+    app, fake, store = world
+    paper = store.list_papers(limit=1)[0]
+    answers = []
+    for user in ("UANN", "UANN", "UBOB"):
+        url = fake.new_response_url(channel=CH, user=user)
+        body = block_action_body(bk.ACTION_SHARE, paper.id, url, user=user, channel=CH)
+        assert app.dispatch(BoltRequest(body=body, mode="socket_mode")).status == 200
+        [answer] = fake.responses(url)
+        answers.append(text_of(answer))
+    typed = dispatch_command(app, fake, f"share {paper.id}", user="UANN", channel=CH)
+    shared = [m for m in fake.messages(CH) if f"shared-{paper.id}" in json.dumps(m.get("blocks") or [])]
+    assert len(shared) == 1
+    assert "Shared" in answers[0]
+    for again in (*answers[1:], text_of(typed)):
+        assert f"*{bk.esc(paper.short_name)}* was shared in <#{CH}> already today" in again
+    assert typed["response_type"] == "ephemeral"
+    digest = text_of(dispatch_command(app, fake, "digest", user="UCAT", channel=CH))
+    assert "1 paper posted" in digest

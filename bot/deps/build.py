@@ -30,6 +30,7 @@ from .. import (
     overview,
     reactions,
     reading,
+    sharing,
 )
 from ..claims import EventClaims
 from ..grammar import Commands
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 
 def command_table() -> Commands:
     """Every /paper subcommand, in the order help lists them."""
-    return Commands([*commands.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *calibrate.SUBCOMMANDS,
+    return Commands([*commands.SUBCOMMANDS, *sharing.SUBCOMMANDS, *commands_interests.SUBCOMMANDS, *calibrate.SUBCOMMANDS,
                      *reactions.SUBCOMMANDS, *commands_schedule.SUBCOMMANDS,
                      *reading.SUBCOMMANDS, *overview.SUBCOMMANDS, *commands_feeds.SUBCOMMANDS, *club.SUBCOMMANDS])
 
