@@ -62,11 +62,15 @@ def unfurls_for(deps: Deps, events: list[dict]) -> list[dict[str, dict]]:
             nominate = bool(ls) and club_meets(deps.store, event.get("channel"))
         except StoreError:
             nominate = False
+        shown = set()  # a paper linked twice in one message (abs and pdf, v1 and v2): one card, the first link's
         for url, ref in ls:
             answer = answers.get(ref)
             if not isinstance(answer, Added):
                 log.info("no unfurl for %s: %s", url, answer or f"{ref[0]} does not know {ref[1]}")
                 continue
+            if answer.paper.id in shown:
+                continue
+            shown.add(answer.paper.id)
             summary = paper_summary(deps.store, answer.paper, deps.llm, now=deps.clock().timestamp())
             blocks = bk.unfurl_blocks(answer.paper, tldr=getattr(summary, "tldr", None))
             unfurls[url] = {"blocks": [b.to_dict() for b in (blocks if nominate else bk.without_nominate(blocks))]}

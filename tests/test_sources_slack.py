@@ -486,3 +486,15 @@ def test_a_search_for_a_paper_link_or_arxiv_id_is_that_paper_or_says_the_library
         assert "Top " not in reply and "No good match" not in reply and "closest" not in reply, line
         assert "is not in the library yet" in reply and "/paper add" in reply, line
     assert len(fake_src.requests) == asked
+
+
+def test_one_paper_linked_twice_in_a_message_gets_one_card(parts, fake_slack, fake_src):
+    """"https://arxiv.org/abs/X v2 (pdf: https://arxiv.org/pdf/Xv2)" got two identical cards under the
+    message, Save and For me twice over; the paper's first link now gets the card, another paper its own."""
+    app, _ = parts
+    p, other = fake_src.papers[0], fake_src.papers[1]
+    urls = [f"https://arxiv.org/abs/{p.arxiv_id}v2", f"https://arxiv.org/pdf/{p.arxiv_id}v2.pdf",
+            f"https://arxiv.org/abs/{other.arxiv_id}"]
+    paste(app, fake_slack, urls, n=20)
+    [unfurl] = fake_slack.unfurls()
+    assert list(unfurl["unfurls"]) == [urls[0], urls[2]]
