@@ -147,8 +147,12 @@ class Commands(click.Group):
 @click.pass_context
 def cli(ctx, db):
     """paperclub: a Slack bot that runs your ML reading group."""
+    from .config import unknown_settings
+
     ctx.obj = Ctx(db)
     setup_logging(ctx.obj.settings.log_level, ctx.obj.settings.log_format)
+    for line in unknown_settings():  # a typo'd name would otherwise leave its default without a word
+        say(line, prefix="warning: ", level=logging.WARNING)
 
 
 def _progress(total: int):

@@ -181,6 +181,42 @@ def local_timezone(environ: Mapping[str, str] = os.environ, localtime: str = "/e
         return None
 
 
+OUR_PREFIXES = ("PAPERCLUB_", "SLACK_", "LOG_")
+
+
+def setting_names() -> list[str]:
+    """Every variable name paperclub reads."""
+    return [name for f in Settings.model_fields.values() for name in f.validation_alias.choices]
+
+
+def unknown_settings(environ: Mapping[str, str] = os.environ, env_file: str = ".env") -> list[str]:
+    """One line per variable meant for paperclub that it does not read, so ignores: PAPERCLUB_ADMIN
+    for PAPERCLUB_ADMINS would otherwise leave everyone an admin without a word. In .env (which only
+    paperclub reads) every PAPERCLUB_/SLACK_/LOG_ name counts; in the environment, which holds other
+    programs' variables too, a name close to one of ours. Names only, never values."""
+    import difflib
+
+    from dotenv import dotenv_values
+
+    known = setting_names()
+    try:
+        in_file = set(dotenv_values(env_file)) if os.path.isfile(env_file) else set()
+    except (OSError, UnicodeDecodeError):
+        in_file = set()  # pydantic-settings says what is wrong with the file itself
+    lines = []
+    for name in sorted(in_file | {n for n in environ if n.startswith(OUR_PREFIXES)}):
+        if name in known:
+            continue
+        meant = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        where = "in .env" if name in in_file else "in the environment"
+        if meant:
+            lines.append(f"{name} ({where}) is not a paperclub setting and is ignored: did you mean {meant[0]}?")
+        elif name in in_file and name.startswith(OUR_PREFIXES):
+            lines.append(f"{name} ({where}) is not a paperclub setting and is ignored "
+                         "(.env.example lists every setting).")
+    return lines
+
+
 def load_settings(**overrides) -> Settings:
     """The settings, or BadSetting naming each bad variable and why, in one line and without its
     value (pydantic's own report spans lines and quotes the input, which may sit beside a secret)."""

@@ -129,6 +129,33 @@ def test_a_mistyped_time_zone_in_dot_env_stops_the_start_with_the_zone_it_meant(
     assert load_settings().timezone == "America/New_York"
 
 
+@pytest.mark.parametrize("where", ["dot_env", "environment"])
+@pytest.mark.parametrize("name, meant", [("PAPERCLUB_ADMIN", "PAPERCLUB_ADMINS"),
+                                         ("PAPERCLUB_TIMEZON", "PAPERCLUB_TIMEZONE"),
+                                         ("SLACK_BOT_TOKNE", "SLACK_BOT_TOKEN")])
+def test_a_mistyped_setting_name_is_named_with_the_one_it_meant(tmp_path, where, name, meant):
+    """PAPERCLUB_ADMIN for PAPERCLUB_ADMINS must not leave everyone an admin without a word."""
+    value = "xoxb-1111-2222-SECRETBOTTOKEN"
+    if where == "dot_env":
+        (tmp_path / ".env").write_text(f"PAPERCLUB_DB=none.db\n{name}={value}\n")
+        out = paperclub_in(tmp_path, "health")
+    else:  # docker compose's env_file: the same lines arrive as environment variables
+        out = paperclub_in(tmp_path, "health", env={"PAPERCLUB_DB": "none.db", name: value})
+    [warning] = [line for line in out.stderr.splitlines() if name in line]
+    assert warning.startswith("warning: ") and f"did you mean {meant}?" in warning, out.stderr
+    assert "SECRET" not in out.stdout + out.stderr
+    assert out.returncode == 1 and "no database at none.db" in out.stderr  # the command still ran
+
+
+def test_the_example_dot_env_as_shipped_draws_no_warning(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).resolve().parent.parent / ".env.example", tmp_path / ".env")
+    out = paperclub_in(tmp_path, "health", env={"PAPERCLUB_TEST_PG": "postgresql://x@h/db"})
+    assert out.stderr.strip() == "unhealthy: no database at ./paperclub.db", out.stderr
+
+
 def paperclub(capsys, *args: str) -> tuple[int, str, str]:
     """The entry point as a shell runs it: (exit code, stdout, stderr)."""
     from bot.cli import main
