@@ -117,6 +117,14 @@ class Settings(LogSettings):
     def _blank_is_none(cls, v):
         return v or None
 
+    @field_validator("slack_bot_token", "slack_app_token", "llm_api_key", mode="before")
+    @classmethod
+    def _bare_token(cls, v):
+        # No token holds quotes or spaces: `docker run --env-file` keeps a .env line's quotes as
+        # part of the value, and a copy from a browser can bring a space; either made Slack
+        # refuse a right token (or the start call an xoxb- token "not a bot token").
+        return v.strip().strip("\"'").strip() or None if isinstance(v, str) else v
+
     @field_validator("reaction_weights")
     @classmethod
     def _weights(cls, v: str) -> str:

@@ -194,6 +194,25 @@ def test_swapped_or_wrong_kind_tokens_stop_the_start_with_a_line_that_names_the_
         assert says in records[-1]["msg"], records[-1]["msg"]
 
 
+@pytest.mark.slow  # starts a process
+def test_tokens_pasted_with_quotes_or_spaces_reach_slack_as_the_tokens(tmp_path, fake_slack, monkeypatch):
+    """`docker run --env-file .env` keeps quotes as part of the value, and a copy can bring a space:
+    the start must not call a quoted xoxb- token "not a bot token", nor send Slack the quotes."""
+    from bot.config import load_settings
+
+    fake_slack.respond_with("auth.test", {"ok": False, "error": "invalid_auth"})  # so the start ends
+    (tmp_path / ".env").write_text(f"SLACK_APP_TOKEN=' {APP_TOKEN} '\n")
+    out = paperclub("run", cwd=tmp_path, PAPERCLUB_DB=str(tmp_path / "p.db"),
+                    SLACK_BOT_TOKEN=f'"{BOT_TOKEN}"', SLACK_API_URL=fake_slack.api_url)
+    assert out.returncode == 1 and "not a bot token" not in out.stderr, out.stderr
+    assert [call.token for call in fake_slack.calls("auth.test")] == [BOT_TOKEN]
+    assert not any(secret in out.stderr for secret in TOKEN_SECRETS), out.stderr
+    monkeypatch.chdir(tmp_path)
+    for name in ("SLACK_APP_TOKEN", "SLACK_BOT_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert load_settings().slack_app_token.get_secret_value() == APP_TOKEN
+
+
 # -- 5. the compose file needs Compose v2 ---------------------------------------------------------
 def test_the_readme_says_the_compose_file_needs_compose_v2():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
