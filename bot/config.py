@@ -76,6 +76,10 @@ class Settings(LogSettings):
     @field_validator("slack_api_url")
     @classmethod
     def _slash(cls, v: str) -> str:
+        if not re.match(r"https?://[^/\s]+", v.strip()):
+            raise ValueError("SLACK_API_URL must be a URL such as https://slack.com/api/ "
+                             "(GovSlack: https://slack-gov.com/api/)")
+        v = v.strip()
         return v if v.endswith("/") else v + "/"
 
     @field_validator("timezone")

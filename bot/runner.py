@@ -297,6 +297,27 @@ def _end_when_replaced(client, session, state, timeout: float = 60.0) -> None:
         pass  # closed meanwhile
 
 
+# auth.test errors that mean the token itself is wrong (https://api.slack.com/methods/auth.test)
+TOKEN_REFUSED = ("invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                 "not_allowed_token_type")
+
+
+def slack_start_failure(url: str, e: Exception) -> str:
+    """Why the first call to Slack failed, as one line saying what to fix: a refused token, an
+    answer that is not Slack's (a wrong SLACK_API_URL, a proxy's page) or no answer at all."""
+    cause = e.__context__ if e.__context__ is not None else e  # Bolt wraps the SlackApiError
+    response = getattr(cause, "response", None) or getattr(e, "response", None)
+    error = response.get("error") if response is not None else None
+    if error in TOKEN_REFUSED:
+        return (f"Slack at {url} refused the bot token ({error}): copy SLACK_BOT_TOKEN again from "
+                "Install App → Bot User OAuth Token.")
+    check = "SLACK_API_URL (https://slack.com/api/; GovSlack https://slack-gov.com/api/)"
+    if response is not None:
+        return f"{url} did not answer as Slack does ({error or e}): check {check} and any proxy."
+    reason = getattr(cause, "reason", None) or cause
+    return f"could not reach Slack at {url} ({reason}): check the network, any proxy, and {check}."
+
+
 def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
             stop: threading.Event | None = None) -> bool:
     """Warm up, connect, answer until SIGTERM/SIGINT (or `stop` is set), then close.
@@ -329,8 +350,7 @@ def run_bot(settings: Settings, store: Store, embedder: Embedder, *,
         app = create_app(deps)
     except (BoltError, SlackClientError, OSError) as e:
         work.shutdown(wait=False)
-        raise StartupError(redact(f"Slack at {settings.slack_api_url} refused the bot token "
-                                  f"or could not be reached: {e}")) from None
+        raise StartupError(redact(slack_start_failure(settings.slack_api_url, e))) from None
 
     started = time.perf_counter()
     searcher.warm()  # before connecting, so the first command is as fast as the rest

@@ -93,3 +93,14 @@ def test_documented_command_line_defaults_are_the_code_defaults():
                 if not any(same_value(value, d) for d in options.values()):
                     wrong.append((name, "?", value, options))
     assert not wrong, wrong
+
+
+def test_the_troubleshooting_table_quotes_what_the_bot_says():
+    """An operator searches the log for the quoted words: each must be what the code writes."""
+    table = README.split("**Troubleshooting.**", 1)[1].split("\n\n", 2)[1]
+    code = "\n".join(p.read_text() for p in (ROOT / "bot").rglob("*.py"))
+    quoted = [q for row in table.splitlines()[2:] for q in re.findall(r'"([^"]+)"', re.sub(r"`[^`]*`", "", row.split("|")[1]))]  # `...`: what Slack shows
+    assert quoted
+    for q in quoted:
+        for part in filter(None, (p.strip() for p in q.split("…"))):
+            assert part in code, f"the README quotes {q!r}, which the bot never says"

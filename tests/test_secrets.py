@@ -139,7 +139,7 @@ def test_start_up_failures_name_the_problem_without_the_secret(case, hashing_db,
                   PAPERCLUB_LLM_URL="http://127.0.0.1:9/v1", PAPERCLUB_LLM_MODEL="m", PAPERCLUB_LLM_API_KEY=LLM_KEY,
                   LOG_LEVEL="DEBUG")
     expect = {"bot token refused": "invalid_auth", "app token refused": "SLACK_APP_TOKEN",
-              "slack unreachable": "could not be reached", "bad setting": "PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS"}[case]
+              "slack unreachable": "could not reach Slack", "bad setting": "PAPERCLUB_FEEDBACK_HALF_LIFE_DAYS"}[case]
     if case == "bot token refused":
         fake_slack.respond_with("auth.test", {"ok": False, "error": "invalid_auth"})
     elif case == "app token refused":

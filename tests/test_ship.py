@@ -213,6 +213,39 @@ def test_tokens_pasted_with_quotes_or_spaces_reach_slack_as_the_tokens(tmp_path,
     assert load_settings().slack_app_token.get_secret_value() == APP_TOKEN
 
 
+@pytest.mark.slow  # starts a process
+def test_a_slack_that_cannot_be_reached_or_is_not_slack_is_not_blamed_on_the_token(tmp_path):
+    """A wrong SLACK_API_URL or a proxy's page is not a bad token: the line says what to check."""
+    import http.server
+    import threading
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(b"<html>Access denied by proxy</html>")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cases = [(f"http://127.0.0.1:{server.server_port}/api/", "did not answer as Slack"),
+                 ("http://127.0.0.1:9/api/", "could not reach Slack"),
+                 ("slack.com/api", "SLACK_API_URL")]
+        for url, says in cases:
+            out = paperclub("run", cwd=tmp_path, PAPERCLUB_DB=str(tmp_path / "p.db"), SLACK_BOT_TOKEN=BOT_TOKEN,
+                            SLACK_APP_TOKEN=APP_TOKEN, SLACK_API_URL=url)
+            last = out.stderr.strip().splitlines()[-1]
+            assert out.returncode == 1 and says in last and "SLACK_API_URL" in last, (url, last)
+            assert "refused the bot token" not in last and "Traceback" not in out.stderr, (url, last)
+            assert not any(secret in out.stderr for secret in TOKEN_SECRETS), out.stderr
+    finally:
+        server.shutdown()
+
+
 # -- 5. the compose file needs Compose v2 ---------------------------------------------------------
 def test_the_readme_says_the_compose_file_needs_compose_v2():
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
